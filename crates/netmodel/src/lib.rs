@@ -1,0 +1,44 @@
+//! I/O-free network model for protolab.
+//!
+//! Time is an argument everywhere (nanoseconds on an arbitrary monotonic axis): the model never
+//! reads a clock, never sleeps and never touches a socket, so every behaviour can be tested
+//! deterministically on a virtual clock, and the real-time driver (`protolab-emu`) stays thin.
+//!
+//! * [`Link`]: one direction of a link — loss at arrival, a queue (drop-tail, drop-head, CoDel),
+//!   a transmitter (fixed rate, Mahimahi trace, or unlimited), propagation delay and jitter.
+//! * [`Network`]: hosts on two sides of a dumbbell, access links, 1..N bottleneck paths, and the
+//!   path selection (ECMP by flow hash, pins, round robin).
+//!
+//! All randomness comes from per-link ChaCha streams derived from one seed.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod codel;
+mod config;
+mod link;
+mod loss;
+mod network;
+mod packet;
+mod trace;
+
+pub use config::{
+    ConfigError, JitterConfig, JitterDistribution, LinkConfig, LossConfig, QueueConfig, QueueKind,
+    QueueLimit, Rate,
+};
+pub use link::{DropCause, DropCounts, Event, EventKind, Link, LinkCounters};
+pub use network::{
+    Delivered, HostId, HostSpec, LinkId, Network, NetworkError, PathId, PathSelection, Side,
+    TopologySpec,
+};
+pub use packet::{FlowKey, Packet, PacketError};
+pub use trace::{DeliveryTrace, TraceError, TRACE_OPPORTUNITY_BYTES};
+
+/// Nanoseconds on the model's time axis.
+pub type Nanos = u64;
+
+/// One millisecond in [`Nanos`].
+pub const MS: Nanos = 1_000_000;
+/// One microsecond in [`Nanos`].
+pub const US: Nanos = 1_000;
+/// One second in [`Nanos`].
+pub const SEC: Nanos = 1_000_000_000;

@@ -1,0 +1,479 @@
+//! One direction of a link: loss at arrival, a queue, a transmitter, delay and jitter.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal, Pareto, Uniform};
+use serde::Serialize;
+
+use crate::codel::{Codel, CodelQueue};
+use crate::config::{ConfigError, JitterConfig, JitterDistribution, LinkConfig, QueueKind, QueueLimit, Rate};
+use crate::loss::LossState;
+use crate::packet::{FlowKey, Packet};
+use crate::trace::TRACE_OPPORTUNITY_BYTES;
+use crate::Nanos;
+
+/// Why a packet was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropCause {
+    /// The queue limit was reached (drop-tail arrival, or drop-head eviction).
+    QueueFull,
+    /// The configured random loss process.
+    RandomLoss,
+    /// The active queue management (CoDel).
+    Aqm,
+}
+
+/// What happened to a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// Entered the queue.
+    Enqueue,
+    /// Left the link (serialized and propagated).
+    Deliver,
+    /// Dropped.
+    Drop(DropCause),
+}
+
+/// A per-packet event, as recorded in the ground-truth log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    /// Model time.
+    pub time: Nanos,
+    /// What happened.
+    pub kind: EventKind,
+    /// Index of the link in its network.
+    pub link: u32,
+    /// 5-tuple of the packet.
+    pub flow: FlowKey,
+    /// IP bytes.
+    pub size: u32,
+    /// IP identification.
+    pub ip_id: u16,
+}
+
+/// Packet and byte counts per drop cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DropCounts {
+    /// Queue limit.
+    pub queue_full: u64,
+    /// Random loss.
+    pub random_loss: u64,
+    /// AQM.
+    pub aqm: u64,
+}
+
+impl DropCounts {
+    fn add(&mut self, cause: DropCause, n: u64) {
+        match cause {
+            DropCause::QueueFull => self.queue_full += n,
+            DropCause::RandomLoss => self.random_loss += n,
+            DropCause::Aqm => self.aqm += n,
+        }
+    }
+
+    /// Sum over causes.
+    pub fn total(&self) -> u64 {
+        self.queue_full + self.random_loss + self.aqm
+    }
+}
+
+/// Counters of one link direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LinkCounters {
+    /// Packets that entered the queue.
+    pub enqueued_packets: u64,
+    /// Bytes that entered the queue.
+    pub enqueued_bytes: u64,
+    /// Packets that left the link.
+    pub delivered_packets: u64,
+    /// Bytes that left the link.
+    pub delivered_bytes: u64,
+    /// Dropped packets per cause.
+    pub dropped_packets: DropCounts,
+    /// Dropped bytes per cause.
+    pub dropped_bytes: DropCounts,
+    /// Packets waiting now.
+    pub queue_packets: u64,
+    /// Bytes waiting now.
+    pub queue_bytes: u64,
+    /// Largest number of packets waiting since the last reset.
+    pub max_queue_packets: u64,
+    /// Largest number of bytes waiting since the last reset.
+    pub max_queue_bytes: u64,
+}
+
+/// Where recorded events go; recording is off unless enabled.
+#[derive(Debug, Default)]
+pub struct EventLog {
+    /// Whether events are recorded.
+    pub enabled: bool,
+    /// Recorded events, drained by the owner.
+    pub events: Vec<Event>,
+}
+
+impl EventLog {
+    fn record<P>(&mut self, time: Nanos, kind: EventKind, link: u32, packet: &Packet<P>) {
+        if self.enabled {
+            self.events.push(Event { time, kind, link, flow: packet.flow, size: packet.size, ip_id: packet.ip_id });
+        }
+    }
+}
+
+struct Waiting<P> {
+    packet: Packet<P>,
+    arrived: Nanos,
+}
+
+struct InFlight<P> {
+    deliver_at: Nanos,
+    seq: u64,
+    packet: Packet<P>,
+}
+
+impl<P> PartialEq for InFlight<P> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.deliver_at, self.seq) == (other.deliver_at, other.seq)
+    }
+}
+impl<P> Eq for InFlight<P> {}
+impl<P> PartialOrd for InFlight<P> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<P> Ord for InFlight<P> {
+    // Reversed: BinaryHeap is a max-heap and the earliest delivery must come out first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.deliver_at, other.seq).cmp(&(self.deliver_at, self.seq))
+    }
+}
+
+/// The serializer: when can the next packet start, and when does it finish.
+#[derive(Debug, Clone, Default)]
+struct Transmitter {
+    /// Fixed rate: the link is busy until then.
+    free_at: Nanos,
+    /// Trace: time of the trace's opportunity 0.
+    trace_epoch: Nanos,
+    /// Trace: the next opportunity with bytes left.
+    trace_index: u64,
+    /// Trace: bytes left in that opportunity.
+    trace_bytes_left: u32,
+}
+
+impl Transmitter {
+    fn earliest_start(&self, rate: &Rate, t: Nanos) -> Nanos {
+        match rate {
+            Rate::Unlimited => t,
+            Rate::BitsPerSecond(_) => t.max(self.free_at),
+            Rate::Trace(trace) => {
+                let current = self.trace_epoch + trace.opportunity_time(self.trace_index);
+                if current >= t {
+                    current
+                } else {
+                    self.trace_epoch + trace.opportunity_time(trace.first_index_at_or_after(t - self.trace_epoch))
+                }
+            }
+        }
+    }
+
+    /// Serializes `size` bytes starting at `start` (from `earliest_start`); returns the finish time.
+    fn transmit(&mut self, rate: &Rate, start: Nanos, size: u32) -> Nanos {
+        match rate {
+            Rate::Unlimited => start,
+            Rate::BitsPerSecond(bps) => {
+                self.free_at = start + LinkConfig::serialization_time(*bps, size);
+                self.free_at
+            }
+            Rate::Trace(trace) => {
+                if self.trace_epoch + trace.opportunity_time(self.trace_index) < start {
+                    // Opportunities before `start` went unused: they are lost, as in Mahimahi.
+                    self.trace_index = trace.first_index_at_or_after(start - self.trace_epoch);
+                    self.trace_bytes_left = TRACE_OPPORTUNITY_BYTES;
+                }
+                let mut remaining = size.max(1);
+                loop {
+                    let take = remaining.min(self.trace_bytes_left);
+                    remaining -= take;
+                    self.trace_bytes_left -= take;
+                    let finish = self.trace_epoch + trace.opportunity_time(self.trace_index);
+                    if self.trace_bytes_left == 0 {
+                        self.trace_index += 1;
+                        self.trace_bytes_left = TRACE_OPPORTUNITY_BYTES;
+                    }
+                    if remaining == 0 {
+                        return finish;
+                    }
+                }
+            }
+        }
+    }
+
+    fn restart(&mut self, now: Nanos) {
+        self.free_at = self.free_at.max(now);
+        self.trace_epoch = now;
+        self.trace_index = 0;
+        self.trace_bytes_left = TRACE_OPPORTUNITY_BYTES;
+    }
+}
+
+/// One direction of a link. `P` is the payload the driver carries with each packet.
+pub struct Link<P> {
+    id: u32,
+    config: LinkConfig,
+    queue: VecDeque<Waiting<P>>,
+    transmitter: Transmitter,
+    in_flight: BinaryHeap<InFlight<P>>,
+    next_seq: u64,
+    last_delivery: Nanos,
+    codel: Codel,
+    loss: LossState,
+    rng: ChaCha8Rng,
+    counters: LinkCounters,
+}
+
+fn jitter_offset(jitter: &JitterConfig, rng: &mut ChaCha8Rng) -> f64 {
+    let std = jitter.std as f64;
+    if std <= 0.0 {
+        return 0.0;
+    }
+    // The parameters are finite and positive here, so the constructors cannot fail.
+    match jitter.dist {
+        JitterDistribution::Normal => Normal::new(0.0, std).map(|d| d.sample(rng)).unwrap_or(0.0),
+        JitterDistribution::Uniform => {
+            let half_width = std * 3f64.sqrt();
+            Uniform::new_inclusive(-half_width, half_width).map(|d| d.sample(rng)).unwrap_or(0.0)
+        }
+        JitterDistribution::Pareto => {
+            // Shape 3: mean = 1.5 x_m, std = x_m * sqrt(3) / 2.
+            let scale = 2.0 * std / 3f64.sqrt();
+            Pareto::new(scale, 3.0).map(|d| d.sample(rng) - 1.5 * scale).unwrap_or(0.0)
+        }
+    }
+}
+
+struct CodelAdapter<'a, P> {
+    link: &'a mut Link<P>,
+    events: &'a mut EventLog,
+}
+
+impl<P> CodelQueue for CodelAdapter<'_, P> {
+    type Item = Packet<P>;
+
+    fn pop(&mut self, now: Nanos) -> Option<(Packet<P>, Nanos, u64)> {
+        let waiting = self.link.pop_head()?;
+        Some((waiting.packet, now.saturating_sub(waiting.arrived), self.link.counters.queue_bytes))
+    }
+
+    fn drop_item(&mut self, packet: Packet<P>, now: Nanos) {
+        self.link.count_drop(now, DropCause::Aqm, &packet, self.events);
+    }
+}
+
+impl<P> Link<P> {
+    /// A link direction with its own random stream (`seed`, `stream`).
+    pub fn new(id: u32, config: LinkConfig, seed: u64, stream: u64) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(stream);
+        Ok(Link {
+            id,
+            config,
+            queue: VecDeque::new(),
+            transmitter: Transmitter { trace_bytes_left: TRACE_OPPORTUNITY_BYTES, ..Transmitter::default() },
+            in_flight: BinaryHeap::new(),
+            next_seq: 0,
+            last_delivery: 0,
+            codel: Codel::default(),
+            loss: LossState::default(),
+            rng,
+            counters: LinkCounters::default(),
+        })
+    }
+
+    /// The link's index in its network.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Current configuration.
+    pub fn config(&self) -> &LinkConfig {
+        &self.config
+    }
+
+    /// Current counters.
+    pub fn counters(&self) -> LinkCounters {
+        self.counters
+    }
+
+    /// Zeroes the counters (occupancy stays: it is a state, not a count).
+    pub fn reset_counters(&mut self) {
+        self.counters = LinkCounters {
+            queue_packets: self.counters.queue_packets,
+            queue_bytes: self.counters.queue_bytes,
+            max_queue_packets: self.counters.queue_packets,
+            max_queue_bytes: self.counters.queue_bytes,
+            ..LinkCounters::default()
+        };
+    }
+
+    /// Packets queued or in flight.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.in_flight.is_empty()
+    }
+
+    fn pop_head(&mut self) -> Option<Waiting<P>> {
+        let waiting = self.queue.pop_front()?;
+        self.counters.queue_packets -= 1;
+        self.counters.queue_bytes -= u64::from(waiting.packet.size);
+        Some(waiting)
+    }
+
+    fn count_drop(&mut self, now: Nanos, cause: DropCause, packet: &Packet<P>, events: &mut EventLog) {
+        self.counters.dropped_packets.add(cause, 1);
+        self.counters.dropped_bytes.add(cause, u64::from(packet.size));
+        events.record(now, EventKind::Drop(cause), self.id, packet);
+    }
+
+    fn fits(&self, extra_packets: u64, extra_bytes: u64) -> bool {
+        match self.config.queue.limit {
+            QueueLimit::Packets(n) => self.counters.queue_packets + extra_packets <= u64::from(n),
+            QueueLimit::Bytes(b) => self.counters.queue_bytes + extra_bytes <= b,
+        }
+    }
+
+    /// A packet arrives at `now`. Returns false if it was dropped on arrival.
+    pub fn arrive(&mut self, now: Nanos, packet: Packet<P>, events: &mut EventLog) -> bool {
+        self.advance(now, events);
+        if let Some(loss) = self.config.loss {
+            if self.loss.lose_next(&loss, &mut self.rng) {
+                self.count_drop(now, DropCause::RandomLoss, &packet, events);
+                return false;
+            }
+        }
+        let size = u64::from(packet.size);
+        if self.config.queue.kind == QueueKind::DropHead {
+            while !self.fits(1, size) {
+                let Some(evicted) = self.pop_head() else { break };
+                self.count_drop(now, DropCause::QueueFull, &evicted.packet, events);
+            }
+        }
+        if !self.fits(1, size) {
+            self.count_drop(now, DropCause::QueueFull, &packet, events);
+            return false;
+        }
+        events.record(now, EventKind::Enqueue, self.id, &packet);
+        let c = &mut self.counters;
+        c.enqueued_packets += 1;
+        c.enqueued_bytes += size;
+        c.queue_packets += 1;
+        c.queue_bytes += size;
+        c.max_queue_packets = c.max_queue_packets.max(c.queue_packets);
+        c.max_queue_bytes = c.max_queue_bytes.max(c.queue_bytes);
+        self.queue.push_back(Waiting { packet, arrived: now });
+        self.advance(now, events);
+        true
+    }
+
+    fn head_start(&self) -> Option<Nanos> {
+        let head = self.queue.front()?;
+        Some(self.transmitter.earliest_start(&self.config.rate, head.arrived))
+    }
+
+    /// The next moment something happens on this link (a transmission starts or a packet leaves).
+    pub fn next_event(&self) -> Option<Nanos> {
+        let delivery = self.in_flight.peek().map(|f| f.deliver_at);
+        match (self.head_start(), delivery) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Starts every transmission due at or before `now`.
+    pub fn advance(&mut self, now: Nanos, events: &mut EventLog) {
+        while let Some(start) = self.head_start().filter(|&s| s <= now) {
+            self.start_transmission(start, events);
+        }
+    }
+
+    fn start_transmission(&mut self, start: Nanos, events: &mut EventLog) {
+        let packet = match self.config.queue.kind {
+            QueueKind::CoDel { target, interval } => {
+                let mut codel = std::mem::take(&mut self.codel);
+                let packet = codel.dequeue(&mut CodelAdapter { link: self, events }, start, target, interval);
+                self.codel = codel;
+                packet
+            }
+            QueueKind::DropTail | QueueKind::DropHead => self.pop_head().map(|w| w.packet),
+        };
+        let Some(packet) = packet else { return };
+        let finish = self.transmitter.transmit(&self.config.rate, start, packet.size);
+        let mut deliver_at = finish + self.config.delay;
+        if let Some(jitter) = self.config.jitter {
+            let total = self.config.delay as f64 + jitter_offset(&jitter, &mut self.rng);
+            deliver_at = finish + total.max(0.0).round() as Nanos;
+            if jitter.preserve_order {
+                deliver_at = deliver_at.max(self.last_delivery);
+            }
+        }
+        self.last_delivery = self.last_delivery.max(deliver_at);
+        self.in_flight.push(InFlight { deliver_at, seq: self.next_seq, packet });
+        self.next_seq += 1;
+    }
+
+    /// Processes this link's next event if it is due at or before `now`; returns a packet that
+    /// left the link, with the time it left.
+    pub fn step(&mut self, now: Nanos, events: &mut EventLog) -> Option<(Nanos, Packet<P>)> {
+        let start = self.head_start().filter(|&s| s <= now);
+        let delivery = self.in_flight.peek().map(|f| f.deliver_at).filter(|&d| d <= now);
+        match (start, delivery) {
+            (Some(s), d) if d.is_none_or(|d| s <= d) => {
+                self.start_transmission(s, events);
+                None
+            }
+            (_, Some(_)) => {
+                let f = self.in_flight.pop()?;
+                self.counters.delivered_packets += 1;
+                self.counters.delivered_bytes += u64::from(f.packet.size);
+                events.record(f.deliver_at, EventKind::Deliver, self.id, &f.packet);
+                Some((f.deliver_at, f.packet))
+            }
+            _ => None,
+        }
+    }
+
+    /// Replaces the configuration at `now`. Queued packets stay; those beyond a smaller limit are
+    /// dropped from the tail as `queue_full`.
+    pub fn reconfigure(&mut self, now: Nanos, config: LinkConfig, events: &mut EventLog) -> Result<(), ConfigError> {
+        config.validate()?;
+        self.advance(now, events);
+        let rate_changed = self.config.rate != config.rate;
+        let loss_kind_changed = std::mem::discriminant(&self.config.loss) != std::mem::discriminant(&config.loss);
+        let queue_kind_changed = self.config.queue.kind != config.queue.kind;
+        self.config = config;
+        if rate_changed {
+            self.transmitter.restart(now);
+        }
+        if loss_kind_changed {
+            self.loss = LossState::default();
+        }
+        if queue_kind_changed {
+            self.codel = Codel::default();
+        }
+        while !self.fits(0, 0) {
+            let Some(w) = self.queue.pop_back() else { break };
+            self.counters.queue_packets -= 1;
+            self.counters.queue_bytes -= u64::from(w.packet.size);
+            self.count_drop(now, DropCause::QueueFull, &w.packet, events);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

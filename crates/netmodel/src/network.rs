@@ -1,0 +1,382 @@
+//! A dumbbell network: hosts with access links on two sides, bottleneck paths between them.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::net::Ipv4Addr;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use siphasher::sip::SipHasher13;
+
+use crate::config::{ConfigError, LinkConfig};
+use crate::link::{Event, EventLog, Link, LinkCounters};
+use crate::packet::{FlowKey, Packet};
+use crate::Nanos;
+
+/// Index of a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostId(pub u32);
+/// Index of a bottleneck path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PathId(pub u32);
+/// Index of a link direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LinkId(pub u32);
+
+/// Side of the dumbbell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Clients.
+    Left,
+    /// Servers.
+    Right,
+}
+
+/// How a packet between the sides picks its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathSelection {
+    /// `(SA ^ DA ^ SP ^ DP ^ PT) mod N`, the hash of 001 §IV-C1 (symmetric).
+    EcmpXor,
+    /// Keyed SipHash of the direction-independent 5-tuple, mod N.
+    EcmpHash,
+    /// Per packet, each direction cycles through the paths.
+    RoundRobin,
+}
+
+/// A host of the topology.
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    /// Unique name.
+    pub name: String,
+    /// Side.
+    pub side: Side,
+    /// IPv4 addresses, unique across the network.
+    pub addresses: Vec<Ipv4Addr>,
+    /// Host towards the core.
+    pub up: LinkConfig,
+    /// Core towards the host.
+    pub down: LinkConfig,
+}
+
+/// A bottleneck path.
+#[derive(Debug, Clone)]
+pub struct PathSpec {
+    /// Unique name.
+    pub name: String,
+    /// Left to right.
+    pub forward: LinkConfig,
+    /// Right to left.
+    pub reverse: LinkConfig,
+}
+
+/// Everything needed to build a [`Network`].
+#[derive(Debug, Clone)]
+pub struct TopologySpec {
+    /// Seed of every random draw.
+    pub seed: u64,
+    /// Hosts.
+    pub hosts: Vec<HostSpec>,
+    /// Paths between the sides.
+    pub paths: Vec<PathSpec>,
+    /// Path selection.
+    pub selection: PathSelection,
+    /// Fixed paths for (left host, right host) pairs.
+    pub pins: Vec<(HostId, HostId, PathId)>,
+}
+
+/// Why a network could not be built or changed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NetworkError {
+    /// A link parameter was refused.
+    #[error("{link}.{source}")]
+    Link {
+        /// Link name (`client.up`, `p0.forward`, ...).
+        link: String,
+        /// The parameter error.
+        source: ConfigError,
+    },
+    /// Two hosts carry the same address.
+    #[error("address {0} is used twice")]
+    DuplicateAddress(Ipv4Addr),
+    /// Hosts on both sides but no path.
+    #[error("hosts on both sides need at least one path")]
+    NoPath,
+    /// A pin does not name a left host, a right host and a path.
+    #[error("pin {0}: {1}")]
+    BadPin(usize, String),
+    /// No such link.
+    #[error("no link named {0:?}")]
+    UnknownLink(String),
+}
+
+struct Route {
+    hops: [u32; 3],
+    len: u8,
+    next: u8,
+    dst: HostId,
+}
+
+/// What the links carry: the driver's payload plus the route.
+pub struct Transit<P> {
+    route: Route,
+    payload: P,
+}
+
+/// A packet that reached its destination host.
+#[derive(Debug)]
+pub struct Delivered<P> {
+    /// When it left the last link.
+    pub time: Nanos,
+    /// Destination host.
+    pub host: HostId,
+    /// The packet.
+    pub packet: Packet<P>,
+}
+
+struct HostEntry {
+    name: String,
+    side: Side,
+    up: u32,
+    down: u32,
+}
+
+struct PathEntry {
+    name: String,
+    forward: u32,
+    reverse: u32,
+}
+
+/// The network model. Feed packets with [`Network::send`], collect them with [`Network::poll`],
+/// and wake up at [`Network::next_wakeup`].
+pub struct Network<P> {
+    links: Vec<Link<Transit<P>>>,
+    link_names: Vec<String>,
+    hosts: Vec<HostEntry>,
+    paths: Vec<PathEntry>,
+    by_address: HashMap<Ipv4Addr, HostId>,
+    selection: PathSelection,
+    pins: HashMap<(HostId, HostId), PathId>,
+    round_robin: [u64; 2],
+    hash_key: (u64, u64),
+    events: EventLog,
+}
+
+impl<P> Network<P> {
+    /// Builds the network; every parameter is checked first.
+    pub fn new(spec: TopologySpec) -> Result<Self, NetworkError> {
+        let mut links = Vec::new();
+        let mut link_names = Vec::new();
+        let mut add_link = |name: String, config: &LinkConfig| -> Result<u32, NetworkError> {
+            let id = links.len() as u32;
+            let link = Link::new(id, config.clone(), spec.seed, u64::from(id))
+                .map_err(|source| NetworkError::Link { link: name.clone(), source })?;
+            links.push(link);
+            link_names.push(name);
+            Ok(id)
+        };
+        let mut hosts = Vec::new();
+        let mut by_address = HashMap::new();
+        for (i, h) in spec.hosts.iter().enumerate() {
+            for &a in &h.addresses {
+                if by_address.insert(a, HostId(i as u32)).is_some() {
+                    return Err(NetworkError::DuplicateAddress(a));
+                }
+            }
+            let up = add_link(format!("{}.up", h.name), &h.up)?;
+            let down = add_link(format!("{}.down", h.name), &h.down)?;
+            hosts.push(HostEntry { name: h.name.clone(), side: h.side, up, down });
+        }
+        let mut paths = Vec::new();
+        for p in &spec.paths {
+            let forward = add_link(format!("{}.forward", p.name), &p.forward)?;
+            let reverse = add_link(format!("{}.reverse", p.name), &p.reverse)?;
+            paths.push(PathEntry { name: p.name.clone(), forward, reverse });
+        }
+        let both_sides = [Side::Left, Side::Right].iter().all(|s| hosts.iter().any(|h| h.side == *s));
+        if both_sides && paths.is_empty() {
+            return Err(NetworkError::NoPath);
+        }
+        let mut key_rng = ChaCha8Rng::seed_from_u64(spec.seed);
+        key_rng.set_stream(u64::MAX);
+        let mut network = Network {
+            links,
+            link_names,
+            hosts,
+            paths,
+            by_address,
+            selection: spec.selection,
+            pins: HashMap::new(),
+            round_robin: [0, 0],
+            hash_key: (key_rng.random(), key_rng.random()),
+            events: EventLog::default(),
+        };
+        network.set_routing(spec.selection, &spec.pins)?;
+        Ok(network)
+    }
+
+    /// Changes path selection and pins.
+    pub fn set_routing(&mut self, selection: PathSelection, pins: &[(HostId, HostId, PathId)]) -> Result<(), NetworkError> {
+        let mut table = HashMap::new();
+        for (i, &(left, right, path)) in pins.iter().enumerate() {
+            let side = |h: HostId| self.hosts.get(h.0 as usize).map(|e| e.side);
+            if side(left) != Some(Side::Left) {
+                return Err(NetworkError::BadPin(i, "the first host must be a left host".into()));
+            }
+            if side(right) != Some(Side::Right) {
+                return Err(NetworkError::BadPin(i, "the second host must be a right host".into()));
+            }
+            if path.0 as usize >= self.paths.len() {
+                return Err(NetworkError::BadPin(i, "no such path".into()));
+            }
+            table.insert((left, right), path);
+        }
+        self.selection = selection;
+        self.pins = table;
+        Ok(())
+    }
+
+    /// Number of link directions.
+    pub fn link_count(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Name of a link direction (`client.up`, `p0.forward`, ...).
+    pub fn link_name(&self, id: LinkId) -> &str {
+        self.link_names.get(id.0 as usize).map_or("?", String::as_str)
+    }
+
+    /// Looks a link direction up by name.
+    pub fn link_id(&self, name: &str) -> Option<LinkId> {
+        self.link_names.iter().position(|n| n == name).map(|i| LinkId(i as u32))
+    }
+
+    /// A link direction.
+    pub fn link(&self, id: LinkId) -> Option<&Link<Transit<P>>> {
+        self.links.get(id.0 as usize)
+    }
+
+    /// Counters of every link direction, with names.
+    pub fn counters(&self) -> impl Iterator<Item = (&str, LinkCounters)> {
+        self.link_names.iter().map(String::as_str).zip(self.links.iter().map(Link::counters))
+    }
+
+    /// Path names with their (forward, reverse) link ids.
+    pub fn paths(&self) -> impl Iterator<Item = (&str, LinkId, LinkId)> {
+        self.paths.iter().map(|p| (p.name.as_str(), LinkId(p.forward), LinkId(p.reverse)))
+    }
+
+    /// Host names in id order.
+    pub fn host_names(&self) -> impl Iterator<Item = &str> {
+        self.hosts.iter().map(|h| h.name.as_str())
+    }
+
+    /// The host owning an address.
+    pub fn host_of(&self, address: Ipv4Addr) -> Option<HostId> {
+        self.by_address.get(&address).copied()
+    }
+
+    /// Zeroes every counter.
+    pub fn reset_counters(&mut self) {
+        self.links.iter_mut().for_each(Link::reset_counters);
+    }
+
+    /// Replaces a link direction's configuration at `now`.
+    pub fn reconfigure(&mut self, now: Nanos, id: LinkId, config: LinkConfig) -> Result<(), NetworkError> {
+        let name = self.link_name(id).to_string();
+        let link = self.links.get_mut(id.0 as usize).ok_or_else(|| NetworkError::UnknownLink(name.clone()))?;
+        link.reconfigure(now, config, &mut self.events).map_err(|source| NetworkError::Link { link: name, source })
+    }
+
+    /// Turns the per-packet event record on or off.
+    pub fn record_events(&mut self, enabled: bool) {
+        self.events.enabled = enabled;
+    }
+
+    /// Takes the events recorded so far.
+    pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
+        self.events.events.drain(..)
+    }
+
+    /// The path a packet of `flow` from `from` to `to` takes (both hosts on different sides).
+    pub fn select_path(&mut self, from: HostId, to: HostId, flow: &FlowKey) -> PathId {
+        let from_left = self.hosts[from.0 as usize].side == Side::Left;
+        let pair = if from_left { (from, to) } else { (to, from) };
+        if let Some(&path) = self.pins.get(&pair) {
+            return path;
+        }
+        let n = self.paths.len().max(1) as u64;
+        let index = match self.selection {
+            PathSelection::EcmpXor => {
+                let hash = u32::from(flow.src)
+                    ^ u32::from(flow.dst)
+                    ^ u32::from(flow.sport)
+                    ^ u32::from(flow.dport)
+                    ^ u32::from(flow.proto);
+                u64::from(hash) % n
+            }
+            PathSelection::EcmpHash => {
+                let mut hasher = SipHasher13::new_with_keys(self.hash_key.0, self.hash_key.1);
+                flow.canonical().hash(&mut hasher);
+                hasher.finish() % n
+            }
+            PathSelection::RoundRobin => {
+                let counter = &mut self.round_robin[usize::from(!from_left)];
+                *counter += 1;
+                (*counter - 1) % n
+            }
+        };
+        PathId(index as u32)
+    }
+
+    /// A packet leaves host `from` at `now`. Returns false if no host has its destination
+    /// address (the packet is discarded). Call [`Network::poll`] afterwards.
+    pub fn send(&mut self, now: Nanos, from: HostId, packet: Packet<P>) -> bool {
+        let Some(to) = self.host_of(packet.flow.dst) else { return false };
+        let Some(src) = self.hosts.get(from.0 as usize) else { return false };
+        let dst = &self.hosts[to.0 as usize];
+        let (up, down, same_side, from_left) = (src.up, dst.down, src.side == dst.side, src.side == Side::Left);
+        let route = if same_side {
+            Route { hops: [up, down, 0], len: 2, next: 0, dst: to }
+        } else {
+            let path_id = self.select_path(from, to, &packet.flow);
+            let path = &self.paths[path_id.0 as usize];
+            let middle = if from_left { path.forward } else { path.reverse };
+            Route { hops: [up, middle, down], len: 3, next: 0, dst: to }
+        };
+        let packet = packet.map(|payload| Transit { route, payload });
+        self.links[up as usize].arrive(now, packet, &mut self.events);
+        true
+    }
+
+    /// The earliest time at which [`Network::poll`] has something to do.
+    pub fn next_wakeup(&self) -> Option<Nanos> {
+        self.links.iter().filter_map(Link::next_event).min()
+    }
+
+    /// Processes every event due at or before `now` in time order; packets that reached their
+    /// destination host are appended to `out`.
+    pub fn poll(&mut self, now: Nanos, out: &mut Vec<Delivered<P>>) {
+        loop {
+            let next = self
+                .links
+                .iter()
+                .enumerate()
+                .filter_map(|(i, l)| l.next_event().map(|t| (t, i)))
+                .min();
+            let Some((t, i)) = next.filter(|&(t, _)| t <= now) else { return };
+            let Some((time, mut packet)) = self.links[i].step(t, &mut self.events) else { continue };
+            let route = &mut packet.payload.route;
+            route.next += 1;
+            if route.next < route.len {
+                let hop = route.hops[usize::from(route.next)] as usize;
+                self.links[hop].arrive(time, packet, &mut self.events);
+            } else {
+                let host = route.dst;
+                out.push(Delivered { time, host, packet: packet.map(|t| t.payload) });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

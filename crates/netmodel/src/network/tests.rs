@@ -1,0 +1,176 @@
+//! Network behaviour on a virtual clock.
+
+use super::*;
+use crate::{MS, US};
+
+fn host(name: &str, side: Side, addr: [u8; 4], up: LinkConfig, down: LinkConfig) -> HostSpec {
+    HostSpec { name: name.into(), side, addresses: vec![Ipv4Addr::from(addr)], up, down }
+}
+
+fn two_path_spec(selection: PathSelection) -> TopologySpec {
+    let access = LinkConfig::with_rate(1_000_000_000, 0);
+    TopologySpec {
+        seed: 9,
+        hosts: vec![
+            host("client", Side::Left, [10, 77, 0, 1], access.clone(), access.clone()),
+            host("cross", Side::Left, [10, 77, 0, 2], access.clone(), access.clone()),
+            host("server", Side::Right, [10, 77, 1, 1], access.clone(), access.clone()),
+        ],
+        paths: vec![
+            PathSpec { name: "p0".into(), forward: LinkConfig::with_rate(10_000_000, 5 * MS), reverse: LinkConfig::default() },
+            PathSpec { name: "p1".into(), forward: LinkConfig::with_rate(10_000_000, 5 * MS), reverse: LinkConfig::default() },
+        ],
+        selection,
+        pins: vec![],
+    }
+}
+
+fn flow(sport: u16) -> FlowKey {
+    FlowKey { src: Ipv4Addr::new(10, 77, 0, 1), dst: Ipv4Addr::new(10, 77, 1, 1), sport, dport: 5201, proto: 6 }
+}
+
+fn run_until_idle<P>(net: &mut Network<P>) -> Vec<Delivered<P>> {
+    let mut out = Vec::new();
+    while let Some(t) = net.next_wakeup() {
+        net.poll(t, &mut out);
+    }
+    out
+}
+
+#[test]
+fn packet_crosses_three_links_with_exact_timing() {
+    let mut spec = two_path_spec(PathSelection::EcmpXor);
+    spec.hosts[0].up = LinkConfig::with_rate(100_000_000, 2 * MS); // 120 us per 1500 B
+    spec.hosts[2].down = LinkConfig::with_rate(100_000_000, 3 * MS);
+    let mut net: Network<u32> = Network::new(spec).unwrap();
+    assert!(net.send(0, HostId(0), Packet::new(1500, flow(1000), 0, 7)));
+    let out = run_until_idle(&mut net);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].host, HostId(2));
+    assert_eq!(out[0].packet.payload, 7);
+    // 120 us + 2 ms, 1.2 ms + 5 ms, 120 us + 3 ms
+    assert_eq!(out[0].time, 120 * US + 2 * MS + 1200 * US + 5 * MS + 120 * US + 3 * MS);
+    let c: HashMap<&str, LinkCounters> = net.counters().collect();
+    assert_eq!(c["client.up"].delivered_packets, 1);
+    assert_eq!(c["p0.forward"].delivered_packets + c["p1.forward"].delivered_packets, 1);
+    assert_eq!(c["server.down"].delivered_bytes, 1500);
+}
+
+#[test]
+fn unroutable_destination_is_refused() {
+    let mut net: Network<()> = Network::new(two_path_spec(PathSelection::EcmpXor)).unwrap();
+    let mut f = flow(1);
+    f.dst = Ipv4Addr::new(192, 0, 2, 1);
+    assert!(!net.send(0, HostId(0), Packet::new(100, f, 0, ())));
+    assert_eq!(net.next_wakeup(), None);
+}
+
+#[test]
+fn same_side_hosts_skip_the_paths() {
+    let mut net: Network<()> = Network::new(two_path_spec(PathSelection::EcmpXor)).unwrap();
+    let mut f = flow(1);
+    f.dst = Ipv4Addr::new(10, 77, 0, 2);
+    assert!(net.send(0, HostId(0), Packet::new(100, f, 0, ())));
+    let out = run_until_idle(&mut net);
+    assert_eq!(out[0].host, HostId(1));
+    let c: HashMap<&str, LinkCounters> = net.counters().collect();
+    assert_eq!(c["p0.forward"].enqueued_packets + c["p1.forward"].enqueued_packets, 0);
+}
+
+#[test]
+fn xor_hash_is_the_seed_formula_and_symmetric() {
+    let mut net: Network<()> = Network::new(two_path_spec(PathSelection::EcmpXor)).unwrap();
+    for sport in 40000..40016u16 {
+        let f = flow(sport);
+        let expected = (u32::from(f.src) ^ u32::from(f.dst) ^ u32::from(sport) ^ 5201 ^ 6) % 2;
+        assert_eq!(net.select_path(HostId(0), HostId(2), &f).0, expected);
+        assert_eq!(net.select_path(HostId(2), HostId(0), &f.reversed()).0, expected);
+    }
+}
+
+#[test]
+fn ecmp_keeps_flows_on_one_path_and_spreads_them() {
+    for selection in [PathSelection::EcmpXor, PathSelection::EcmpHash] {
+        let mut net: Network<u16> = Network::new(two_path_spec(selection)).unwrap();
+        net.record_events(true);
+        let flows = 64u16;
+        for round in 0..20u64 {
+            for s in 0..flows {
+                net.send(round * 10 * MS + u64::from(s) * US, HostId(0), Packet::new(1000, flow(40000 + s), 0, s));
+            }
+            let mut out = Vec::new();
+            net.poll(round * 10 * MS + MS, &mut out);
+        }
+        run_until_idle(&mut net);
+        let p0 = net.link_id("p0.forward").unwrap().0;
+        let p1 = net.link_id("p1.forward").unwrap().0;
+        let mut paths_of: HashMap<u16, std::collections::HashSet<u32>> = HashMap::new();
+        for e in net.drain_events() {
+            if e.link == p0 || e.link == p1 {
+                paths_of.entry(e.flow.sport).or_default().insert(e.link);
+            }
+        }
+        assert_eq!(paths_of.len(), usize::from(flows));
+        assert!(paths_of.values().all(|s| s.len() == 1), "{selection:?}: a flow changed path");
+        let on_p0 = paths_of.values().filter(|s| s.contains(&p0)).count();
+        assert!((16..=48).contains(&on_p0), "{selection:?}: {on_p0} of 64 flows on p0");
+    }
+}
+
+#[test]
+fn round_robin_alternates_per_packet() {
+    let mut net: Network<()> = Network::new(two_path_spec(PathSelection::RoundRobin)).unwrap();
+    for i in 0..10 {
+        net.send(i * MS, HostId(0), Packet::new(100, flow(1), 0, ()));
+    }
+    run_until_idle(&mut net);
+    let c: HashMap<&str, LinkCounters> = net.counters().collect();
+    assert_eq!(c["p0.forward"].delivered_packets, 5);
+    assert_eq!(c["p1.forward"].delivered_packets, 5);
+}
+
+#[test]
+fn pins_override_the_hash() {
+    let mut spec = two_path_spec(PathSelection::EcmpXor);
+    spec.pins = vec![(HostId(1), HostId(2), PathId(1))];
+    let mut net: Network<()> = Network::new(spec).unwrap();
+    for sport in 0..50 {
+        let mut f = flow(sport);
+        f.src = Ipv4Addr::new(10, 77, 0, 2);
+        assert_eq!(net.select_path(HostId(1), HostId(2), &f), PathId(1));
+        assert_eq!(net.select_path(HostId(2), HostId(1), &f.reversed()), PathId(1));
+    }
+    let bad = net.set_routing(PathSelection::EcmpXor, &[(HostId(2), HostId(0), PathId(0))]);
+    assert!(matches!(bad, Err(NetworkError::BadPin(0, _))));
+}
+
+#[test]
+fn bottleneck_shared_by_two_senders_is_work_conserving() {
+    let mut net: Network<()> = Network::new(two_path_spec(PathSelection::RoundRobin)).unwrap();
+    let mut f2 = flow(2);
+    f2.src = Ipv4Addr::new(10, 77, 0, 2);
+    net.set_routing(PathSelection::EcmpXor, &[(HostId(0), HostId(2), PathId(0)), (HostId(1), HostId(2), PathId(0))]).unwrap();
+    for i in 0..100 {
+        net.send(0, HostId(0), Packet::new(1500, flow(1), i, ()));
+        net.send(0, HostId(1), Packet::new(1500, f2, i, ()));
+    }
+    let out = run_until_idle(&mut net);
+    assert_eq!(out.len(), 200);
+    // 200 packets of 1.2 ms each on a 10 Mbit/s path, back to back after the 1 Gbit/s access.
+    let last = out.iter().map(|d| d.time).max().unwrap();
+    assert_eq!(last, 12 * US + 200 * 1200 * US + 5 * MS + 12 * US);
+}
+
+#[test]
+fn bad_specs_are_refused() {
+    let mut spec = two_path_spec(PathSelection::EcmpXor);
+    spec.hosts[1].addresses = spec.hosts[0].addresses.clone();
+    assert!(matches!(Network::<()>::new(spec), Err(NetworkError::DuplicateAddress(_))));
+    let mut spec = two_path_spec(PathSelection::EcmpXor);
+    spec.paths.clear();
+    assert!(matches!(Network::<()>::new(spec), Err(NetworkError::NoPath)));
+    let mut spec = two_path_spec(PathSelection::EcmpXor);
+    spec.paths[1].reverse.rate = crate::Rate::BitsPerSecond(0);
+    let err = Network::<()>::new(spec).err().unwrap();
+    assert_eq!(err.to_string(), "p1.reverse.rate: must be greater than zero");
+}

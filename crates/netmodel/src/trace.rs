@@ -1,0 +1,128 @@
+//! Mahimahi-format delivery traces.
+//!
+//! One line per delivery opportunity: a millisecond timestamp at which the link may deliver
+//! [`TRACE_OPPORTUNITY_BYTES`] bytes. Timestamps are non-decreasing; repeated timestamps mean
+//! several opportunities in the same millisecond. The trace loops with period = the last
+//! timestamp, as Mahimahi's link shell does.
+
+use crate::{Nanos, MS};
+
+/// Bytes one delivery opportunity carries (Mahimahi's MTU-sized opportunity).
+pub const TRACE_OPPORTUNITY_BYTES: u32 = 1500;
+
+/// Why a trace was refused; `line` is 1-based (0 for the trace as a whole).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct TraceError {
+    /// Offending line (0: the whole trace).
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A parsed delivery trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryTrace {
+    times_ms: Vec<u64>,
+}
+
+impl DeliveryTrace {
+    /// Parses Mahimahi trace text. Blank lines are ignored.
+    pub fn parse(text: &str) -> Result<Self, TraceError> {
+        let mut times_ms = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let t: u64 = line.parse().map_err(|_| TraceError {
+                line: i + 1,
+                message: format!("{line:?} is not a millisecond timestamp"),
+            })?;
+            if let Some(&prev) = times_ms.last() {
+                if t < prev {
+                    return Err(TraceError { line: i + 1, message: format!("timestamp {t} is before {prev}") });
+                }
+            }
+            times_ms.push(t);
+        }
+        Self::from_times_ms(times_ms)
+    }
+
+    /// Builds a trace from timestamps in milliseconds.
+    pub fn from_times_ms(times_ms: Vec<u64>) -> Result<Self, TraceError> {
+        match times_ms.last() {
+            None => Err(TraceError { line: 0, message: "the trace has no delivery opportunity".into() }),
+            Some(0) => Err(TraceError { line: 0, message: "the last timestamp must be greater than 0".into() }),
+            Some(_) if times_ms.windows(2).any(|w| w[1] < w[0]) => {
+                Err(TraceError { line: 0, message: "timestamps must not decrease".into() })
+            }
+            Some(_) => Ok(DeliveryTrace { times_ms }),
+        }
+    }
+
+    /// Loop period.
+    pub fn period(&self) -> Nanos {
+        self.times_ms.last().copied().unwrap_or(1) * MS
+    }
+
+    /// Opportunities per loop.
+    pub fn opportunities_per_period(&self) -> usize {
+        self.times_ms.len()
+    }
+
+    /// Mean capacity in bit/s.
+    pub fn mean_rate_bps(&self) -> f64 {
+        self.times_ms.len() as f64 * f64::from(TRACE_OPPORTUNITY_BYTES) * 8.0 / (self.period() as f64 / 1e9)
+    }
+
+    /// Time of opportunity number `index` (counting across loops), relative to the trace start.
+    pub fn opportunity_time(&self, index: u64) -> Nanos {
+        let len = self.times_ms.len() as u64;
+        let (lap, pos) = (index / len, (index % len) as usize);
+        lap * self.period() + self.times_ms[pos] * MS
+    }
+
+    /// Index of the first opportunity at or after `t` (relative to the trace start).
+    pub fn first_index_at_or_after(&self, t: Nanos) -> u64 {
+        let len = self.times_ms.len() as u64;
+        let lap = t / self.period();
+        // The previous lap's last opportunity falls exactly on this lap's start, so look there too.
+        for l in [lap.saturating_sub(1), lap, lap + 1] {
+            let base = l * self.period();
+            let pos = self.times_ms.partition_point(|&ms| base + ms * MS < t) as u64;
+            if pos < len {
+                return l * len + pos;
+            }
+        }
+        (lap + 2) * len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_refuses() {
+        let t = DeliveryTrace::parse("1\n1\n3\n\n5\n").unwrap();
+        assert_eq!(t.period(), 5 * MS);
+        assert_eq!(t.opportunities_per_period(), 4);
+        assert_eq!(DeliveryTrace::parse("1\n3\n2\n").unwrap_err().line, 3);
+        assert_eq!(DeliveryTrace::parse("1\nx\n").unwrap_err().line, 2);
+        assert!(DeliveryTrace::parse("").is_err());
+        assert!(DeliveryTrace::parse("0\n0\n").is_err());
+    }
+
+    #[test]
+    fn opportunities_loop() {
+        let t = DeliveryTrace::parse("0\n2\n4\n").unwrap();
+        let times: Vec<_> = (0..7).map(|i| t.opportunity_time(i) / MS).collect();
+        assert_eq!(times, vec![0, 2, 4, 4, 6, 8, 8]);
+        assert_eq!(t.first_index_at_or_after(3 * MS), 2);
+        assert_eq!(t.first_index_at_or_after(4 * MS), 2);
+        assert_eq!(t.first_index_at_or_after(4 * MS + 1), 4);
+        assert_eq!(t.first_index_at_or_after(8 * MS), 5);
+        assert!((t.mean_rate_bps() - 3.0 * 1500.0 * 8.0 / 0.004).abs() < 1e-6);
+    }
+}
