@@ -27,7 +27,7 @@ pub use config::{
 };
 pub use link::{DropCause, DropCounts, Event, EventKind, Link, LinkCounters};
 pub use network::{
-    Delivered, HostId, HostSpec, LinkId, Network, NetworkError, PathId, PathSelection, Side,
+    Delivered, HostId, HostSpec, LinkId, Network, NetworkError, PathId, PathSelection, PathSpec, Side, Transit,
     TopologySpec,
 };
 pub use packet::{FlowKey, Packet, PacketError};

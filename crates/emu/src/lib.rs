@@ -1,0 +1,211 @@
+//! The real-time emulator: builds a lab of network namespaces joined by TUN devices, moves
+//! their packets through the I/O-free [`netmodel`] in real time, and is steered over a control
+//! socket. See docs/emulator.md, docs/topology.md and docs/control.md.
+#![deny(unsafe_code)]
+
+pub mod control;
+pub mod engine;
+pub mod params;
+pub mod state;
+pub mod system;
+pub mod topology;
+pub mod writer;
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use netmodel::Network;
+use rustix::event::{eventfd, EventfdFlags};
+
+use crate::engine::{Clock, Engine};
+use crate::state::LabState;
+use crate::system::{HostSetup, SystemError};
+use crate::topology::{Topology, TopologyError};
+
+/// Why the emulator could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    /// The topology was refused.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// A lab of that name exists.
+    #[error("lab {lab:?} already exists: {reason}; run `protolab-net emu cleanup --lab {lab}` if it is left over")]
+    LabExists {
+        /// Lab.
+        lab: String,
+        /// What exists.
+        reason: String,
+    },
+    /// The host system refused something.
+    #[error(transparent)]
+    System(#[from] SystemError),
+    /// Interrupted by a signal during set-up.
+    #[error("interrupted during set-up")]
+    Interrupted,
+    /// Not root.
+    #[error("the emulator needs root (network namespaces and TUN devices)")]
+    NotRoot,
+}
+
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> SystemError + '_ {
+    move |source| SystemError::Io { what: what.to_string(), source }
+}
+
+/// Validates a topology file and builds its model, creating nothing.
+pub fn check(path: &Path) -> Result<(Topology, Network<Vec<u8>>), EmuError> {
+    let topology = Topology::load(path)?;
+    let err = |field: String, message: String| TopologyError { file: path.display().to_string(), field, message };
+    let spec = topology.to_spec().map_err(|(f, m)| err(f, m))?;
+    let network = Network::new(spec).map_err(|e| err("(topology)".into(), e.to_string()))?;
+    Ok((topology, network))
+}
+
+/// Removes the lab when dropped unless disarmed: every error path after the first namespace
+/// leaves nothing behind.
+struct LabGuard<'a> {
+    state_dir: &'a Path,
+    lab: String,
+}
+
+impl Drop for LabGuard<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = state::cleanup_lab(self.state_dir, &self.lab) {
+            eprintln!("warning: cleanup of lab {}: {e}", self.lab);
+        }
+    }
+}
+
+/// Signals (SIGINT, SIGTERM, SIGHUP) arrive as bytes on a socket the loop polls.
+fn signal_socket() -> Result<OwnedFd, SystemError> {
+    let (read, write) = UnixStream::pair().map_err(io("signal socket"))?;
+    read.set_nonblocking(true).map_err(io("signal socket"))?;
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        let w = write.try_clone().map_err(io("signal socket"))?;
+        signal_hook::low_level::pipe::register(signal, w).map_err(io("register signal"))?;
+    }
+    Ok(read.into())
+}
+
+fn interrupted(signal: &OwnedFd) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(rustix::io::read(signal, &mut byte), Ok(n) if n > 0)
+}
+
+/// Options of `emu run`.
+pub struct RunOptions {
+    /// Topology file.
+    pub topology: PathBuf,
+    /// State directory.
+    pub state_dir: PathBuf,
+    /// Start a watchdog process that cleans up if this process dies without doing so.
+    pub watchdog: bool,
+    /// Busy-poll this long before each due packet for precise timing (0 disables).
+    pub spin_us: u64,
+}
+
+/// Builds the lab, prints the ready line, forwards packets until stopped, then removes the lab.
+pub fn run(options: &RunOptions) -> Result<(), EmuError> {
+    let (topology, network) = check(&options.topology)?;
+    if !rustix::process::geteuid().is_root() {
+        return Err(EmuError::NotRoot);
+    }
+    let lab = topology.lab.clone();
+    if let Some(reason) = state::existing_lab_reason(&options.state_dir, &lab) {
+        return Err(EmuError::LabExists { lab, reason });
+    }
+    let signal = signal_socket()?;
+    let state = LabState::new(&options.state_dir, &lab);
+    std::fs::create_dir_all(&state.dir).map_err(io("create the state directory"))?;
+    let _guard = LabGuard { state_dir: &options.state_dir, lab: lab.clone() };
+    std::fs::write(state.pid_file(), format!("{}\n", std::process::id())).map_err(io("write emu.pid"))?;
+    let normalized = serde_json::to_string_pretty(&topology).unwrap_or_default();
+    std::fs::write(state.topology(), normalized).map_err(io("write topology.json"))?;
+    // Declared after the guard, so it is dropped (stopped and reaped) before the guard cleans up.
+    let _watchdog = if options.watchdog { Some(Watchdog(spawn_watchdog(&options.state_dir, &lab)?)) } else { None };
+
+    let mut tuns = Vec::new();
+    let mut namespaces = serde_json::Map::new();
+    for host in &topology.hosts {
+        let ns = topology.namespace(&host.name);
+        system::create_namespace(&ns)?;
+        let cc = host.tcp_congestion.clone().unwrap_or_else(|| topology.tcp_congestion.clone());
+        let mut sysctls = vec![
+            ("net.ipv6.conf.all.disable_ipv6".to_string(), "1".to_string()),
+            ("net.ipv6.conf.default.disable_ipv6".to_string(), "1".to_string()),
+            ("net.ipv4.tcp_congestion_control".to_string(), cc),
+            ("net.mptcp.enabled".to_string(), "1".to_string()),
+            ("net.ipv4.ping_group_range".to_string(), "0 2147483647".to_string()),
+        ];
+        sysctls.extend(host.sysctls.iter().map(|(k, v)| (k.clone(), v.to_string())));
+        tuns.push(system::setup_host(&HostSetup { namespace: &ns, addresses: &host.addresses, sysctls })?);
+        namespaces.insert(host.name.clone(), ns.into());
+        if interrupted(&signal) {
+            return Err(EmuError::Interrupted);
+        }
+    }
+
+    let wake = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|e| io("eventfd")(e.into()))?);
+    let (tx, rx) = crossbeam_channel::unbounded();
+    control::serve(&state.control(), tx, wake.clone()).map_err(io("bind the control socket"))?;
+    let clock = Clock::start();
+    let mut engine = Engine::new(network, topology, tuns, wake, signal, rx, clock).map_err(io("epoll"))?;
+    engine.set_spin(options.spin_us * 1000);
+    let ready = serde_json::json!({
+        "ready": true,
+        "lab": lab,
+        "pid": std::process::id(),
+        "control": state.control(),
+        "namespaces": namespaces,
+        "start_unix_ns": clock.start_unix_ns,
+    });
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{ready}").and_then(|_| stdout.flush());
+    drop(stdout);
+    let result = engine.run();
+    engine.finish_writers();
+    drop(engine);
+    result.map_err(io("packet loop"))?;
+    Ok(())
+}
+
+/// The watchdog child; dropping it closes its stdin (it then sees this process alive and exits)
+/// and reaps it, so no zombie is left.
+struct Watchdog(std::process::Child);
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+/// A child process that waits for this process to end (its stdin closes) and then removes the
+/// lab if this process could not (SIGKILL).
+fn spawn_watchdog(state_dir: &Path, lab: &str) -> Result<std::process::Child, SystemError> {
+    let exe = std::env::current_exe().map_err(io("find own executable"))?;
+    std::process::Command::new(exe)
+        .args(["emu", "watchdog", "--lab", lab, "--state-dir"])
+        .arg(state_dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(io("start the watchdog"))
+}
+
+/// The watchdog's body: block until stdin closes, then clean up what the emulator left.
+pub fn watchdog(state_dir: &Path, lab: &str) -> Result<Option<state::CleanupReport>, SystemError> {
+    // A new session: a terminal's Ctrl-C must reach the emulator, not its watchdog.
+    let _ = rustix::process::setsid();
+    let mut sink = [0u8; 64];
+    let mut stdin = std::io::stdin();
+    while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+    let state = LabState::new(state_dir, lab);
+    let emulator_alive = state.emulator_pid().is_some_and(|p| system::process_alive(p) && p != std::process::id() as i32);
+    if emulator_alive || !(state.dir.exists() || !system::lab_namespaces(lab).is_empty()) {
+        return Ok(None);
+    }
+    state::cleanup_lab(state_dir, lab).map(Some)
+}
