@@ -168,6 +168,10 @@ impl Engine {
                 let wait = d.saturating_sub(self.clock.now()).saturating_sub(self.spin_ns);
                 Timespec { tv_sec: (wait / 1_000_000_000) as i64, tv_nsec: (wait % 1_000_000_000) as i64 }
             });
+            if timeout.is_some_and(|t| t.tv_sec == 0 && t.tv_nsec == 0) {
+                // Spinning: let the endpoints sharing this core run first.
+                std::thread::yield_now();
+            }
             ready.clear();
             match epoll::wait(&self.epoll, rustix::buffer::spare_capacity(&mut ready), timeout.as_ref()) {
                 Ok(_) => {}
@@ -323,6 +327,10 @@ impl Engine {
             _ => return Err("link: give a link name or a list of names".into()),
         };
         let changes = request.get("params").and_then(Value::as_object).ok_or("params: must be an object")?;
+        let seed = match request.get("seed") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_u64().ok_or("seed: must be a non-negative integer")?),
+        };
         // Validate every change before applying any, so a bad request changes nothing.
         let mut planned = Vec::new();
         for name in &names {
@@ -352,6 +360,9 @@ impl Engine {
         let mut effective = Map::new();
         for (name, id, params, config) in planned {
             self.net.reconfigure(now, id, config).map_err(|e| e.to_string())?;
+            if let Some(seed) = seed {
+                self.net.reseed(id, seed);
+            }
             effective.insert(name.clone(), serde_json::to_value(&params).unwrap_or(Value::Null));
             if let Some(slot) = self.topology.link_params_mut(&name) {
                 *slot = params;

@@ -126,6 +126,13 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
     // Declared after the guard, so it is dropped (stopped and reaped) before the guard cleans up.
     let _watchdog = if options.watchdog { Some(Watchdog(spawn_watchdog(&options.state_dir, &lab)?)) } else { None };
 
+    let mut wanted_cc: Vec<String> = topology.hosts.iter().filter_map(|h| h.tcp_congestion.clone()).collect();
+    wanted_cc.push(topology.tcp_congestion.clone());
+    let widened = system::allow_congestion_controls(&wanted_cc)?;
+    if !widened.is_empty() {
+        eprintln!("note: added {} to net.ipv4.tcp_allowed_congestion_control so lab hosts may use them", widened.join(" "));
+    }
+
     let mut tuns = Vec::new();
     let mut namespaces = serde_json::Map::new();
     for host in &topology.hosts {

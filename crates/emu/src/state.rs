@@ -101,10 +101,10 @@ pub fn cleanup_lab(state_dir: &Path, lab: &str) -> Result<CleanupReport, SystemE
         system::delete_namespace(&ns)?;
         report.namespaces.push(ns);
     }
-    if state.dir.exists() {
-        std::fs::remove_dir_all(&state.dir)
-            .map_err(|source| SystemError::Io { what: format!("remove {}", state.dir.display()), source })?;
-        report.state_removed = true;
+    match std::fs::remove_dir_all(&state.dir) {
+        Ok(()) => report.state_removed = true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => return Err(SystemError::Io { what: format!("remove {}", state.dir.display()), source }),
     }
     Ok(report)
 }

@@ -118,10 +118,11 @@ pub fn delete_namespace(name: &str) -> Result<(), SystemError> {
     if !pids.is_empty() {
         terminate(&pids, Duration::from_millis(1500));
     }
-    if Path::new(NETNS_DIR).join(name).exists() {
-        ip(&["netns", "delete", name])?;
+    match ip(&["netns", "delete", name]) {
+        // Gone already (another cleanup, e.g. the watchdog, got there first): that is the goal.
+        Err(_) if !Path::new(NETNS_DIR).join(name).exists() => Ok(()),
+        other => other.map(|_| ()),
     }
-    Ok(())
 }
 
 /// What to set up inside a host namespace.
@@ -176,6 +177,25 @@ pub fn setup_host(setup: &HostSetup<'_>) -> Result<SyncDevice, SystemError> {
     ip(&["-n", ns, "route", "add", "default", "dev", TUN_NAME, "src", &primary])?;
     device.set_nonblocking(true).map_err(io_err("set TUN non-blocking"))?;
     Ok(device)
+}
+
+const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+
+/// Makes sure every congestion control in `wanted` may be chosen inside a namespace: the kernel
+/// only lets a non-initial namespace default to controls listed in the initial namespace's
+/// `tcp_allowed_congestion_control`. Adds the missing ones (a machine-wide setting, widened and
+/// never narrowed); returns the ones it added.
+pub fn allow_congestion_controls(wanted: &[String]) -> Result<Vec<String>, SystemError> {
+    let current = std::fs::read_to_string(ALLOWED_CC).map_err(io_err(format!("read {ALLOWED_CC}")))?;
+    let mut allowed: Vec<String> = current.split_whitespace().map(str::to_string).collect();
+    let missing: Vec<String> = wanted.iter().filter(|w| !allowed.contains(w)).cloned().collect();
+    if missing.is_empty() {
+        return Ok(missing);
+    }
+    allowed.extend(missing.iter().cloned());
+    allowed.dedup();
+    std::fs::write(ALLOWED_CC, allowed.join(" ")).map_err(io_err(format!("allow {} in {ALLOWED_CC}", missing.join(" "))))?;
+    Ok(missing)
 }
 
 /// The command name of a process, if it exists.

@@ -447,6 +447,15 @@ impl<P> Link<P> {
         }
     }
 
+    /// Restarts the link's random stream (loss, jitter) from `seed` and `stream`, and the loss
+    /// chain from its good state: the next packets meet the same draws as after any other
+    /// reseed with the same values.
+    pub fn reseed(&mut self, seed: u64, stream: u64) {
+        self.rng = ChaCha8Rng::seed_from_u64(seed);
+        self.rng.set_stream(stream);
+        self.loss = LossState::default();
+    }
+
     /// Replaces the configuration at `now`. Queued packets stay; those beyond a smaller limit are
     /// dropped from the tail as `queue_full`.
     pub fn reconfigure(&mut self, now: Nanos, config: LinkConfig, events: &mut EventLog) -> Result<(), ConfigError> {

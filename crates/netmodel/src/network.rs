@@ -287,6 +287,13 @@ impl<P> Network<P> {
         link.reconfigure(now, config, &mut self.events).map_err(|source| NetworkError::Link { link: name, source })
     }
 
+    /// Restarts a link direction's random stream from `seed` (its stream number stays its index).
+    pub fn reseed(&mut self, id: LinkId, seed: u64) {
+        if let Some(link) = self.links.get_mut(id.0 as usize) {
+            link.reseed(seed, u64::from(id.0));
+        }
+    }
+
     /// Turns the per-packet event record on or off.
     pub fn record_events(&mut self, enabled: bool) {
         self.events.enabled = enabled;

@@ -329,3 +329,17 @@ fn reconfigure_shrinks_queue_and_changes_rate() {
     assert_eq!(l.reconfigure(0, bad, &mut ev).unwrap_err().field, "queue.packets");
 }
 
+
+#[test]
+fn reseed_repeats_the_draws() {
+    let mut config = LinkConfig::default();
+    config.loss = Some(LossConfig::Bernoulli { p: 0.2 });
+    let mut l = link(config);
+    let mut ev = EventLog::default();
+    let mut outcome = |l: &mut Link<u16>| (0..500).map(|i| l.arrive(i, pkt(100, 0), &mut ev)).collect::<Vec<_>>();
+    l.reseed(77, 1);
+    let first = outcome(&mut l);
+    let _ = outcome(&mut l);
+    l.reseed(77, 1);
+    assert_eq!(outcome(&mut l), first);
+}

@@ -1,0 +1,49 @@
+# protolab — entry points. `make demo` and `make test` set everything up themselves.
+# Run as root (namespaces, TUN devices, apt-get). `make help` lists the targets.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+# cargo from rustup lives in ~/.cargo/bin; use it when cargo is not already on PATH.
+export PATH := $(PATH):$(HOME)/.cargo/bin
+
+VENV    := .venv
+PYTHON  := $(VENV)/bin/python
+NET     := target/release/protolab-net
+RESULTS := results
+
+# Extra arguments, e.g. `make demo DEMO_ARGS=--quick`, `make bench BENCH_ARGS='--seconds 5'`.
+DEMO_ARGS ?=
+BENCH_ARGS ?=
+# `make cleanup LAB=name` cleans one lab; without LAB, every protolab lab on this machine.
+LAB ?=
+
+.PHONY: help setup build demo test bench cleanup
+
+help: ## list the targets
+	@echo "protolab make targets (run as root):"
+	@grep -E '^[a-z]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+	  awk 'BEGIN {FS = ":.*## "} {printf "  make %-8s %s\n", $$1, $$2}'
+
+setup: ## install Debian packages, build Rust (release), create .venv and install the package (idempotent)
+	bash scripts/setup.sh
+
+build: ## build the Rust workspace only (cargo build --release --workspace)
+	cargo build --release --workspace
+
+demo: setup ## set up, then validate the emulator: results/validation.json + a table
+	mkdir -p $(RESULTS)
+	$(VENV)/bin/protolab validate-emulator --out $(RESULTS)/validation.json $(DEMO_ARGS)
+
+test: setup ## set up, then run all tests (Rust, then Python)
+	cargo test --release --workspace
+	$(VENV)/bin/pytest -q tests
+
+bench: setup ## set up, then run the emulator throughput benchmark
+	$(PYTHON) benches/emu_throughput.py $(BENCH_ARGS)
+
+cleanup: ## remove what crashed labs left behind (all labs, or LAB=name)
+	@if [[ ! -x $(NET) ]]; then \
+	  echo "cleanup: $(NET) not built; run 'make build' first" >&2; exit 1; fi
+	$(NET) emu cleanup $(if $(LAB),--lab $(LAB))

@@ -1,0 +1,3 @@
+from protolab.cli import app
+
+app(prog_name="protolab")

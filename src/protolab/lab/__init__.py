@@ -1,0 +1,24 @@
+"""Topology lifecycle around `protolab-net emu` and running processes in its hosts."""
+
+from protolab.lab.binary import find_binary
+from protolab.lab.control import ControlClient
+from protolab.lab.lab import Lab, Ready, cleanup_lab
+from protolab.lab.topology import dumbbell, gbit, host, ideal_link, kbit, link, mbit, ms, path, us
+
+__all__ = [
+    "ControlClient",
+    "Lab",
+    "Ready",
+    "cleanup_lab",
+    "dumbbell",
+    "find_binary",
+    "gbit",
+    "host",
+    "ideal_link",
+    "kbit",
+    "link",
+    "mbit",
+    "ms",
+    "path",
+    "us",
+]

@@ -1,0 +1,450 @@
+"""The `Lab` context manager: one running `protolab-net emu` and the processes inside its hosts."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from protolab.errors import LabError, ToolError
+from protolab.lab.binary import find_binary
+from protolab.lab.control import ControlClient
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 30.0
+SHUTDOWN_TIMEOUT_S = 15.0
+CLEANUP_TIMEOUT_S = 60.0
+PROCESS_STOP_TIMEOUT_S = 3.0
+# The contract says `emu run` exits with status 2 on an error before the ready line, having
+# removed what it created. The safety-net cleanup must then not run: the error may be a name
+# collision, and cleaning up by name would destroy the other, healthy lab.
+EMU_STARTUP_ERROR_STATUS = 2
+
+
+class Ready(BaseModel):
+    """The single JSON line `emu run` prints when the lab is up."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ready: bool
+    lab: str
+    pid: int
+    control: Path
+    namespaces: dict[str, str]
+    start_unix_ns: int
+
+
+def _lab_name_of(topology: Mapping[str, Any] | Path) -> str | None:
+    """Best effort: the lab name, known before the emulator answers (for the safety net)."""
+    if isinstance(topology, Mapping):
+        name = topology.get("lab")
+        return name if isinstance(name, str) else None
+    try:
+        text = topology.read_text()
+        data = json.loads(text) if text.lstrip().startswith("{") else tomllib.loads(text)
+    except (OSError, ValueError):
+        return None
+    name = data.get("lab") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else None
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold Ctrl-C back while tearing down, then deliver it: teardown must not be cut short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+
+
+def _stop_process(process: subprocess.Popen[Any], timeout: float = PROCESS_STOP_TIMEOUT_S) -> None:
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        process.wait(timeout=timeout)
+
+
+class Lab:
+    """A running emulator lab.
+
+    ```
+    with Lab(dumbbell("demo", ["client"], ["server"])) as lab:
+        lab.run("client", ["ping", "-c", "3", lab.address("server")])
+    ```
+
+    Teardown always runs (also on exceptions and Ctrl-C): processes started with `spawn` are
+    stopped, the emulator is asked to shut down, and `protolab-net emu cleanup --lab NAME`
+    removes whatever may be left.
+    """
+
+    def __init__(
+        self,
+        topology: Mapping[str, Any] | Path,
+        *,
+        state_dir: Path | None = None,
+        binary: str | os.PathLike[str] | None = None,
+        ready_timeout: float = READY_TIMEOUT_S,
+    ) -> None:
+        self._topology_input = topology
+        self.state_dir = Path(state_dir) if state_dir is not None else None
+        self._binary_arg = binary
+        self.ready_timeout = ready_timeout
+        self.name: str | None = _lab_name_of(topology)
+        self.binary: Path | None = None
+        self.ready: Ready | None = None
+        self.topology: dict[str, Any] = dict(topology) if isinstance(topology, Mapping) else {}
+        self._process: subprocess.Popen[bytes] | None = None
+        self._workdir: Path | None = None
+        self._control: ControlClient | None = None
+        self._spawned: list[subprocess.Popen[Any]] = []
+        self._owns_lab = False
+        self._closed = False
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> Lab:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        # An exception is already on its way out: report teardown trouble, but never mask it.
+        self._close_quietly()
+
+    def start(self) -> None:
+        """Build the lab; return when the emulator has printed its ready line."""
+        self.binary = find_binary(self._binary_arg)
+        self._workdir = Path(tempfile.mkdtemp(prefix="protolab-lab-"))
+        try:
+            topology_file = self._topology_file()
+            self._launch(topology_file)
+            self.ready = self._await_ready()
+            self.name = self.ready.lab
+            self._control = ControlClient(self.ready.control)
+            self._control.connect()
+            normalized = self.info().get("topology")
+            if isinstance(normalized, dict):
+                self.topology = normalized
+        except BaseException:
+            self._close_quietly()
+            raise
+
+    def _topology_file(self) -> Path:
+        assert self._workdir is not None  # start() created it just before
+        if isinstance(self._topology_input, Mapping):
+            target = self._workdir / f"{self.name or 'lab'}.topology.json"
+            target.write_text(json.dumps(self._topology_input, indent=2))
+            return target
+        return Path(self._topology_input)
+
+    def _launch(self, topology_file: Path) -> None:
+        assert self._workdir is not None and self.binary is not None
+        argv = [str(self.binary), "emu", "run", "--topology", str(topology_file)]
+        if self.state_dir is not None:
+            argv += ["--state-dir", str(self.state_dir)]
+        # Files, not pipes: the emulator logs to stderr for its whole life and nobody must have
+        # to drain it. Its own session, so a terminal's Ctrl-C reaches only us and the teardown
+        # happens in order (spawned processes first, then the emulator).
+        with (
+            open(self._workdir / "emu.stdout", "wb") as stdout,
+            open(self._workdir / "emu.stderr", "wb") as stderr,
+        ):
+            try:
+                self._process = subprocess.Popen(
+                    argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, start_new_session=True
+                )
+            except OSError as exc:
+                raise LabError(f"cannot start {self.binary}: {exc}") from exc
+        self._owns_lab = True
+
+    def _await_ready(self) -> Ready:
+        assert self._process is not None and self._workdir is not None
+        stdout_file = self._workdir / "emu.stdout"
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            output = stdout_file.read_bytes()
+            if b"\n" in output:
+                line = output.split(b"\n", 1)[0]
+                try:
+                    return Ready.model_validate_json(line)
+                except ValueError as exc:
+                    raise LabError(f"emulator printed an unexpected first line: {line[:300]!r}") from exc
+            status = self._process.poll()
+            if status is not None:
+                if status == EMU_STARTUP_ERROR_STATUS:
+                    self._owns_lab = False
+                raise LabError(f"protolab-net emu run exited with status {status}: {self.emulator_stderr()}")
+            if time.monotonic() >= deadline:
+                raise LabError(
+                    f"protolab-net emu run was not ready after {self.ready_timeout:.0f} s: {self.emulator_stderr()}"
+                )
+            time.sleep(0.02)
+
+    def emulator_stderr(self, limit: int = 4000) -> str:
+        """What the emulator wrote on stderr so far (tail), for error messages."""
+        if self._workdir is None:
+            return ""
+        try:
+            text = (self._workdir / "emu.stderr").read_text(errors="replace").strip()
+        except OSError:
+            return ""
+        return text[-limit:] if text else "(no output on stderr)"
+
+    def _close_quietly(self) -> None:
+        try:
+            self.close()
+        except (LabError, OSError) as teardown_error:
+            log.warning("lab %s teardown: %s", self.name, teardown_error)
+
+    def close(self) -> None:
+        """Tear everything down; safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        with _sigint_deferred():
+            try:
+                self._stop_spawned()
+            finally:
+                try:
+                    self._stop_emulator()
+                finally:
+                    try:
+                        self._cleanup_leftovers()
+                    finally:
+                        self._remove_workdir()
+
+    def _stop_spawned(self) -> None:
+        for process in reversed(self._spawned):
+            try:
+                _stop_process(process)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                log.warning("could not stop %s: %s", process.args, exc)
+
+    def _stop_emulator(self) -> None:
+        if self._control is not None:
+            with contextlib.suppress(LabError):
+                self._control.request({"cmd": "shutdown"})
+            self._control.close()
+        if self._process is None or self._process.poll() is not None:
+            return
+        try:
+            self._process.wait(timeout=SHUTDOWN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            log.warning("emulator of lab %s did not exit after shutdown; terminating it", self.name)
+            _stop_process(self._process, timeout=SHUTDOWN_TIMEOUT_S)
+
+    def _cleanup_leftovers(self) -> None:
+        if not self._owns_lab or self.name is None or self.binary is None:
+            return
+        cleanup_lab(self.name, binary=self.binary, state_dir=self.state_dir)
+
+    def _remove_workdir(self) -> None:
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+    # ----------------------------------------------------------------- hosts
+
+    @property
+    def pid(self) -> int:
+        return self._ready().pid
+
+    @property
+    def start_unix_ns(self) -> int:
+        return self._ready().start_unix_ns
+
+    def _ready(self) -> Ready:
+        if self.ready is None:
+            raise LabError("the lab is not running")
+        return self.ready
+
+    def namespace(self, host: str) -> str:
+        try:
+            return self._ready().namespaces[host]
+        except KeyError:
+            raise LabError(f"lab {self.name} has no host {host!r}") from None
+
+    def addresses(self, host: str) -> list[str]:
+        for entry in self.topology.get("hosts", []):
+            if entry.get("name") == host:
+                return list(entry.get("addresses", []))
+        raise LabError(f"lab {self.name} has no host {host!r}")
+
+    def address(self, host: str) -> str:
+        """The host's primary (source) address."""
+        addresses = self.addresses(host)
+        if not addresses:
+            raise LabError(f"host {host!r} has no address")
+        return addresses[0]
+
+    def _in_namespace(self, host: str, argv: Sequence[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.namespace(host), *map(str, argv)]
+
+    def run(
+        self,
+        host: str,
+        argv: Sequence[str | os.PathLike[str]],
+        *,
+        timeout: float = 60.0,
+        check: bool = True,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command inside a host and capture its text output."""
+        command = self._in_namespace(host, [str(a) for a in argv])
+        try:
+            completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, input=input)
+        except subprocess.TimeoutExpired as exc:
+            raise ToolError(f"`{shlex.join(command[4:])}` in host {host} timed out after {timeout:g} s") from exc
+        except OSError as exc:
+            raise ToolError(f"cannot run {command[0]}: {exc}") from exc
+        if check and completed.returncode != 0:
+            detail = (completed.stderr.strip() or completed.stdout.strip())[-2000:]
+            raise ToolError(
+                f"`{shlex.join(command[4:])}` in host {host} exited with status {completed.returncode}: {detail}"
+            )
+        return completed
+
+    def spawn(
+        self,
+        host: str,
+        argv: Sequence[str | os.PathLike[str]],
+        *,
+        stdout: Any = subprocess.DEVNULL,
+        stderr: Any = subprocess.DEVNULL,
+        **popen_kwargs: Any,
+    ) -> subprocess.Popen[Any]:
+        """Start a background process inside a host; the lab stops it at teardown."""
+        command = self._in_namespace(host, [str(a) for a in argv])
+        try:
+            # `ip netns exec` execs the command, so the Popen pid is the command's own pid.
+            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, **popen_kwargs)
+        except OSError as exc:
+            raise ToolError(f"cannot start {command[0]}: {exc}") from exc
+        self._spawned.append(process)
+        return process
+
+    # ----------------------------------------------------------------- control
+
+    def request(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        if self._control is None:
+            raise LabError("the lab is not running")
+        return self._control.request(dict(request))
+
+    def info(self) -> dict[str, Any]:
+        return self.request({"cmd": "info"})
+
+    def counters(self) -> dict[str, Any]:
+        return self.request({"cmd": "counters"})
+
+    def reset_counters(self) -> None:
+        self.request({"cmd": "reset_counters"})
+
+    def set_link(self, links: str | Sequence[str], *, seed: int | None = None, **params: Any) -> dict[str, Any]:
+        """Change link directions live; a parameter given as None removes it (jitter, loss).
+
+        `seed` restarts the links' random streams, so the packets that follow meet the same
+        loss and jitter draws whatever crossed the links before (reproducible measurements).
+        """
+        target: str | list[str] = links if isinstance(links, str) else list(links)
+        request: dict[str, Any] = {"cmd": "set_link", "link": target, "params": params}
+        if seed is not None:
+            request["seed"] = seed
+        return self.request(request)
+
+    def set_routing(self, mode: str, pins: Sequence[Mapping[str, str]] | None = None) -> None:
+        """Change path selection; `pins=None` means no pins."""
+        self.request({"cmd": "set_routing", "mode": mode, "pins": [dict(p) for p in pins or []]})
+
+    def pcap_start(self, host: str, path: Path) -> None:
+        self.request({"cmd": "pcap_start", "host": host, "path": str(path)})
+
+    def pcap_stop(self, host: str) -> dict[str, Any]:
+        """Close a capture; the reply carries `packets` and `dropped`."""
+        return _writer_summary(self.request({"cmd": "pcap_stop", "host": host}), "capture", "packets")
+
+    def events_start(self, path: Path) -> None:
+        self.request({"cmd": "events_start", "path": str(path)})
+
+    def events_stop(self) -> dict[str, Any]:
+        """Close the event log; the reply carries `events` and `dropped`."""
+        return _writer_summary(self.request({"cmd": "events_stop"}), "log", "events")
+
+    def await_quiet(self, *, within: float = 10.0, poll: float = 0.05) -> None:
+        """Wait until no packet is queued on any link, e.g. before changing routing between tests."""
+        deadline = time.monotonic() + within
+        while True:
+            counters = self.counters()
+            queued = sum(link.get("queue_packets", 0) for link in counters.get("links", {}).values())
+            if queued == 0:
+                return
+            if time.monotonic() >= deadline:
+                raise LabError(f"lab {self.name}: {queued} packets still queued after {within:g} s")
+            time.sleep(poll)
+
+
+def _writer_summary(reply: dict[str, Any], nested: str, count_field: str) -> dict[str, Any]:
+    """Reply of pcap_stop/events_stop with the documented top-level fields.
+
+    docs/control.md specifies `{packets|events, dropped}` at the top level; the emulator
+    currently answers `{capture|log: {written, dropped}}`. Accept both so callers see one shape.
+    """
+    summary = dict(reply)
+    inner = reply.get(nested)
+    if count_field not in summary and isinstance(inner, dict):
+        summary[count_field] = inner.get("written")
+        summary.setdefault("dropped", inner.get("dropped"))
+    return summary
+
+
+def cleanup_lab(
+    name: str, *, binary: str | os.PathLike[str] | None = None, state_dir: Path | None = None
+) -> None:
+    """`protolab-net emu cleanup --lab NAME`: remove what a dead lab left behind (idempotent)."""
+    executable = Path(binary) if binary is not None else find_binary()
+    argv = [str(executable), "emu", "cleanup", "--lab", name]
+    if state_dir is not None:
+        argv += ["--state-dir", str(state_dir)]
+    try:
+        completed = subprocess.run(argv, capture_output=True, text=True, timeout=CLEANUP_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LabError(f"protolab-net emu cleanup --lab {name} failed: {exc}") from exc
+    if completed.returncode != 0:
+        raise LabError(
+            f"protolab-net emu cleanup --lab {name} exited with status {completed.returncode}: "
+            f"{completed.stderr.strip()[-2000:]}"
+        )

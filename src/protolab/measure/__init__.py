@@ -1,0 +1,1 @@
+"""Parsers and metrics over measurement artifacts (tool outputs, event logs)."""

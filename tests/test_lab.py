@@ -1,0 +1,199 @@
+"""The Lab around a real `protolab-net emu`: namespaces, ping, counters, live changes, refusal of
+bad topologies, coexisting labs, and cleanup after the emulator is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import lab_namespaces
+from protolab.errors import LabError
+from protolab.lab import Lab, cleanup_lab, dumbbell, ideal_link, link, mbit, ms
+from protolab.measure.tools import parse_ping
+
+pytestmark = pytest.mark.lab
+
+PING_BYTES = 84  # IP bytes of a default ping: 20 IP + 8 ICMP + 56 payload
+
+
+def _ping(lab: Lab, count: int, interval: float = 0.01) -> Any:
+    completed = lab.run("client", ["ping", "-q", "-n", "-c", str(count), "-i", str(interval), "-W", "2",
+                                   lab.address("server")], check=False, timeout=60)
+    return parse_ping(completed.stdout)
+
+
+def _two_hosts(name: str, **kwargs: Any) -> dict[str, Any]:
+    return dumbbell(name, ["client"], ["server"], **kwargs)
+
+
+def test_lab_ping_and_counters(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    name = lab_name()
+    with Lab(_two_hosts(name)) as lab:
+        assert lab.namespace("client") == f"pl-{name}-client"
+        assert lab.address("server") == "10.77.1.1"
+        assert lab.addresses("client") == ["10.77.0.1"]
+        assert sorted(lab_namespaces(name)) == [f"pl-{name}-client", f"pl-{name}-server"]
+        lab.reset_counters()
+        result = _ping(lab, 20)
+        assert (result.transmitted, result.received) == (20, 20)
+        counters = lab.counters()
+        for link_name in ("client.up", "server.down", "server.up", "client.down"):
+            counted = counters["links"][link_name]
+            assert counted["delivered_packets"] == 20, link_name
+            assert counted["delivered_bytes"] == 20 * PING_BYTES, link_name
+            assert sum(counted["dropped_packets"].values()) == 0
+        assert counters["paths"]["p0"]["forward"]["delivered_packets"] == 20
+        assert counters["paths"]["p0"]["reverse"]["delivered_packets"] == 20
+        lab.reset_counters()
+        assert lab.counters()["paths"]["p0"]["forward"]["delivered_packets"] == 0
+        info = lab.info()
+        assert info["lab"] == name and info["pid"] == lab.pid
+    assert lab_namespaces(name) == []
+
+
+def test_set_link_changes_delay_live(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    with Lab(_two_hosts(lab_name())) as lab:
+        baseline = _ping(lab, 10)
+        assert baseline.rtt_min_ms < 2.0
+        reply = lab.set_link(["client.up", "client.down"], delay=ms(10))
+        assert reply["ok"] is True
+        slowed = _ping(lab, 10)
+        assert slowed.received == 10
+        assert 20.0 <= slowed.rtt_min_ms <= 21.5  # 10 ms each way on the client's access link
+        lab.set_link(["client.up", "client.down"], **ideal_link())
+        assert _ping(lab, 10).rtt_min_ms < 2.0
+
+
+def test_set_link_refuses_bad_params_and_unknown_links(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    with Lab(_two_hosts(lab_name())) as lab:
+        with pytest.raises(LabError, match="rate"):
+            lab.set_link("p0.forward", rate="-5mbit")
+        with pytest.raises(LabError, match="nosuch"):
+            lab.set_link("nosuch.up", delay=ms(1))
+        assert _ping(lab, 3).received == 3  # still working after refused requests
+
+
+def test_loss_is_counted_per_cause(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    with Lab(_two_hosts(lab_name())) as lab:
+        lab.set_link("p0.forward", **link(loss=1.0))
+        lab.reset_counters()
+        assert _ping(lab, 5, interval=0.01).received == 0
+        forward = lab.counters()["paths"]["p0"]["forward"]
+        assert forward["dropped_packets"]["random_loss"] == 5
+        assert forward["delivered_packets"] == 0
+        lab.set_link("p0.forward", loss=None)
+        assert _ping(lab, 5).received == 5
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda t: t["hosts"][0].setdefault("access", {}).update(up={"rate": "-5mbit"}), "rate"),
+        (lambda t: t["hosts"][1].update(addresses=["10.77.0.1"]), "address"),
+        (lambda t: t["paths"][0].update(forward={"queue": {"kind": "fifo-ish"}}), "kind"),
+    ],
+    ids=["negative-rate", "duplicate-address", "unknown-queue-kind"],
+)
+def test_invalid_topology_is_refused_without_leftovers(
+    emu_binary: Path, lab_name: Callable[[], str], mutate: Callable[[dict[str, Any]], None], field: str
+) -> None:
+    name = lab_name()
+    topology = _two_hosts(name)
+    mutate(topology)
+    with pytest.raises(LabError) as refused, Lab(topology):
+        pytest.fail("an invalid topology must not start")
+    assert field in str(refused.value)
+    assert lab_namespaces(name) == []
+    assert not (Path("/run/protolab") / name).exists()
+
+
+def test_two_labs_run_side_by_side(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    first, second = lab_name(), lab_name()
+    # Same addresses in both: each lab is its own world.
+    with Lab(_two_hosts(first)) as lab_a, Lab(_two_hosts(second)) as lab_b:
+        lab_b.set_link(["client.up"], delay=ms(5))
+        assert _ping(lab_a, 5).rtt_min_ms < 2.0
+        assert 5.0 <= _ping(lab_b, 5).rtt_min_ms <= 6.5
+    assert lab_namespaces(first) == [] and lab_namespaces(second) == []
+
+
+def test_name_collision_is_refused_and_harmless(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    name = lab_name()
+    with Lab(_two_hosts(name)) as lab:
+        with pytest.raises(LabError, match="already exists"), Lab(_two_hosts(name)):
+            pytest.fail("a second lab with the same name must not start")
+        # The refused twin must not have cleaned up (or otherwise hurt) the running lab.
+        assert _ping(lab, 3).received == 3
+        assert len(lab_namespaces(name)) == 2
+
+
+def test_spawned_processes_are_stopped_at_teardown(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    name = lab_name()
+    with Lab(_two_hosts(name)) as lab:
+        sleeper = lab.spawn("server", ["sleep", "600"])
+        assert sleeper.poll() is None
+    assert sleeper.poll() is not None
+    assert lab_namespaces(name) == []
+
+
+def test_teardown_runs_on_keyboard_interrupt(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    name = lab_name()
+    with pytest.raises(KeyboardInterrupt), Lab(_two_hosts(name)) as lab:
+        lab.spawn("client", ["sleep", "600"])
+        raise KeyboardInterrupt
+    assert lab_namespaces(name) == []
+
+
+def test_cleanup_after_sigkill(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
+    name = lab_name()
+    state_dir = tmp_path / "state"
+    topology = _two_hosts(name, paths=[{"name": "p0", "forward": link(mbit(50))}])
+    lab = Lab(topology, state_dir=state_dir)
+    lab.start()
+    try:
+        assert (state_dir / name / "emu.pid").read_text().strip() == str(lab.pid)
+        server = lab.spawn("server", ["iperf3", "-s", "-B", lab.address("server"), "-p", "5201"])
+        time.sleep(0.5)
+        client = lab.spawn("client", ["iperf3", "-c", lab.address("server"), "-p", "5201", "-t", "60"])
+        deadline = time.monotonic() + 10
+        while lab.counters()["paths"]["p0"]["forward"]["delivered_bytes"] < 1_000_000:
+            assert time.monotonic() < deadline, "no transfer through the lab"
+            time.sleep(0.1)
+        os.kill(lab.pid, signal.SIGKILL)
+        cleanup_lab(name, state_dir=state_dir)
+        assert lab_namespaces(name) == []
+        assert not (state_dir / name).exists()
+        for process in (server, client):
+            # Our own children: reaping them proves they were killed by the cleanup.
+            process.wait(timeout=10)
+        # Idempotent.
+        cleanup_lab(name, state_dir=state_dir)
+    finally:
+        lab.close()
+    assert lab_namespaces(name) == []
+
+
+def test_run_reports_failures_with_stderr(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    from protolab.errors import ToolError
+
+    with Lab(_two_hosts(lab_name())) as lab:
+        with pytest.raises(ToolError, match="status"):
+            lab.run("client", ["sh", "-c", "echo boom >&2; exit 3"])
+        completed = lab.run("client", ["sh", "-c", "exit 3"], check=False)
+        assert completed.returncode == 3
+        with pytest.raises(ToolError, match="timed out"):
+            lab.run("client", ["sleep", "5"], timeout=0.5)
+        with pytest.raises(LabError, match="no host"):
+            lab.run("nosuch", ["true"])
+        # each host really is its own namespace with its own address
+        addresses = lab.run("server", ["ip", "-4", "-o", "addr", "show", "dev", "pl0"]).stdout
+        assert "10.77.1.1/32" in addresses
+        assert subprocess.run(["ip", "netns", "pids", lab.namespace("client")], capture_output=True,
+                              text=True).returncode == 0

@@ -1,0 +1,106 @@
+"""The reduced emulator validation, end to end, against the issue's thresholds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import lab_namespaces
+from protolab.validate import SCHEMA, ValidationConfig, ValidationReport, load_report, run_validation, write_report
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def report(emu_binary: Path) -> ValidationReport:
+    import secrets
+
+    config = ValidationConfig.for_mode(quick=True, lab="v" + secrets.token_hex(4))
+    result = run_validation(config, binary=emu_binary)
+    assert lab_namespaces(config.lab) == []
+    return result
+
+
+def _checks(report: ValidationReport, prefix: str) -> list:
+    found = [c for c in report.checks if c.id.startswith(prefix)]
+    assert found, f"no checks {prefix}*"
+    return found
+
+
+def test_min_rtt_within_0_3_ms_at_every_delay(report: ValidationReport) -> None:
+    checks = _checks(report, "delay.irtt.min") + _checks(report, "delay.ping.min")
+    assert len(checks) == 2 * len(report.config.delays_ms)
+    for check in checks:
+        assert abs(check.measured - check.configured) <= 0.3, check
+
+
+def test_mean_rtt_within_0_5_ms_at_every_delay(report: ValidationReport) -> None:
+    for check in _checks(report, "delay.irtt.mean") + _checks(report, "delay.ping.mean"):
+        assert abs(check.measured - check.configured) <= 0.5, check
+
+
+def test_configured_rtt_is_four_times_the_link_delay(report: ValidationReport) -> None:
+    assert sorted({c.configured for c in _checks(report, "delay.irtt.min")}) == [0, 20, 40, 100]
+
+
+def test_jitter_std_within_20_percent(report: ValidationReport) -> None:
+    for check in _checks(report, "jitter.rtt_std"):
+        assert abs(check.measured - check.configured) <= 0.2 * check.configured, check
+
+
+def test_loss_inside_99_percent_clopper_pearson(report: ValidationReport) -> None:
+    checks = _checks(report, "loss.irtt")
+    assert len(checks) == 2 * len(report.config.loss_percent)  # upstream and downstream
+    for check in checks:
+        assert check.details["trials"] >= 0.9 * report.config.loss_probes
+        assert check.details["ci_low_percent"] <= check.configured <= check.details["ci_high_percent"], check
+    no_loss = [c for c in checks if c.configured == 0]
+    assert all(c.details["lost"] == 0 for c in no_loss)
+
+
+def test_tcp_goodput_from_1_to_100_mbit(report: ValidationReport) -> None:
+    for check in _checks(report, "rate.goodput"):
+        ratio = check.measured / check.configured
+        assert ratio <= 1.01, check  # never above the configured rate, at any rate
+        if check.configured <= 100:
+            assert ratio >= 0.90, check
+
+
+def test_link_never_delivers_above_its_rate(report: ValidationReport) -> None:
+    for check in _checks(report, "rate.link"):
+        assert check.measured <= 1.01 * check.configured, check
+
+
+def test_each_ecmp_flow_stays_on_one_path(report: ValidationReport) -> None:
+    (single,) = _checks(report, "ecmp.single_path")
+    flows = single.details["flows"]
+    assert len(single.details["data_flows"]) == report.config.ecmp_flows
+    assert flows and all(len(paths) == 1 for paths in flows.values()), flows
+    (hashed,) = _checks(report, "ecmp.xor_hash")
+    assert hashed.status == "pass"
+    (both,) = _checks(report, "ecmp.both_paths")
+    assert all(count > 0 for count in both.details["path_bytes"].values())
+    assert set(both.details["flows_per_path"]) == {"p0", "p1"}
+
+
+def test_every_check_passes_or_is_info(report: ValidationReport) -> None:
+    failed = [c for c in report.checks if c.status == "fail"]
+    assert not failed, failed
+    assert report.ok
+
+
+def test_report_is_self_describing(report: ValidationReport, tmp_path: Path) -> None:
+    out = tmp_path / "validation.json"
+    write_report(report, out)
+    data = json.loads(out.read_text())
+    assert data["schema"] == SCHEMA and data["schema_version"] == 1
+    assert data["protolab_version"] == "0.1.0"
+    assert data["config"]["quick"] is True
+    assert data["environment"]["kernel"]
+    assert set(data["environment"]["tools"]) == {"protolab-net", "irtt", "iperf3", "ping"}
+    assert set(data["counters"]) == {"delay", "jitter", "loss", "rate", "ecmp"}
+    assert "p0" in data["counters"]["rate"]["paths"]
+    assert data["topology"]["lab"] == report.config.lab
+    assert json.loads(load_report(out).to_json()) == data
