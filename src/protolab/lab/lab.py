@@ -418,11 +418,8 @@ class Lab:
 
 
 def _writer_summary(reply: dict[str, Any], nested: str, count_field: str) -> dict[str, Any]:
-    """Reply of pcap_stop/events_stop with the documented top-level fields.
-
-    docs/control.md specifies `{packets|events, dropped}` at the top level; the emulator
-    currently answers `{capture|log: {written, dropped}}`. Accept both so callers see one shape.
-    """
+    """Flatten the emulator's `{capture|log: {written, dropped}}` (docs/control.md) into
+    `{packets|events, dropped}` for Python callers."""
     summary = dict(reply)
     inner = reply.get(nested)
     if count_field not in summary and isinstance(inner, dict):
