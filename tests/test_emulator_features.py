@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import lab_namespaces
+
 from protolab.lab import Lab, dumbbell, ideal_link, link, mbit, ms, path
 from protolab.measure.tools import parse_iperf3
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import lab_namespaces
+
 from protolab.errors import LabError
 from protolab.lab import Lab, cleanup_lab, dumbbell, ideal_link, link, mbit, ms
 from protolab.measure.tools import parse_ping

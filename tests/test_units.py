@@ -16,7 +16,12 @@ from protolab.cli import app
 from protolab.errors import LabError, ToolError
 from protolab.lab import dumbbell, find_binary, host, ideal_link, link, mbit, ms, path
 from protolab.lab.lab import Ready, _lab_name_of
-from protolab.measure.events import flow_key, paths_per_flow, read_header, xor_path_index
+from protolab.measure.events import (
+    flow_key,
+    paths_per_flow,
+    read_header,
+    xor_path_index,
+)
 from protolab.measure.stats import clopper_pearson
 from protolab.measure.tools import parse_iperf3, parse_irtt, parse_ping
 from protolab.validate import Check, ValidationConfig, validation_topology

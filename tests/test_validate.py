@@ -6,9 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import lab_namespaces
-from protolab.validate import SCHEMA, ValidationConfig, ValidationReport, load_report, run_validation, write_report
+
+from protolab.validate import (
+    SCHEMA,
+    ValidationConfig,
+    ValidationReport,
+    load_report,
+    run_validation,
+    write_report,
+)
 
 pytestmark = pytest.mark.lab
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import subprocess
 import tempfile
 import time
@@ -30,12 +29,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protolab import __version__
+from protolab import __version__, provenance
 from protolab.errors import ToolError
 from protolab.lab import Lab, dumbbell, host, ideal_link, mbit, ms
 from protolab.measure.events import paths_per_flow, xor_path_index
 from protolab.measure.stats import clopper_pearson
-from protolab.measure.tools import IperfResult, IrttResult, PingResult, parse_iperf3, parse_irtt, parse_ping
+from protolab.measure.tools import (
+    IperfResult,
+    IrttResult,
+    PingResult,
+    parse_iperf3,
+    parse_irtt,
+    parse_ping,
+)
 
 SCHEMA = "protolab.emulator_validation"
 SCHEMA_VERSION = 1
@@ -615,39 +621,13 @@ def _ecmp_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCa
 # ---------------------------------------------------------------------- provenance
 
 
-def _first_line(argv: list[str]) -> str:
-    try:
-        completed = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unavailable ({exc})"
-    text = (completed.stdout or completed.stderr).strip()
-    return text.splitlines()[0] if text else "unknown"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def environment(binary: Path | None) -> dict[str, Any]:
-    return {
-        "kernel": platform.release(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "cpu_model": _cpu_model(),
-        "python": platform.python_version(),
-        "tools": {
-            "protolab-net": _first_line([str(binary), "--version"]) if binary else "unknown",
-            "irtt": _first_line(["irtt", "version"]),
-            "iperf3": _first_line(["iperf3", "--version"]),
-            "ping": _first_line(["ping", "-V"]),
-        },
-    }
+    return provenance.environment({
+        "protolab-net": [str(binary), "--version"] if binary else ["protolab-net", "--version"],
+        "irtt": ["irtt", "version"],
+        "iperf3": ["iperf3", "--version"],
+        "ping": ["ping", "-V"],
+    })
 
 
 # ---------------------------------------------------------------------- entry point

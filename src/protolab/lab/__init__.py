@@ -3,7 +3,18 @@
 from protolab.lab.binary import find_binary
 from protolab.lab.control import ControlClient
 from protolab.lab.lab import Lab, Ready, cleanup_lab
-from protolab.lab.topology import dumbbell, gbit, host, ideal_link, kbit, link, mbit, ms, path, us
+from protolab.lab.topology import (
+    dumbbell,
+    gbit,
+    host,
+    ideal_link,
+    kbit,
+    link,
+    mbit,
+    ms,
+    path,
+    us,
+)
 
 __all__ = [
     "ControlClient",
