@@ -3,6 +3,7 @@ bad topologies, coexisting labs, and cleanup after the emulator is killed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -155,7 +156,8 @@ def test_cleanup_after_sigkill(emu_binary: Path, lab_name: Callable[[], str], tm
     name = lab_name()
     state_dir = tmp_path / "state"
     topology = _two_hosts(name, paths=[{"name": "p0", "forward": link(mbit(50))}])
-    lab = Lab(topology, state_dir=state_dir)
+    # Without the watchdog: this test is about the manual cleanup command.
+    lab = Lab(topology, state_dir=state_dir, emu_args=["--no-watchdog"])
     lab.start()
     try:
         assert (state_dir / name / "emu.pid").read_text().strip() == str(lab.pid)
@@ -197,3 +199,56 @@ def test_run_reports_failures_with_stderr(emu_binary: Path, lab_name: Callable[[
         assert "10.77.1.1/32" in addresses
         assert subprocess.run(["ip", "netns", "pids", lab.namespace("client")], capture_output=True,
                               text=True).returncode == 0
+
+
+def test_watchdog_cleans_up_after_sigkill_by_itself(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
+    name = lab_name()
+    state_dir = tmp_path / "state"
+    lab = Lab(_two_hosts(name), state_dir=state_dir)
+    lab.start()
+    try:
+        sleeper = lab.spawn("server", ["sleep", "600"])
+        os.kill(lab.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while (lab_namespaces(name) or (state_dir / name).exists()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lab_namespaces(name) == []
+        assert not (state_dir / name).exists()
+        sleeper.wait(timeout=10)  # killed by the watchdog's cleanup, reaped by us
+    finally:
+        lab.close()
+
+
+def test_control_socket_survives_garbage(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    import socket
+
+    with Lab(_two_hosts(lab_name())) as lab:
+        assert lab.ready is not None
+        replies = []
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(lab.ready.control))
+            stream = sock.makefile("rwb")
+            for line in [b"not json", b"[1, 2]", b'{"cmd": 5}', b'{"cmd": "nosuch"}', b'{}',
+                         b'{"cmd": "set_link", "link": 7, "params": {}}',
+                         b'{"cmd": "set_link", "link": "p0.forward", "params": {"rate": -1}}',
+                         b'{"cmd": "set_link", "link": "p0.forward", "params": {}, "seed": "x"}',
+                         b'{"cmd": "pcap_start", "host": "client", "path": "/nonexistent/dir/x.pcap"}',
+                         b'{"cmd": "set_routing", "pins": [{"left": "server", "right": "client", "path": "p0"}]}',
+                         b"\xff\xfe\x00garbage"]:
+                stream.write(line + b"\n")
+                stream.flush()
+                replies.append(json.loads(stream.readline()))
+        assert all(r["ok"] is False and r["error"] for r in replies), replies
+        assert "p0.forward" not in json.dumps(replies[5])  # a wrong type is named, not echoed blindly
+        assert "rate" in replies[6]["error"]
+        assert "seed" in replies[7]["error"]
+        assert "left" in replies[9]["error"]
+        # An oversized request closes that connection only; the emulator keeps serving.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(lab.ready.control))
+            try:
+                sock.sendall(b"{" + b" " * (2 << 20))
+            except OSError:
+                pass
+        assert lab.counters()["links"]["client.up"]["dropped_packets"]["queue_full"] == 0
+        assert lab.info()["lab"] == lab.name

@@ -30,25 +30,25 @@ pub fn serve(path: &Path, requests: Sender<ControlMessage>, wake: Arc<OwnedFd>) 
 fn connection(stream: UnixStream, requests: Sender<ControlMessage>, wake: Arc<OwnedFd>) {
     let Ok(mut out) = stream.try_clone() else { return };
     let mut reader = BufReader::new(stream);
-    let mut line = String::new();
+    let mut line = Vec::new();
     loop {
         line.clear();
-        match (&mut reader).take(MAX_REQUEST_BYTES as u64).read_line(&mut line) {
+        match (&mut reader).take(MAX_REQUEST_BYTES as u64).read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        if line.trim().is_empty() {
-            continue;
-        }
-        let reply = if !line.ends_with('\n') && line.len() >= MAX_REQUEST_BYTES {
+        if line.len() >= MAX_REQUEST_BYTES && line.last() != Some(&b'\n') {
             let _ = writeln!(out, "{}", Reply::error("request longer than 1 MiB").value);
             return;
-        } else {
-            match serde_json::from_str::<Value>(&line) {
+        }
+        let reply = match std::str::from_utf8(&line) {
+            Err(_) => Reply::error("a request must be UTF-8 JSON").value,
+            Ok(text) if text.trim().is_empty() => continue,
+            Ok(text) => match serde_json::from_str::<Value>(text) {
                 Ok(request) if request.is_object() => dispatch(request, &requests, &wake),
                 Ok(_) => Reply::error("a request must be a JSON object").value,
                 Err(e) => Reply::error(format!("invalid JSON: {e}")).value,
-            }
+            },
         };
         if writeln!(out, "{reply}").and_then(|_| out.flush()).is_err() {
             return;

@@ -300,7 +300,10 @@ impl Engine {
         let paths: BTreeMap<&str, Value> = self
             .net
             .paths()
-            .map(|(name, f, r)| (name, json!({"forward": links[self.net.link_name(f)], "reverse": links[self.net.link_name(r)]})))
+            .map(|(name, f, r)| {
+                let counters = |id| links.get(self.net.link_name(id)).cloned().unwrap_or(Value::Null);
+                (name, json!({"forward": counters(f), "reverse": counters(r)}))
+            })
             .collect();
         let mut c = self.counters.clone();
         c.timer_late_ns_mean = if c.late_count > 0 { (c.late_sum / u128::from(c.late_count)) as u64 } else { 0 };

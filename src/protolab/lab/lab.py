@@ -113,8 +113,11 @@ class Lab:
         state_dir: Path | None = None,
         binary: str | os.PathLike[str] | None = None,
         ready_timeout: float = READY_TIMEOUT_S,
+        emu_args: Sequence[str] = (),
     ) -> None:
+        """`emu_args` go to `protolab-net emu run` as they are (e.g. `["--spin-us", "0"]`)."""
         self._topology_input = topology
+        self._emu_args = list(emu_args)
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self._binary_arg = binary
         self.ready_timeout = ready_timeout
@@ -178,6 +181,7 @@ class Lab:
         argv = [str(self.binary), "emu", "run", "--topology", str(topology_file)]
         if self.state_dir is not None:
             argv += ["--state-dir", str(self.state_dir)]
+        argv += self._emu_args
         # Files, not pipes: the emulator logs to stderr for its whole life and nobody must have
         # to drain it. Its own session, so a terminal's Ctrl-C reaches only us and the teardown
         # happens in order (spawned processes first, then the emulator).
