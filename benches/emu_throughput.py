@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python benches/emu_throughput.py [--seconds 10] [--out FILE.json]
 
-Three measurements in one run, each an iperf3 TCP transfer between two namespaces:
+Three configurations in one run, each an iperf3 TCP transfer between two namespaces, repeated
+`--repeat` times round by round (the median counts; min and max are shown):
   1. through the emulator, no shaping (ideal links),
   2. through the emulator shaped at 1 Gbit/s (1-BDP drop-tail queue, 1 ms RTT),
   3. through a plain veth pair (namespaces pl-bench-a / pl-bench-b): the reference.
@@ -12,8 +13,7 @@ The table gives Gbit/s, the ratio to the veth reference, and pass/fail against t
 from __future__ import annotations
 
 import json
-import os
-import platform
+import statistics
 import subprocess
 import tempfile
 import time
@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from protolab import __version__
+from protolab import __version__, provenance
 from protolab.errors import ProtolabError, ToolError
 from protolab.lab import Lab, dumbbell, gbit, ideal_link, ms
 from protolab.measure.tools import IperfResult, parse_iperf3
@@ -98,79 +98,90 @@ def veth_pair() -> Iterator[None]:
         _delete_veth_namespaces()
 
 
-def measure_veth(seconds: int) -> IperfResult:
-    with veth_pair():
-        server_exec = ["ip", "netns", "exec", VETH_NAMESPACES[1]]
-        server = subprocess.Popen([*server_exec, "iperf3", "-s", "-B", VETH_ADDRESSES[1], "-p", str(IPERF_PORT)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _transfer(netns_exec: list[str], server: str, seconds: int) -> IperfResult:
+    completed = _run([*netns_exec, *_iperf3_client_argv(server, seconds)], timeout=seconds + 60)
+    return parse_iperf3(completed.stdout)
+
+
+@contextmanager
+def _iperf3_server(netns_exec: list[str], address: str) -> Iterator[None]:
+    server = subprocess.Popen([*netns_exec, "iperf3", "-s", "-B", address, "-p", str(IPERF_PORT)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _await_listener(netns_exec)
+        yield
+    finally:
+        server.terminate()
         try:
-            _await_listener(server_exec)
-            client = _run(["ip", "netns", "exec", VETH_NAMESPACES[0], *_iperf3_client_argv(VETH_ADDRESSES[1], seconds)],
-                          timeout=seconds + 60)
-            return parse_iperf3(client.stdout)
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
-# --------------------------------------------------------------------------- emulator
+def _shape(lab: Lab, shaped: bool) -> None:
+    access = ["client.up", "client.down", "server.up", "server.down"]
+    if not shaped:
+        lab.set_link([*access, "p0.forward"], **ideal_link())
+        return
+    bdp_bytes = round(SHAPED_RATE_GBIT * 1e9 * SHAPED_RTT_MS / 1e3 / 8)
+    lab.set_link(access, **ideal_link(delay=ms(SHAPED_RTT_MS / 4)))
+    lab.set_link("p0.forward", **ideal_link(rate=gbit(SHAPED_RATE_GBIT), queue_bytes=bdp_bytes))
 
 
-def measure_emulator(seconds: int) -> tuple[dict[str, IperfResult], dict[str, object]]:
-    """Unshaped and shaped transfers through one lab; also the counters after the shaped one."""
-    results: dict[str, IperfResult] = {}
-    with Lab(dumbbell(LAB_NAME, ["client"], ["server"])) as lab:
-        server = lab.address("server")
-        lab.spawn("server", ["iperf3", "-s", "-B", server, "-p", str(IPERF_PORT)])
-        _await_listener(["ip", "netns", "exec", lab.namespace("server")])
-
-        def transfer() -> IperfResult:
-            completed = lab.run("client", _iperf3_client_argv(server, seconds), timeout=seconds + 60)
-            return parse_iperf3(completed.stdout)
-
-        results["emulator-unshaped"] = transfer()
-        bdp_bytes = round(SHAPED_RATE_GBIT * 1e9 * SHAPED_RTT_MS / 1e3 / 8)
-        lab.set_link(["client.up", "client.down", "server.up", "server.down"],
-                     **ideal_link(delay=ms(SHAPED_RTT_MS / 4)))
-        lab.set_link("p0.forward", **ideal_link(rate=gbit(SHAPED_RATE_GBIT), queue_bytes=bdp_bytes))
-        results["emulator-shaped-1g"] = transfer()
-        counters = lab.counters()
+def measure(seconds: int, repeat: int) -> tuple[dict[str, list[IperfResult]], dict[str, object]]:
+    """Every configuration `repeat` times, interleaved round by round, so that drift on a busy
+    machine does not favour one of them; also the emulator's counters after the last shaped run."""
+    results: dict[str, list[IperfResult]] = {"emulator-unshaped": [], "emulator-shaped-1g": [], "veth-reference": []}
+    counters: dict[str, object] = {}
+    veth_exec = [["ip", "netns", "exec", name] for name in VETH_NAMESPACES]
+    with Lab(dumbbell(LAB_NAME, ["client"], ["server"])) as lab, veth_pair():
+        emu_exec = [["ip", "netns", "exec", lab.namespace(h)] for h in ("client", "server")]
+        with _iperf3_server(emu_exec[1], lab.address("server")), _iperf3_server(veth_exec[1], VETH_ADDRESSES[1]):
+            for round_number in range(repeat):
+                console.print(f"round {round_number + 1}/{repeat}")
+                for shaped in (False, True):
+                    _shape(lab, shaped)
+                    lab.reset_counters()
+                    name = "emulator-shaped-1g" if shaped else "emulator-unshaped"
+                    results[name].append(_transfer(emu_exec[0], lab.address("server"), seconds))
+                    if shaped:
+                        counters = lab.counters()
+                results["veth-reference"].append(_transfer(veth_exec[0], VETH_ADDRESSES[1], seconds))
     return results, counters
 
 
 # --------------------------------------------------------------------------- report
 
 
-def build_report(seconds: int) -> dict[str, object]:
-    emulator, counters = measure_emulator(seconds)
-    veth = measure_veth(seconds)
-    reference_gbit = veth.goodput_bps / 1e9
+def build_report(seconds: int, repeat: int) -> dict[str, object]:
+    results, counters = measure(seconds, repeat)
+    def gbit_of(runs: list[IperfResult]) -> list[float]:
+        return [r.goodput_bps / 1e9 for r in runs]
+    reference_gbit = statistics.median(gbit_of(results["veth-reference"]))
     rows = []
-    for name, result in [*emulator.items(), ("veth-reference", veth)]:
-        measured = result.goodput_bps / 1e9
+    for name, runs in results.items():
+        samples = gbit_of(runs)
+        measured = statistics.median(samples)
         target = TARGETS_GBIT.get(name)
         rows.append({
             "name": name,
             "gbit_per_s": measured,
+            "samples_gbit_per_s": samples,
             "ratio_to_veth": measured / reference_gbit if reference_gbit else None,
             "target_gbit_per_s": target,
             "status": "reference" if target is None else ("pass" if measured >= target else "fail"),
-            "retransmits": result.retransmits,
-            "sender_gbit_per_s": result.sender_bps / 1e9,
+            "retransmits": [r.retransmits for r in runs],
         })
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "protolab_version": __version__,
         "created_unix_ns": time.time_ns(),
-        "config": {"seconds": seconds, "omit_seconds": 2, "congestion": "cubic", "shaped_rate_gbit": SHAPED_RATE_GBIT,
+        "config": {"seconds": seconds, "omit_seconds": 2, "repeat": repeat, "statistic": "median",
+                   "congestion": "cubic", "shaped_rate_gbit": SHAPED_RATE_GBIT,
                    "shaped_rtt_ms": SHAPED_RTT_MS, "shaped_queue": "droptail, 1 BDP in bytes"},
-        "machine": {"kernel": platform.release(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "iperf3": _run(["iperf3", "--version"]).stdout.splitlines()[0]},
+        "environment": provenance.environment({"iperf3": ["iperf3", "--version"]}),
         "results": rows,
         "shaped_counters": counters,
         "ok": all(row["status"] != "fail" for row in rows),
@@ -179,22 +190,24 @@ def build_report(seconds: int) -> dict[str, object]:
 
 def render(report: dict[str, object]) -> Table:
     table = Table(title="Emulator throughput (single TCP flow, cubic)")
-    for column in ("measurement", "Gbit/s", "vs veth", "target", "result"):
-        table.add_column(column, justify="left" if column == "measurement" else "right")
+    for column in ("measurement", "Gbit/s (median)", "min-max", "vs veth", "target", "result"):
+        table.add_column(column, justify="left" if column == "measurement" else "right", no_wrap=True)
     for row in report["results"]:  # type: ignore[attr-defined]
         style = {"pass": "green", "fail": "bold red"}.get(row["status"], "dim")
         target = f">= {row['target_gbit_per_s']:g}" if row["target_gbit_per_s"] is not None else "-"
-        table.add_row(row["name"], f"{row['gbit_per_s']:.2f}", f"{row['ratio_to_veth']:.3f}", target,
+        spread = f"{min(row['samples_gbit_per_s']):.2f}-{max(row['samples_gbit_per_s']):.2f}"
+        table.add_row(row["name"], f"{row['gbit_per_s']:.2f}", spread, f"{row['ratio_to_veth']:.3f}", target,
                       f"[{style}]{row['status']}[/]")
     return table
 
 
 def main(
     seconds: Annotated[int, typer.Option(help="Measured seconds per transfer (after 2 s omitted).")] = 10,
+    repeat: Annotated[int, typer.Option(min=1, help="Transfers per configuration (interleaved); the median counts.")] = 3,
     out: Annotated[Path, typer.Option(help="Result JSON.")] = REPO_ROOT / "target" / "bench" / "emu_throughput.json",
 ) -> None:
     try:
-        report = build_report(seconds)
+        report = build_report(seconds, repeat)
     except ProtolabError as exc:
         console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(1) from exc
