@@ -6,6 +6,7 @@
 pub mod control;
 pub mod engine;
 pub mod params;
+pub(crate) mod realtime;
 pub mod state;
 pub mod system;
 pub mod topology;
@@ -104,6 +105,8 @@ pub struct RunOptions {
     pub watchdog: bool,
     /// Busy-poll this long before each due packet for precise timing (0 disables).
     pub spin_us: u64,
+    /// SCHED_FIFO priority of the packet loop (0: normal scheduling).
+    pub rt_priority: i32,
 }
 
 /// Builds the lab, prints the ready line, forwards packets until stopped, then removes the lab.
@@ -160,6 +163,7 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
     let clock = Clock::start();
     let mut engine = Engine::new(network, topology, tuns, wake, signal, rx, clock).map_err(io("epoll"))?;
     engine.set_spin(options.spin_us * 1000);
+    engine.set_rt_priority(options.rt_priority);
     let ready = serde_json::json!({
         "ready": true,
         "lab": lab,

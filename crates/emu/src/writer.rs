@@ -87,6 +87,7 @@ pub fn pcap(path: &Path) -> Result<Writer<CapturedPacket>, String> {
     let thread = std::thread::Builder::new()
         .name("pcap-writer".into())
         .spawn(move || {
+            crate::realtime::make_current_thread_normal();
             let header = PcapHeader { datalink: DataLink::RAW, ts_resolution: TsResolution::NanoSecond, ..PcapHeader::default() };
             let mut writer = PcapWriter::with_header(BufWriter::new(file), header).map_err(|e| e.to_string())?;
             let mut written = 0;
@@ -111,6 +112,7 @@ pub fn event_log(path: &Path, lab: &str, start_unix_ns: u64, link_names: Arc<Vec
     let thread = std::thread::Builder::new()
         .name("event-writer".into())
         .spawn(move || {
+            crate::realtime::make_current_thread_normal();
             let mut out = BufWriter::with_capacity(1 << 20, file);
             let io = |e: std::io::Error| e.to_string();
             writeln!(out, "{header}").map_err(io)?;
