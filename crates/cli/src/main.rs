@@ -1,10 +1,13 @@
 //! `protolab-net`: the command line over the protolab crates.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(name = "protolab-net", version, about = "protolab's network emulator and endpoints")]
@@ -18,6 +21,128 @@ enum Command {
     /// The userspace network emulator.
     #[command(subcommand)]
     Emu(EmuCommand),
+    /// Serve page manifests and synthetic endpoints over h1c and TLS (h2, http/1.1); docs/server.md.
+    Serve(ServeArgs),
+}
+
+/// TCP congestion controls the lab uses.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum TcpCc {
+    Reno,
+    Cubic,
+    Bbr,
+}
+
+impl TcpCc {
+    fn name(self) -> &'static str {
+        match self {
+            TcpCc::Reno => "reno",
+            TcpCc::Cubic => "cubic",
+            TcpCc::Bbr => "bbr",
+        }
+    }
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Page manifest (JSON; docs/manifest.md). Repeatable; none = synthetic endpoints only.
+    #[arg(long = "manifest")]
+    manifests: Vec<PathBuf>,
+    /// Address to listen on. Repeatable; default: every origin address of the manifests.
+    #[arg(long = "listen")]
+    listen: Vec<IpAddr>,
+    /// Port of cleartext HTTP/1.1 (and HTTP/2 with prior knowledge).
+    #[arg(long, default_value_t = 80)]
+    http_port: u16,
+    /// Port of TLS (ALPN h2 and http/1.1).
+    #[arg(long, default_value_t = 443)]
+    https_port: u16,
+    /// TCP congestion control of every socket (TCP_CONGESTION).
+    #[arg(long, value_enum, default_value = "cubic")]
+    tcp_cc: TcpCc,
+    /// Directory the generated CA, certificates and SPKI hashes are written to (docs/tls.md).
+    #[arg(long)]
+    tls_dir: PathBuf,
+    /// Lab name, used in the CA's name.
+    #[arg(long, default_value = "lab")]
+    lab: String,
+    /// Largest request head in bytes (at least 8192).
+    #[arg(long, default_value_t = 32 * 1024)]
+    max_header_bytes: usize,
+    /// Concurrent streams per HTTP/2 connection.
+    #[arg(long, default_value_t = 100)]
+    max_concurrent_streams: u32,
+    /// Close a connection after this many milliseconds without traffic.
+    #[arg(long, default_value_t = 30_000)]
+    idle_timeout_ms: u64,
+    /// Most open connections; more are closed at once.
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
+}
+
+fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
+    if args.max_header_bytes < 8192 {
+        bail!("--max-header-bytes: {} is less than 8192", args.max_header_bytes);
+    }
+    let mut manifests = Vec::new();
+    for path in &args.manifests {
+        manifests.push((path.display().to_string(), web::Manifest::load(path)?));
+    }
+    let site = web::Site::new(&manifests)?;
+    let mut listen = args.listen.clone();
+    if listen.is_empty() {
+        listen = site.origins().values().copied().collect();
+        listen.sort();
+        listen.dedup();
+    }
+    if listen.is_empty() {
+        bail!("nothing to listen on: give --listen or a manifest with origins");
+    }
+    let mut origins: Vec<(String, Vec<IpAddr>)> = site.origins().iter().map(|(h, a)| (h.clone(), vec![*a])).collect();
+    origins.sort();
+    let mut default_sans = vec!["localhost".to_string()];
+    default_sans.extend(listen.iter().filter(|a| !a.is_unspecified()).map(IpAddr::to_string));
+    let material = web::TlsMaterial::generate(&args.lab, &origins, &default_sans)?;
+    material.write(&args.tls_dir)?;
+    let tls = material.server_config(&[b"h2", b"http/1.1"])?;
+    let options = web::ServeOptions {
+        listen,
+        http_port: args.http_port,
+        https_port: args.https_port,
+        tcp_congestion: Some(args.tcp_cc.name().to_string()),
+        limits: web::Limits {
+            max_header_bytes: args.max_header_bytes,
+            max_concurrent_streams: args.max_concurrent_streams,
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+            max_connections: args.max_connections,
+            ..web::Limits::default()
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let server = web::Server::bind(&options, Arc::new(site), tls)?;
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        let ready = serde_json::json!({
+            "event": "listening",
+            "http": server.http_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "https": server.https_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "tcp_cc": args.tcp_cc.name(),
+            "tls_dir": args.tls_dir.display().to_string(),
+            "spki": material.spki_list(),
+        });
+        println!("{ready}");
+        server
+            .run(async move {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            })
+            .await;
+        anyhow::Ok(())
+    })
 }
 
 #[derive(Subcommand)]
@@ -36,6 +161,9 @@ enum EmuCommand {
         /// Busy-poll this many microseconds before each due packet (precise timing on VMs; 0 = never).
         #[arg(long, default_value_t = 100)]
         spin_us: u64,
+        /// SCHED_FIFO priority of the packet loop, 1-99, so other load cannot delay packets (0 = off).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=99))]
+        rt_priority: i32,
     },
     /// Validate a topology file; print it normalized as JSON.
     Check {
@@ -81,8 +209,8 @@ enum EmuCommand {
 
 fn emu_command(command: EmuCommand) -> anyhow::Result<()> {
     match command {
-        EmuCommand::Run { topology, state_dir, no_watchdog, spin_us } => {
-            emu::run(&emu::RunOptions { topology, state_dir, watchdog: !no_watchdog, spin_us })?;
+        EmuCommand::Run { topology, state_dir, no_watchdog, spin_us, rt_priority } => {
+            emu::run(&emu::RunOptions { topology, state_dir, watchdog: !no_watchdog, spin_us, rt_priority })?;
         }
         EmuCommand::Check { topology } => {
             let (topology, _) = emu::check(&topology)?;
@@ -126,6 +254,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Emu(c) => emu_command(c),
+        Command::Serve(args) => serve_command(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,15 @@
+//! protolab's HTTP endpoints: page manifests (docs/manifest.md), generated bodies, TLS material
+//! (docs/tls.md) and the multi-origin server (docs/server.md).
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod body;
+pub mod manifest;
+pub mod server;
+pub mod site;
+pub mod tls;
+
+pub use manifest::{Manifest, ManifestError};
+pub use server::{Limits, ServeError, ServeOptions, Server};
+pub use site::{Site, SiteError};
+pub use tls::{TlsError, TlsMaterial};

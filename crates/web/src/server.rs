@@ -1,0 +1,522 @@
+//! The multi-origin server (docs/server.md): h1c (and h2c with prior knowledge) on the HTTP
+//! port, TLS with ALPN `h2` and `http/1.1` on the HTTPS port, on every listen address.
+//!
+//! Serves manifest objects by (Host or :authority, path) and the synthetic endpoints
+//! `GET /bytes?n=N`, `POST /upload`, `GET /empty`. Everything else is 404.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_rustls::rustls;
+use tokio_rustls::TlsAcceptor;
+
+use crate::body::{Block, ResponseBody};
+use crate::manifest::valid_hostname;
+use crate::site::Site;
+
+/// Largest `n` of `GET /bytes?n=N` (10 GB).
+pub const MAX_BYTES_N: u64 = 10_000_000_000;
+
+/// Seed of the block `/bytes` streams from.
+pub const BYTES_SEED: u64 = 0x0062_7974_6573; // "bytes"
+
+/// Server failures (setup only: per-connection errors never end the server).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A listening socket could not be set up.
+    #[error("cannot listen on {addr}: {error}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        error: io::Error,
+    },
+    /// The congestion control is not available.
+    #[error("--tcp-cc {name}: cannot set TCP_CONGESTION on {addr}: {error} (available: {available})")]
+    CongestionControl {
+        /// The name.
+        name: String,
+        /// The socket's address.
+        addr: SocketAddr,
+        /// Why.
+        error: io::Error,
+        /// What the kernel offers.
+        available: String,
+    },
+    /// Nothing to listen on.
+    #[error("no listen address (give --listen or a manifest with origins)")]
+    NoAddress,
+}
+
+/// Limits a public server needs.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request head (HTTP/1.1 read buffer, HTTP/2 header list), bytes (>= 8192).
+    pub max_header_bytes: usize,
+    /// Most header fields in an HTTP/1.1 request.
+    pub max_headers: usize,
+    /// Concurrent streams per HTTP/2 connection.
+    pub max_concurrent_streams: u32,
+    /// A connection with no bytes read or written for this long is closed.
+    pub idle_timeout: Duration,
+    /// Time for a TLS handshake, and for an HTTP/1.1 request head to arrive.
+    pub handshake_timeout: Duration,
+    /// Open connections per server; more are closed at once.
+    pub max_connections: usize,
+    /// HTTP/2 streams a client may reset before the server answers them (rapid-reset guard).
+    pub max_pending_accept_reset_streams: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 32 * 1024,
+            max_headers: 100,
+            max_concurrent_streams: 100,
+            idle_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            max_connections: 4096,
+            max_pending_accept_reset_streams: 20,
+        }
+    }
+}
+
+/// Where and how to listen.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Addresses; each gets the HTTP and the HTTPS port.
+    pub listen: Vec<IpAddr>,
+    /// h1c port (80; 0 = any free port).
+    pub http_port: u16,
+    /// TLS port (443; 0 = any free port).
+    pub https_port: u16,
+    /// TCP congestion control of every socket (`reno`, `cubic`, `bbr`); `None` = kernel default.
+    pub tcp_congestion: Option<String>,
+    /// Limits.
+    pub limits: Limits,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions { listen: Vec::new(), http_port: 80, https_port: 443, tcp_congestion: Some("cubic".into()), limits: Limits::default() }
+    }
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    http: Vec<TcpListener>,
+    https: Vec<TcpListener>,
+    ctx: Arc<Ctx>,
+}
+
+struct Ctx {
+    site: Arc<Site>,
+    bytes_block: Block,
+    tls: TlsAcceptor,
+    auto: auto::Builder<TokioExecutor>,
+    h1: auto::Builder<TokioExecutor>,
+    h2: auto::Builder<TokioExecutor>,
+    limits: Limits,
+    tcp_congestion: Option<String>,
+    connections: Arc<Semaphore>,
+    epoch: Instant,
+}
+
+fn available_cc() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// A listening TCP socket with `TCP_CONGESTION` set before `listen` (accepted sockets inherit it).
+pub fn listen(addr: SocketAddr, tcp_congestion: Option<&str>) -> Result<TcpListener, ServeError> {
+    let err = |error| ServeError::Listen { addr, error };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+    socket.set_reuse_address(true).map_err(err)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true).map_err(err)?;
+    }
+    if let Some(cc) = tcp_congestion {
+        socket.set_tcp_congestion(cc.as_bytes()).map_err(|error| ServeError::CongestionControl {
+            name: cc.to_string(),
+            addr,
+            error,
+            available: available_cc(),
+        })?;
+    }
+    socket.bind(&addr.into()).map_err(err)?;
+    socket.listen(1024).map_err(err)?;
+    socket.set_nonblocking(true).map_err(err)?;
+    TcpListener::from_std(socket.into()).map_err(err)
+}
+
+/// The `TCP_CONGESTION` of a socket, as text (the kernel pads the name with NULs).
+pub fn tcp_congestion_of<S: std::os::fd::AsFd>(socket: &S) -> io::Result<String> {
+    let raw = SockRef::from(socket).tcp_congestion()?;
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
+}
+
+impl Server {
+    /// Binds every listening socket. Must run inside a tokio runtime.
+    pub fn bind(options: &ServeOptions, site: Arc<Site>, tls: rustls::ServerConfig) -> Result<Server, ServeError> {
+        if options.listen.is_empty() {
+            return Err(ServeError::NoAddress);
+        }
+        let mut listen_addrs = options.listen.clone();
+        listen_addrs.dedup();
+        let cc = options.tcp_congestion.as_deref();
+        let mut http = Vec::new();
+        let mut https = Vec::new();
+        for ip in &listen_addrs {
+            http.push(listen(SocketAddr::new(*ip, options.http_port), cc)?);
+            https.push(listen(SocketAddr::new(*ip, options.https_port), cc)?);
+        }
+        let limits = options.limits.clone();
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .max_buf_size(limits.max_header_bytes.max(8192))
+            .max_headers(limits.max_headers)
+            .header_read_timeout(limits.handshake_timeout);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(limits.max_concurrent_streams)
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+            .max_pending_accept_reset_streams(limits.max_pending_accept_reset_streams)
+            .max_local_error_reset_streams(1024);
+        let ctx = Ctx {
+            site,
+            bytes_block: Block::new(BYTES_SEED),
+            tls: TlsAcceptor::from(Arc::new(tls)),
+            h1: builder.clone().http1_only(),
+            h2: builder.clone().http2_only(),
+            auto: builder,
+            connections: Arc::new(Semaphore::new(limits.max_connections)),
+            limits,
+            tcp_congestion: options.tcp_congestion.clone(),
+            epoch: Instant::now(),
+        };
+        Ok(Server { http, https, ctx: Arc::new(ctx) })
+    }
+
+    /// Bound h1c addresses (with the real port when 0 was asked).
+    pub fn http_addrs(&self) -> Vec<SocketAddr> {
+        self.http.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+
+    /// Bound TLS addresses.
+    pub fn https_addrs(&self) -> Vec<SocketAddr> {
+        self.https.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+
+    /// The listening sockets (h1c then TLS), e.g. to inspect socket options.
+    pub fn listeners(&self) -> impl Iterator<Item = &TcpListener> {
+        self.http.iter().chain(self.https.iter())
+    }
+
+    /// Serves until `shutdown` completes; then closes every listener and connection.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let mut tasks = JoinSet::new();
+        for l in self.http {
+            tasks.spawn(accept_loop(l, self.ctx.clone(), false));
+        }
+        for l in self.https {
+            tasks.spawn(accept_loop(l, self.ctx.clone(), true));
+        }
+        shutdown.await;
+        // Dropping an accept loop drops its JoinSet of connections, which aborts them.
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>, tls: bool) {
+    let mut connections = JoinSet::new();
+    loop {
+        while connections.try_join_next().is_some() {}
+        let (stream, peer) = match listener.accept().await {
+            Ok(a) => a,
+            Err(e) => {
+                // EMFILE, ENOBUFS, ECONNABORTED...: the listener stays; back off briefly.
+                eprintln!("protolab-net serve: accept on {:?}: {e}", listener.local_addr().ok());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = ctx.connections.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        if let Some(cc) = &ctx.tcp_congestion {
+            // Inherited from the listener already; set again so it holds whatever the kernel does.
+            let _ = SockRef::from(&stream).set_tcp_congestion(cc.as_bytes());
+        }
+        let local = stream.local_addr().ok();
+        let ctx = ctx.clone();
+        connections.spawn(async move {
+            let _permit = permit;
+            serve_connection(stream, peer, local, ctx, tls).await;
+        });
+    }
+}
+
+/// Wraps a stream and records when bytes last moved, for the idle timeout.
+struct ActivityIo<S> {
+    inner: S,
+    last_ms: Arc<AtomicU64>,
+    epoch: Instant,
+}
+
+impl<S> ActivityIo<S> {
+    fn touch(&self) {
+        self.last_ms.store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for ActivityIo<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.touch();
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for ActivityIo<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Completes once nothing moved for `idle`.
+async fn idle(last_ms: &AtomicU64, epoch: Instant, idle: Duration) {
+    loop {
+        let deadline = epoch + Duration::from_millis(last_ms.load(Ordering::Relaxed)) + idle;
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline.into()).await;
+    }
+}
+
+/// Runs a hyper-util connection until it ends or idles out (then a graceful close with a
+/// one-second grace). A macro because `auto::Connection`'s bounds are long to spell out.
+macro_rules! drive {
+    ($conn:expr, $last_ms:expr, $ctx:expr) => {{
+        let mut conn = pin!($conn);
+        let idled = tokio::select! {
+            _ = conn.as_mut() => false,
+            _ = idle($last_ms, $ctx.epoch, $ctx.limits.idle_timeout) => true,
+        };
+        if idled {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
+        }
+    }};
+}
+
+async fn serve_connection(stream: TcpStream, peer: SocketAddr, local: Option<SocketAddr>, ctx: Arc<Ctx>, tls: bool) {
+    let last_ms = Arc::new(AtomicU64::new(ctx.epoch.elapsed().as_millis() as u64));
+    let io = ActivityIo { inner: stream, last_ms: last_ms.clone(), epoch: ctx.epoch };
+    let local_ip = local.map(|a| a.ip());
+    let service_ctx = ctx.clone();
+    let service = service_fn(move |req| {
+        let ctx = service_ctx.clone();
+        async move { Ok::<_, Infallible>(handle(req, &ctx, local_ip, peer).await) }
+    });
+    if !tls {
+        let conn = ctx.auto.serve_connection(TokioIo::new(io), service);
+        drive!(conn, &last_ms, ctx);
+        return;
+    }
+    // The handshake ends at handshake_timeout, or earlier when nothing moves for idle_timeout.
+    let handshake = async {
+        tokio::select! {
+            r = ctx.tls.accept(io) => r.ok(),
+            _ = idle(&last_ms, ctx.epoch, ctx.limits.idle_timeout) => None,
+        }
+    };
+    let Ok(Some(tls_stream)) = tokio::time::timeout(ctx.limits.handshake_timeout, handshake).await else {
+        return;
+    };
+    // ALPN decides the protocol; without ALPN a TLS client speaks HTTP/1.1 (RFC 7301).
+    let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+    let builder = if h2 { &ctx.h2 } else { &ctx.h1 };
+    let conn = builder.serve_connection(TokioIo::new(tls_stream), service);
+    drive!(conn, &last_ms, ctx);
+}
+
+fn reply(status: StatusCode, body: ResponseBody) -> Response<ResponseBody> {
+    let len = hyper::body::Body::size_hint(&body).exact().unwrap_or(0);
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::SERVER, HeaderValue::from_static("protolab"));
+    r.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    r
+}
+
+fn text(status: StatusCode, message: &str) -> Response<ResponseBody> {
+    let mut r = reply(status, ResponseBody::full(Bytes::from(format!("{message}\n"))));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<ResponseBody> {
+    let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// HEAD gets the GET headers (with the GET content-length) and no body.
+fn head_of(mut r: Response<ResponseBody>, is_head: bool) -> Response<ResponseBody> {
+    if is_head {
+        *r.body_mut() = ResponseBody::Empty;
+    }
+    r
+}
+
+/// The hostname a request is for: `:authority` / absolute URI, else `Host`; lowercased, port and
+/// trailing dot removed. IP literals and missing hosts map to the only origin at that address.
+fn request_host(req: &Request<Incoming>, site: &Site, local_ip: Option<IpAddr>) -> Option<String> {
+    let raw = req
+        .uri()
+        .authority()
+        .map(|a| a.host().to_string())
+        .or_else(|| {
+            let h = req.headers().get(header::HOST)?.to_str().ok()?;
+            let auth: http::uri::Authority = h.parse().ok()?;
+            Some(auth.host().to_string())
+        });
+    let host = raw.map(|h| h.trim_end_matches('.').to_ascii_lowercase());
+    match host {
+        Some(h) if valid_hostname(&h) => Some(h),
+        Some(h) => {
+            let ip: IpAddr = h.trim_start_matches('[').trim_end_matches(']').parse().ok()?;
+            site.sole_origin_at(ip).map(str::to_string)
+        }
+        None => site.sole_origin_at(local_ip?).map(str::to_string),
+    }
+}
+
+async fn handle(req: Request<Incoming>, ctx: &Ctx, local_ip: Option<IpAddr>, _peer: SocketAddr) -> Response<ResponseBody> {
+    let is_head = req.method() == Method::HEAD;
+    let is_get = req.method() == Method::GET || is_head;
+    match req.uri().path() {
+        "/bytes" => {
+            if !is_get {
+                return method_not_allowed("GET, HEAD");
+            }
+            let n = match req.uri().query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("n="))) {
+                None => return text(StatusCode::BAD_REQUEST, "/bytes needs ?n=<bytes>"),
+                Some(v) => match v.parse::<u64>() {
+                    Ok(n) if n <= MAX_BYTES_N => n,
+                    _ => return text(StatusCode::BAD_REQUEST, &format!("n must be an integer from 0 to {MAX_BYTES_N}")),
+                },
+            };
+            let mut r = reply(StatusCode::OK, ResponseBody::pattern(&ctx.bytes_block, 0, n));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            head_of(r, is_head)
+        }
+        "/empty" => {
+            if !is_get {
+                return method_not_allowed("GET, HEAD");
+            }
+            let mut r = reply(StatusCode::OK, ResponseBody::Empty);
+            r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            r
+        }
+        "/upload" => {
+            if req.method() != Method::POST && req.method() != Method::PUT {
+                return method_not_allowed("POST, PUT");
+            }
+            let start = Instant::now();
+            let mut body = req.into_body();
+            let mut received: u64 = 0;
+            while let Some(frame) = body.frame().await {
+                match frame {
+                    Ok(f) => {
+                        if let Some(d) = f.data_ref() {
+                            received += d.len() as u64;
+                        }
+                    }
+                    Err(e) => return text(StatusCode::BAD_REQUEST, &format!("upload body: {e}")),
+                }
+            }
+            let elapsed = start.elapsed();
+            let json = serde_json::json!({
+                "bytes": received,
+                "duration_ns": elapsed.as_nanos() as u64,
+                "duration_s": elapsed.as_secs_f64(),
+            });
+            let mut r = reply(StatusCode::OK, ResponseBody::full(Bytes::from(format!("{json}\n"))));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            r
+        }
+        _ => {
+            let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            let found = request_host(&req, &ctx.site, local_ip).and_then(|h| ctx.site.object(&h, target));
+            let Some(object) = found else {
+                return text(StatusCode::NOT_FOUND, "not found");
+            };
+            if !is_get {
+                return method_not_allowed("GET, HEAD");
+            }
+            let Some(block) = ctx.site.block(object.seed) else {
+                // Site::new creates a block for every seed it stores; kept as a 500, not a panic.
+                return text(StatusCode::INTERNAL_SERVER_ERROR, "no body block");
+            };
+            let mut r = reply(StatusCode::OK, ResponseBody::pattern(block, object.offset, object.size));
+            r.headers_mut().insert(header::CONTENT_TYPE, object.content_type.clone());
+            for (name, value) in &object.headers {
+                r.headers_mut().append(name.clone(), value.clone());
+            }
+            head_of(r, is_head)
+        }
+    }
+}
