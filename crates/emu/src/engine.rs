@@ -85,12 +85,83 @@ struct LoopCounters {
     late_count: u64,
     pcap_dropped: u64,
     events_dropped: u64,
+    rt_switches: u64,
 }
 
 const TOKEN_WAKE: u64 = u64::MAX - 1;
 const TOKEN_SIGNAL: u64 = u64::MAX - 2;
 const READ_BATCH: usize = 64;
 const MAX_PACKET: usize = 65_536;
+
+/// Limits busy-polling to a share of each window. At high packet rates the loop would spin
+/// before every packet and never sleep: under SCHED_FIFO the kernel then throttles it (a 50 ms
+/// freeze every second) and the endpoints lose the core. Beyond the budget the loop sleeps and
+/// handles packets in small batches, which costs microseconds of precision, not throughput.
+#[derive(Debug, Default)]
+struct SpinBudget {
+    window_start: Nanos,
+    used: Nanos,
+}
+
+const SPIN_WINDOW_NS: Nanos = 100_000_000;
+const SPIN_SHARE_PERCENT: Nanos = 30;
+
+impl SpinBudget {
+    /// How long the loop may spin before the next due packet.
+    fn allowance(&mut self, now: Nanos, spin_ns: Nanos) -> Nanos {
+        if now.saturating_sub(self.window_start) >= SPIN_WINDOW_NS {
+            self.window_start = now;
+            self.used = 0;
+        }
+        if self.used < SPIN_WINDOW_NS * SPIN_SHARE_PERCENT / 100 {
+            spin_ns
+        } else {
+            0
+        }
+    }
+
+    fn spent(&mut self, ns: Nanos) {
+        self.used += ns;
+    }
+}
+
+/// Decides when the loop may run under real-time scheduling. A SCHED_FIFO thread that needs
+/// the whole core (about 1 Gbit/s of 1500-byte packets here) is throttled by the kernel: a 50 ms
+/// freeze every second, far worse than sharing the core. So the loop drops to normal
+/// scheduling while it is busy more than 80% of a 100 ms window and returns to real time once
+/// it is below 50% again (real time matters when the loop is mostly waiting: then it is what
+/// keeps other load from delaying its wake-ups).
+#[derive(Debug, Default)]
+struct LoopLoad {
+    enabled: bool,
+    window_start: Nanos,
+    idle: Nanos,
+    realtime: bool,
+}
+
+const LOAD_WINDOW_NS: Nanos = 100_000_000;
+
+impl LoopLoad {
+    fn idle(&mut self, ns: Nanos) {
+        self.idle += ns;
+    }
+
+    /// At the end of a window: Some(wanted real-time state) if it should change.
+    fn decide(&mut self, now: Nanos) -> Option<bool> {
+        let elapsed = now.saturating_sub(self.window_start);
+        if !self.enabled || elapsed < LOAD_WINDOW_NS {
+            return None;
+        }
+        let busy_percent = 100 - (self.idle.min(elapsed) * 100 / elapsed);
+        self.window_start = now;
+        self.idle = 0;
+        let wanted = if busy_percent > 80 { false } else if busy_percent < 50 { true } else { self.realtime };
+        (wanted != self.realtime).then(|| {
+            self.realtime = wanted;
+            wanted
+        })
+    }
+}
 
 /// The packet loop and its state.
 pub struct Engine {
@@ -109,6 +180,8 @@ pub struct Engine {
     delivered: Vec<Delivered<Vec<u8>>>,
     stopping: bool,
     spin_ns: Nanos,
+    spin_budget: SpinBudget,
+    load: LoopLoad,
     rt_priority: i32,
     rt_active: bool,
 }
@@ -148,6 +221,8 @@ impl Engine {
             delivered: Vec::new(),
             stopping: false,
             spin_ns: 0,
+            spin_budget: SpinBudget::default(),
+            load: LoopLoad::default(),
             rt_priority: 0,
             rt_active: false,
         })
@@ -156,6 +231,19 @@ impl Engine {
     /// Busy-polls for the last `spin_ns` before each due packet (0: never spin).
     pub fn set_spin(&mut self, spin_ns: Nanos) {
         self.spin_ns = spin_ns;
+    }
+
+    fn set_realtime(&mut self, realtime: bool) {
+        if realtime == self.rt_active {
+            return;
+        }
+        if realtime {
+            self.rt_active = crate::realtime::make_current_thread_realtime(self.rt_priority).is_ok();
+        } else {
+            crate::realtime::make_current_thread_normal();
+            self.rt_active = false;
+        }
+        self.counters.rt_switches += 1;
     }
 
     /// Runs the loop under SCHED_FIFO at this priority (0: normal scheduling).
@@ -167,7 +255,11 @@ impl Engine {
     pub fn run(&mut self) -> std::io::Result<()> {
         if self.rt_priority > 0 {
             match crate::realtime::make_current_thread_realtime(self.rt_priority) {
-                Ok(()) => self.rt_active = true,
+                Ok(()) => {
+                    self.rt_active = true;
+                    self.load.enabled = true;
+                    self.load.realtime = true;
+                }
                 Err(e) => eprintln!("warning: real-time scheduling refused ({e}); packet timing may suffer under load"),
             }
         }
@@ -177,14 +269,19 @@ impl Engine {
         let mut buf = vec![0u8; MAX_PACKET];
         while !self.stopping {
             let due = self.net.next_wakeup();
+            let before = self.clock.now();
             // Sleep until `spin_ns` before the due time, then poll without blocking: a sleeping
             // thread wakes tens of microseconds late on a VM, a polling one within a microsecond.
+            let spin = self.spin_budget.allowance(before, self.spin_ns);
+            let mut spinning = false;
             let timeout = due.map(|d| {
-                let wait = d.saturating_sub(self.clock.now()).saturating_sub(self.spin_ns);
-                Timespec { tv_sec: (wait / 1_000_000_000) as i64, tv_nsec: (wait % 1_000_000_000) as i64 }
+                let until_due = d.saturating_sub(before);
+                let sleep = until_due.saturating_sub(spin);
+                spinning = sleep == 0 && until_due > 0;
+                Timespec { tv_sec: (sleep / 1_000_000_000) as i64, tv_nsec: (sleep % 1_000_000_000) as i64 }
             });
-            if timeout.is_some_and(|t| t.tv_sec == 0 && t.tv_nsec == 0) {
-                // Spinning: let the endpoints sharing this core run first.
+            if spinning {
+                // Let the endpoints sharing this core run first.
                 std::thread::yield_now();
             }
             ready.clear();
@@ -194,6 +291,14 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
             let woke = self.clock.now();
+            if spinning {
+                self.spin_budget.spent(woke - before);
+            } else {
+                self.load.idle(woke - before);
+            }
+            if let Some(realtime) = self.load.decide(woke) {
+                self.set_realtime(realtime);
+            }
             if let Some(d) = due.filter(|&d| d <= woke) {
                 self.record_lateness(woke - d);
             } else if ready.is_empty() {
