@@ -19,6 +19,7 @@ APT_PACKAGES=(
   iputils-ping    # emulator validation (ping)
   iproute2        # ip netns / ip mptcp
   tcpdump         # captures
+  curl            # real HTTP client in the endpoint tests
   pkg-config      # native builds
   build-essential # cc/ld for Rust crates with C parts
   python3-venv    # python3 -m venv
