@@ -21,7 +21,7 @@ enum Command {
     /// The userspace network emulator.
     #[command(subcommand)]
     Emu(EmuCommand),
-    /// Serve page manifests and synthetic endpoints over h1c and TLS (h2, http/1.1); docs/server.md.
+    /// Serve page manifests and synthetic endpoints over h1c, TLS (h2, http/1.1) and HTTP/3; docs/server.md.
     Serve(ServeArgs),
 }
 
@@ -54,7 +54,7 @@ struct ServeArgs {
     /// Port of cleartext HTTP/1.1 (and HTTP/2 with prior knowledge).
     #[arg(long, default_value_t = 80)]
     http_port: u16,
-    /// Port of TLS (ALPN h2 and http/1.1).
+    /// Port of TLS (ALPN h2 and http/1.1) on TCP and of HTTP/3 (QUIC, ALPN h3) on UDP.
     #[arg(long, default_value_t = 443)]
     https_port: u16,
     /// TCP congestion control of every socket (TCP_CONGESTION).
@@ -69,7 +69,7 @@ struct ServeArgs {
     /// Largest request head in bytes (at least 8192).
     #[arg(long, default_value_t = 32 * 1024)]
     max_header_bytes: usize,
-    /// Concurrent streams per HTTP/2 connection.
+    /// Concurrent streams per HTTP/2 connection and request streams per HTTP/3 connection.
     #[arg(long, default_value_t = 100)]
     max_concurrent_streams: u32,
     /// Close a connection after this many milliseconds without traffic.
@@ -128,6 +128,7 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
             "event": "listening",
             "http": server.http_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
             "https": server.https_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "h3": server.h3_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
             "tcp_cc": args.tcp_cc.name(),
             "tls_dir": args.tls_dir.display().to_string(),
             "spki": material.spki_list(),

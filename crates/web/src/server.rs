@@ -1,10 +1,15 @@
 //! The multi-origin server (docs/server.md): h1c (and h2c with prior knowledge) on the HTTP
-//! port, TLS with ALPN `h2` and `http/1.1` on the HTTPS port, on every listen address.
+//! port, TLS with ALPN `h2` and `http/1.1` on the HTTPS port, and HTTP/3 (QUIC, ALPN `h3`) on
+//! the same port number over UDP, on every listen address. TCP responses carry
+//! `Alt-Svc: h3=":<port>"`.
 //!
 //! Serves manifest objects by (Host or :authority, path) and the synthetic endpoints
-//! `GET /bytes?n=N`, `POST /upload`, `GET /empty`. Everything else is 404.
+//! `GET /bytes?n=N`, `POST /upload`, `GET /empty`. Everything else is 404. Both transports go
+//! through the same routing code ([`handle`]).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::fmt::Display;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -14,11 +19,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use hyper::body::{Body, Frame};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -66,6 +71,9 @@ pub enum ServeError {
     /// Nothing to listen on.
     #[error("no listen address (give --listen or a manifest with origins)")]
     NoAddress,
+    /// The TLS configuration cannot be used for QUIC.
+    #[error("HTTP/3: {0}")]
+    Quic(String),
 }
 
 /// Limits a public server needs.
@@ -75,9 +83,11 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Most header fields in an HTTP/1.1 request.
     pub max_headers: usize,
-    /// Concurrent streams per HTTP/2 connection.
+    /// Concurrent streams per HTTP/2 connection, and concurrent bidirectional (request) streams
+    /// per QUIC connection.
     pub max_concurrent_streams: u32,
-    /// A connection with no bytes read or written for this long is closed.
+    /// A connection with no bytes read or written (QUIC: no packet received) for this long is
+    /// closed.
     pub idle_timeout: Duration,
     /// Time for a TLS handshake, and for an HTTP/1.1 request head to arrive.
     pub handshake_timeout: Duration,
@@ -108,7 +118,7 @@ pub struct ServeOptions {
     pub listen: Vec<IpAddr>,
     /// h1c port (80; 0 = any free port).
     pub http_port: u16,
-    /// TLS port (443; 0 = any free port).
+    /// TLS port (443; 0 = any free port), on TCP; HTTP/3 listens on UDP with the same number.
     pub https_port: u16,
     /// TCP congestion control of every socket (`reno`, `cubic`, `bbr`); `None` = kernel default.
     pub tcp_congestion: Option<String>,
@@ -126,6 +136,7 @@ impl Default for ServeOptions {
 pub struct Server {
     http: Vec<TcpListener>,
     https: Vec<TcpListener>,
+    quic: Vec<quinn::Endpoint>,
     ctx: Arc<Ctx>,
 }
 
@@ -140,6 +151,8 @@ struct Ctx {
     tcp_congestion: Option<String>,
     connections: Arc<Semaphore>,
     epoch: Instant,
+    /// `Alt-Svc` value per local address (the HTTP/3 port of that address).
+    alt_svc: HashMap<IpAddr, HeaderValue>,
 }
 
 fn available_cc() -> String {
@@ -184,13 +197,24 @@ impl Server {
         let mut listen_addrs = options.listen.clone();
         listen_addrs.dedup();
         let cc = options.tcp_congestion.as_deref();
+        let limits = options.limits.clone();
+        let quic_config = quic_server_config(&tls, &limits)?;
         let mut http = Vec::new();
         let mut https = Vec::new();
+        let mut quic = Vec::new();
+        let mut alt_svc = HashMap::new();
         for ip in &listen_addrs {
             http.push(listen(SocketAddr::new(*ip, options.http_port), cc)?);
-            https.push(listen(SocketAddr::new(*ip, options.https_port), cc)?);
+            let (tcp, udp) = listen_tcp_udp(*ip, options.https_port, cc)?;
+            let addr = udp.local_addr().map_err(|error| ServeError::Listen { addr: SocketAddr::new(*ip, options.https_port), error })?;
+            let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(quic_config.clone()), udp, Arc::new(quinn::TokioRuntime))
+                .map_err(|error| ServeError::Listen { addr, error })?;
+            if let Some(v) = alt_svc_value(addr.port()) {
+                alt_svc.insert(*ip, v);
+            }
+            https.push(tcp);
+            quic.push(endpoint);
         }
-        let limits = options.limits.clone();
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
@@ -216,8 +240,14 @@ impl Server {
             limits,
             tcp_congestion: options.tcp_congestion.clone(),
             epoch: Instant::now(),
+            alt_svc,
         };
-        Ok(Server { http, https, ctx: Arc::new(ctx) })
+        Ok(Server { http, https, quic, ctx: Arc::new(ctx) })
+    }
+
+    /// Bound HTTP/3 (UDP) addresses.
+    pub fn h3_addrs(&self) -> Vec<SocketAddr> {
+        self.quic.iter().filter_map(|e| e.local_addr().ok()).collect()
     }
 
     /// Bound h1c addresses (with the real port when 0 was asked).
@@ -244,11 +274,152 @@ impl Server {
         for l in self.https {
             tasks.spawn(accept_loop(l, self.ctx.clone(), true));
         }
+        for e in &self.quic {
+            tasks.spawn(quic_accept_loop(e.clone(), self.ctx.clone()));
+        }
         shutdown.await;
         // Dropping an accept loop drops its JoinSet of connections, which aborts them.
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
+        for e in &self.quic {
+            e.close(quinn::VarInt::from_u32(0), b"server shutting down");
+        }
     }
+}
+
+/// `h3=":<port>"` (digits and punctuation only: always a valid header value).
+fn alt_svc_value(port: u16) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!("h3=\":{port}\"")).ok()
+}
+
+/// A UDP socket for QUIC (IPv6 sockets are IPv6-only, as the TCP listeners).
+fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+/// The TLS listener and the UDP socket of HTTP/3 on the same port of `ip`. With port 0 the
+/// kernel picks the TCP port and the UDP socket takes the same number (a few tries if it is
+/// taken on UDP).
+fn listen_tcp_udp(ip: IpAddr, port: u16, cc: Option<&str>) -> Result<(TcpListener, std::net::UdpSocket), ServeError> {
+    const TRIES: usize = 16;
+    let mut last = None;
+    for _ in 0..TRIES {
+        let tcp = listen(SocketAddr::new(ip, port), cc)?;
+        let addr = tcp.local_addr().map_err(|error| ServeError::Listen { addr: SocketAddr::new(ip, port), error })?;
+        match bind_udp(addr) {
+            Ok(udp) => return Ok((tcp, udp)),
+            Err(error) if port == 0 && error.kind() == io::ErrorKind::AddrInUse => last = Some((addr, error)),
+            Err(error) => return Err(ServeError::Listen { addr, error }),
+        }
+    }
+    let (addr, error) = last.unwrap_or((SocketAddr::new(ip, port), io::Error::from(io::ErrorKind::AddrInUse)));
+    Err(ServeError::Listen { addr, error })
+}
+
+/// quinn's server configuration: the TLS configuration's certificates and SNI selection with
+/// ALPN `h3`, the stream limit and the idle timeout.
+fn quic_server_config(tls: &rustls::ServerConfig, limits: &Limits) -> Result<quinn::ServerConfig, ServeError> {
+    let mut tls = tls.clone();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    // QUIC needs early data off or unlimited; 0-RTT is not offered.
+    tls.max_early_data_size = 0;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(|e| ServeError::Quic(e.to_string()))?;
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(limits.max_concurrent_streams));
+    // Durations beyond 2^62 ms do not exist in practice; such a value means no timeout.
+    transport.max_idle_timeout(quinn::IdleTimeout::try_from(limits.idle_timeout).ok());
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport));
+    Ok(config)
+}
+
+type H3Connection = h3::server::Connection<h3_quinn::Connection, Bytes>;
+type H3Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
+    let bound_ip = endpoint.local_addr().ok().map(|a| a.ip()).filter(|ip| !ip.is_unspecified());
+    let mut connections = JoinSet::new();
+    // Ends when the endpoint is closed.
+    while let Some(incoming) = endpoint.accept().await {
+        while connections.try_join_next().is_some() {}
+        let Ok(permit) = ctx.connections.clone().try_acquire_owned() else {
+            incoming.refuse();
+            continue;
+        };
+        let ctx = ctx.clone();
+        connections.spawn(async move {
+            let _permit = permit;
+            let local_ip = incoming.local_ip().or(bound_ip);
+            let peer = incoming.remote_address();
+            let Ok(connecting) = incoming.accept() else { return };
+            let Ok(Ok(conn)) = tokio::time::timeout(ctx.limits.handshake_timeout, connecting).await else { return };
+            serve_h3(conn, peer, local_ip, ctx).await;
+        });
+    }
+}
+
+async fn serve_h3(conn: quinn::Connection, peer: SocketAddr, local_ip: Option<IpAddr>, ctx: Arc<Ctx>) {
+    let mut builder = h3::server::builder();
+    builder.max_field_section_size(ctx.limits.max_header_bytes as u64);
+    let setup = builder.build::<_, Bytes>(h3_quinn::Connection::new(conn));
+    let Ok(Ok(mut h3c)) = tokio::time::timeout(ctx.limits.handshake_timeout, setup).await else { return };
+    let h3c: &mut H3Connection = &mut h3c;
+    let mut requests = JoinSet::new();
+    // Ends on GOAWAY, a connection error or the idle timeout (quinn closes the connection).
+    while let Ok(Some(resolver)) = h3c.accept().await {
+        while requests.try_join_next().is_some() {}
+        let ctx = ctx.clone();
+        requests.spawn(async move {
+            // Malformed request heads end their own stream (h3 resets it).
+            if let Ok((req, stream)) = resolver.resolve_request().await {
+                serve_h3_request(req, stream, &ctx, local_ip, peer).await;
+            }
+        });
+    }
+    // Dropping the h3 connection closes it: let the requests in flight finish first.
+    while requests.join_next().await.is_some() {}
+}
+
+/// A request body read from an HTTP/3 request stream.
+struct H3Body {
+    recv: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>,
+}
+
+impl Body for H3Body {
+    type Data = Bytes;
+    type Error = h3::error::StreamError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.get_mut().recv.poll_recv_data(cx) {
+            Poll::Ready(Ok(Some(mut buf))) => Poll::Ready(Some(Ok(Frame::data(buf.copy_to_bytes(buf.remaining()))))),
+            Poll::Ready(Ok(None)) => Poll::Ready(None),
+            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+async fn serve_h3_request(req: Request<()>, stream: H3Stream, ctx: &Ctx, local_ip: Option<IpAddr>, peer: SocketAddr) {
+    let (mut send, recv) = stream.split();
+    let response = handle(req.map(|()| H3Body { recv }), ctx, local_ip, peer).await;
+    let (parts, mut body) = response.into_parts();
+    if send.send_response(Response::from_parts(parts, ())).await.is_err() {
+        return;
+    }
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame;
+        if let Ok(data) = frame.into_data() {
+            if send.send_data(data).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = send.finish().await;
 }
 
 async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>, tls: bool) {
@@ -366,7 +537,13 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, local: Option<Soc
     let service_ctx = ctx.clone();
     let service = service_fn(move |req| {
         let ctx = service_ctx.clone();
-        async move { Ok::<_, Infallible>(handle(req, &ctx, local_ip, peer).await) }
+        async move {
+            let mut r = handle(req, &ctx, local_ip, peer).await;
+            if let Some(v) = local_ip.and_then(|ip| ctx.alt_svc.get(&ip)).or_else(|| ctx.alt_svc.values().next()) {
+                r.headers_mut().insert(header::ALT_SVC, v.clone());
+            }
+            Ok::<_, Infallible>(r)
+        }
     });
     if !tls {
         let conn = ctx.auto.serve_connection(TokioIo::new(io), service);
@@ -421,7 +598,7 @@ fn head_of(mut r: Response<ResponseBody>, is_head: bool) -> Response<ResponseBod
 
 /// The hostname a request is for: `:authority` / absolute URI, else `Host`; lowercased, port and
 /// trailing dot removed. IP literals and missing hosts map to the only origin at that address.
-fn request_host(req: &Request<Incoming>, site: &Site, local_ip: Option<IpAddr>) -> Option<String> {
+fn request_host<B>(req: &Request<B>, site: &Site, local_ip: Option<IpAddr>) -> Option<String> {
     let raw = req
         .uri()
         .authority()
@@ -442,7 +619,12 @@ fn request_host(req: &Request<Incoming>, site: &Site, local_ip: Option<IpAddr>) 
     }
 }
 
-async fn handle(req: Request<Incoming>, ctx: &Ctx, local_ip: Option<IpAddr>, _peer: SocketAddr) -> Response<ResponseBody> {
+/// The routes, shared by every transport (hyper's `Incoming` on TCP, [`H3Body`] on QUIC).
+async fn handle<B>(req: Request<B>, ctx: &Ctx, local_ip: Option<IpAddr>, _peer: SocketAddr) -> Response<ResponseBody>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Display,
+{
     let is_head = req.method() == Method::HEAD;
     let is_get = req.method() == Method::GET || is_head;
     match req.uri().path() {

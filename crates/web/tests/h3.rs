@@ -1,0 +1,258 @@
+//! HTTP/3 on loopback: a quinn + h3 client trusting the lab's CA fetches manifest objects and the
+//! synthetic endpoints over UDP on the HTTPS port; TCP responses advertise it with `Alt-Svc`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
+use web::body::{object_offset, Block};
+use web::{Limits, Manifest, ServeOptions, Server, Site, TlsMaterial};
+
+const PAGE: &str = r#"{
+  "schema_version": 1,
+  "name": "loopback",
+  "seed": 42,
+  "origins": [
+    {"hostname": "www.a.test", "address": "127.0.0.1"},
+    {"hostname": "static.a.test", "address": "127.0.0.1"}
+  ],
+  "objects": [
+    {"path": "/", "origin": "www.a.test", "size": 14000, "content_type": "text/html; charset=utf-8"},
+    {"path": "/s.css", "origin": "www.a.test", "size": 1, "content_type": "text/css", "parent": "/",
+     "headers": {"cache-control": "max-age=3600", "x-extra": "yes"}},
+    {"path": "/app.js?v=2", "origin": "static.a.test", "size": 70000, "content_type": "text/javascript", "parent": "//www.a.test/s.css"},
+    {"path": "/big.jpg", "origin": "static.a.test", "size": 2500000, "content_type": "image/jpeg", "parent": "//www.a.test/"}
+  ]
+}"#;
+
+struct Lab {
+    https: SocketAddr,
+    h3: SocketAddr,
+    material: TlsMaterial,
+    manifest: Manifest,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Lab {
+    async fn start(limits: Limits) -> Lab {
+        let manifest = Manifest::parse(PAGE, "page.json").unwrap();
+        let site = Site::new(&[("page.json".into(), manifest.clone())]).unwrap();
+        let origins: Vec<_> = site.origins().iter().map(|(h, a)| (h.clone(), vec![*a])).collect();
+        let material = TlsMaterial::generate("test", &origins, &["localhost".into(), "127.0.0.1".into()]).unwrap();
+        let options = ServeOptions {
+            listen: vec!["127.0.0.1".parse().unwrap()],
+            http_port: 0,
+            https_port: 0,
+            tcp_congestion: None,
+            limits,
+        };
+        let server = Server::bind(&options, Arc::new(site), material.server_config(&[b"h2", b"http/1.1"]).unwrap()).unwrap();
+        let https = server.https_addrs()[0];
+        let h3 = server.h3_addrs()[0];
+        assert_eq!(h3, https, "HTTP/3 listens on the HTTPS port number");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(server.run(async move {
+            let _ = rx.await;
+        }));
+        Lab { https, h3, material, manifest, stop: Some(tx), task: Some(task) }
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(Duration::from_secs(5), self.task.take().unwrap()).await.unwrap().unwrap();
+    }
+
+    fn expected(&self, host: &str, path: &str) -> Vec<u8> {
+        let o = self.manifest.objects.iter().find(|o| o.origin == host && o.path == path).unwrap();
+        Block::new(self.manifest.seed).expected(object_offset(host, path), o.size)
+    }
+}
+
+/// One HTTP/3 connection (SNI `server_name`).
+struct H3Client {
+    endpoint: quinn::Endpoint,
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+async fn h3_connect(lab: &Lab, server_name: &str) -> H3Client {
+    let tls = lab.material.client_config(&[b"h3"]).unwrap();
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    let conn = tokio::time::timeout(Duration::from_secs(5), endpoint.connect(lab.h3, server_name).unwrap()).await.unwrap().unwrap();
+    let alpn = conn.handshake_data().unwrap().downcast::<quinn::crypto::rustls::HandshakeData>().unwrap().protocol;
+    assert_eq!(alpn.as_deref(), Some(&b"h3"[..]));
+    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn)).await.unwrap();
+    let driver = tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    H3Client { endpoint, send, driver }
+}
+
+impl H3Client {
+    async fn send(&mut self, method: &str, url: &str, body: Bytes) -> (http::Response<()>, Bytes) {
+        let req = http::Request::builder().method(method).uri(url).body(()).unwrap();
+        let mut stream = self.send.send_request(req).await.unwrap();
+        if !body.is_empty() {
+            // In pieces, as a client streaming an upload would.
+            for chunk in body.chunks(100_000) {
+                stream.send_data(Bytes::copy_from_slice(chunk)).await.unwrap();
+            }
+        }
+        stream.finish().await.unwrap();
+        let response = stream.recv_response().await.unwrap();
+        let mut got = BytesMut::new();
+        while let Some(mut chunk) = stream.recv_data().await.unwrap() {
+            got.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
+        }
+        (response, got.freeze())
+    }
+
+    async fn get(&mut self, url: &str) -> (http::Response<()>, Bytes) {
+        self.send("GET", url, Bytes::new()).await
+    }
+
+    async fn close(self) {
+        drop(self.send);
+        self.endpoint.close(quinn::VarInt::from_u32(0), b"done");
+        self.driver.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_manifest_objects_over_h3() {
+    let lab = Lab::start(Limits::default()).await;
+    let port = lab.h3.port();
+    for host in ["www.a.test", "static.a.test"] {
+        let mut client = h3_connect(&lab, host).await;
+        for o in lab.manifest.objects.iter().filter(|o| o.origin == host) {
+            let (r, body) = client.get(&format!("https://{host}:{port}{}", o.path)).await;
+            assert_eq!(r.status(), 200, "{host}{}", o.path);
+            assert_eq!(body.len() as u64, o.size, "{host}{}", o.path);
+            assert!(body[..] == lab.expected(host, &o.path)[..], "{host}{}: body differs", o.path);
+            assert_eq!(r.headers()["content-type"], o.content_type.as_str());
+            assert_eq!(r.headers()["content-length"], o.size.to_string().as_str());
+            for (k, v) in &o.headers {
+                assert_eq!(r.headers()[k.as_str()], v.as_str());
+            }
+            // No Alt-Svc over HTTP/3 itself.
+            assert!(r.headers().get("alt-svc").is_none());
+        }
+        let (r, body) = client.send("HEAD", &format!("https://{host}:{port}/bytes?n=77"), Bytes::new()).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-length"], "77");
+        assert!(body.is_empty());
+        client.close().await;
+    }
+    lab.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h3_404_405_and_synthetic_endpoints() {
+    let lab = Lab::start(Limits::default()).await;
+    let port = lab.h3.port();
+    let mut client = h3_connect(&lab, "www.a.test").await;
+    let url = |host: &str, target: &str| format!("https://{host}:{port}{target}");
+    assert_eq!(client.get(&url("www.a.test", "/nothing")).await.0.status(), 404);
+    assert_eq!(client.get(&url("www.a.test", "/big.jpg")).await.0.status(), 404);
+    assert_eq!(client.get(&url("static.a.test", "/app.js")).await.0.status(), 404);
+    assert_eq!(client.get(&url("elsewhere.test", "/")).await.0.status(), 404);
+    assert_eq!(client.send("POST", &url("www.a.test", "/"), Bytes::from_static(b"x")).await.0.status(), 405);
+
+    let block = Block::new(web::server::BYTES_SEED);
+    for n in [0u64, 1, 65536, 3_000_001] {
+        let (r, body) = client.get(&url("www.a.test", &format!("/bytes?n={n}"))).await;
+        assert_eq!(r.status(), 200);
+        assert_eq!(body.len() as u64, n, "/bytes?n={n}");
+        assert!(body[..] == block.expected(0, n)[..], "/bytes?n={n}: body differs");
+        assert_eq!(r.headers()["cache-control"], "no-store");
+    }
+    assert_eq!(client.get(&url("www.a.test", "/bytes?n=x")).await.0.status(), 400);
+    let (r, body) = client.get(&url("www.a.test", "/empty")).await;
+    assert_eq!(r.status(), 200);
+    assert!(body.is_empty());
+
+    let (r, body) = client.send("POST", &url("www.a.test", "/upload"), Bytes::from(vec![9u8; 1_234_567])).await;
+    assert_eq!(r.status(), 200);
+    let reply: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(reply["bytes"], 1_234_567);
+    assert!(reply["duration_ns"].as_u64().is_some());
+    assert_eq!(client.get(&url("www.a.test", "/upload")).await.0.status(), 405);
+
+    // Concurrent requests on one connection.
+    let mut streams = Vec::new();
+    for _ in 0..8 {
+        let req = http::Request::builder().uri(url("static.a.test", "/app.js?v=2")).body(()).unwrap();
+        let mut s = client.send.send_request(req).await.unwrap();
+        s.finish().await.unwrap();
+        streams.push(s);
+    }
+    for mut s in streams {
+        assert_eq!(s.recv_response().await.unwrap().status(), 200);
+        let mut n = 0;
+        while let Some(chunk) = s.recv_data().await.unwrap() {
+            n += chunk.remaining();
+        }
+        assert_eq!(n, 70000);
+    }
+    client.close().await;
+    lab.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h3_idle_connections_are_closed() {
+    let lab = Lab::start(Limits { idle_timeout: Duration::from_millis(300), ..Limits::default() }).await;
+    let client = h3_connect(&lab, "www.a.test").await;
+    let started = std::time::Instant::now();
+    // The driver ends when the server's idle timeout closes the connection.
+    tokio::time::timeout(Duration::from_secs(3), client.driver).await.expect("closed by the idle timeout").unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    lab.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_responses_advertise_h3() {
+    let lab = Lab::start(Limits::default()).await;
+    let connector = TlsConnector::from(Arc::new(lab.material.client_config(&[b"h2"]).unwrap()));
+    let tcp = TcpStream::connect(lab.https).await.unwrap();
+    let tls = connector.connect(ServerName::try_from("www.a.test").unwrap(), tcp).await.unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+    let expected = format!("h3=\":{}\"", lab.h3.port());
+    for target in ["/", "/nothing"] {
+        let r = send.send_request(Request::builder().uri(format!("https://www.a.test{target}")).body(Full::new(Bytes::new())).unwrap()).await.unwrap();
+        assert_eq!(r.headers()["alt-svc"], expected.as_str(), "{target}");
+        let _ = r.into_body().collect().await.unwrap();
+    }
+    lab.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h3_survives_garbage_datagrams() {
+    let lab = Lab::start(Limits::default()).await;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    // Not QUIC, a truncated long header, a long header with a huge length, and a 1200-byte
+    // Initial-looking packet full of junk.
+    let mut initial = vec![0xc0u8, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0x44, 0xd0];
+    initial.resize(1200, 0xab);
+    for d in [&b"hello"[..], &[0xc0, 0, 0, 0, 1, 20][..], &[0xc3, 0, 0, 0, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff][..], &initial[..]] {
+        socket.send_to(d, lab.h3).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut client = h3_connect(&lab, "www.a.test").await;
+    let (r, body) = client.get(&format!("https://www.a.test:{}/", lab.h3.port())).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(body.len(), 14000);
+    client.close().await;
+    lab.stop().await;
+}
