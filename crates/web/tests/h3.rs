@@ -1,7 +1,6 @@
 //! HTTP/3 on loopback: a quinn + h3 client trusting the lab's CA fetches manifest objects and the
 //! synthetic endpoints over UDP on the HTTPS port; TCP responses advertise it with `Alt-Svc`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,69 +11,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
-use web::body::{object_offset, Block};
-use web::{Limits, Manifest, ServeOptions, Server, Site, TlsMaterial};
+use web::body::Block;
+use web::Limits;
 
-const PAGE: &str = r#"{
-  "schema_version": 1,
-  "name": "loopback",
-  "seed": 42,
-  "origins": [
-    {"hostname": "www.a.test", "address": "127.0.0.1"},
-    {"hostname": "static.a.test", "address": "127.0.0.1"}
-  ],
-  "objects": [
-    {"path": "/", "origin": "www.a.test", "size": 14000, "content_type": "text/html; charset=utf-8"},
-    {"path": "/s.css", "origin": "www.a.test", "size": 1, "content_type": "text/css", "parent": "/",
-     "headers": {"cache-control": "max-age=3600", "x-extra": "yes"}},
-    {"path": "/app.js?v=2", "origin": "static.a.test", "size": 70000, "content_type": "text/javascript", "parent": "//www.a.test/s.css"},
-    {"path": "/big.jpg", "origin": "static.a.test", "size": 2500000, "content_type": "image/jpeg", "parent": "//www.a.test/"}
-  ]
-}"#;
-
-struct Lab {
-    https: SocketAddr,
-    h3: SocketAddr,
-    material: TlsMaterial,
-    manifest: Manifest,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Lab {
-    async fn start(limits: Limits) -> Lab {
-        let manifest = Manifest::parse(PAGE, "page.json").unwrap();
-        let site = Site::new(&[("page.json".into(), manifest.clone())]).unwrap();
-        let origins: Vec<_> = site.origins().iter().map(|(h, a)| (h.clone(), vec![*a])).collect();
-        let material = TlsMaterial::generate("test", &origins, &["localhost".into(), "127.0.0.1".into()]).unwrap();
-        let options = ServeOptions {
-            listen: vec!["127.0.0.1".parse().unwrap()],
-            http_port: 0,
-            https_port: 0,
-            tcp_congestion: None,
-            limits,
-        };
-        let server = Server::bind(&options, Arc::new(site), material.server_config(&[b"h2", b"http/1.1"]).unwrap()).unwrap();
-        let https = server.https_addrs()[0];
-        let h3 = server.h3_addrs()[0];
-        assert_eq!(h3, https, "HTTP/3 listens on the HTTPS port number");
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(server.run(async move {
-            let _ = rx.await;
-        }));
-        Lab { https, h3, material, manifest, stop: Some(tx), task: Some(task) }
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(Duration::from_secs(5), self.task.take().unwrap()).await.unwrap().unwrap();
-    }
-
-    fn expected(&self, host: &str, path: &str) -> Vec<u8> {
-        let o = self.manifest.objects.iter().find(|o| o.origin == host && o.path == path).unwrap();
-        Block::new(self.manifest.seed).expected(object_offset(host, path), o.size)
-    }
-}
+mod common;
+use common::Lab;
 
 /// One HTTP/3 connection (SNI `server_name`).
 struct H3Client {

@@ -13,71 +13,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
-use web::body::{object_offset, Block};
-use web::{Limits, Manifest, ServeOptions, Server, Site, TlsMaterial};
+use web::{Limits, Manifest};
 
-const PAGE: &str = r#"{
-  "schema_version": 1,
-  "name": "loopback",
-  "seed": 42,
-  "origins": [
-    {"hostname": "www.a.test", "address": "127.0.0.1"},
-    {"hostname": "static.a.test", "address": "127.0.0.1"}
-  ],
-  "objects": [
-    {"path": "/", "origin": "www.a.test", "size": 14000, "content_type": "text/html; charset=utf-8"},
-    {"path": "/s.css", "origin": "www.a.test", "size": 1, "content_type": "text/css", "parent": "/",
-     "headers": {"cache-control": "max-age=3600", "x-extra": "yes"}},
-    {"path": "/app.js?v=2", "origin": "static.a.test", "size": 70000, "content_type": "text/javascript", "parent": "//www.a.test/s.css", "delay_ms": 3},
-    {"path": "/big.jpg", "origin": "static.a.test", "size": 2500000, "content_type": "image/jpeg", "parent": "//www.a.test/"}
-  ]
-}"#;
-
-struct Lab {
-    http: SocketAddr,
-    https: SocketAddr,
-    material: TlsMaterial,
-    manifest: Manifest,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Lab {
-    async fn start(limits: Limits) -> Lab {
-        let manifest = Manifest::parse(PAGE, "page.json").unwrap();
-        let site = Site::new(&[("page.json".into(), manifest.clone())]).unwrap();
-        let origins: Vec<_> = site.origins().iter().map(|(h, a)| (h.clone(), vec![*a])).collect();
-        let material = TlsMaterial::generate("test", &origins, &["localhost".into(), "127.0.0.1".into()]).unwrap();
-        let options = ServeOptions {
-            listen: vec!["127.0.0.1".parse().unwrap()],
-            http_port: 0,
-            https_port: 0,
-            tcp_congestion: Some("reno".into()),
-            limits,
-        };
-        let server = Server::bind(&options, Arc::new(site), material.server_config(&[b"h2", b"http/1.1"]).unwrap()).unwrap();
-        for l in server.listeners() {
-            assert_eq!(web::server::tcp_congestion_of(l).unwrap(), "reno");
-        }
-        let http = server.http_addrs()[0];
-        let https = server.https_addrs()[0];
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(server.run(async move {
-            let _ = rx.await;
-        }));
-        Lab { http, https, material, manifest, stop: Some(tx), task: Some(task) }
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(Duration::from_secs(10), self.task.take().unwrap()).await.unwrap().unwrap();
-    }
-
-    fn expected(&self, host: &str, path: &str) -> Vec<u8> {
-        let o = self.manifest.objects.iter().find(|o| o.origin == host && o.path == path).unwrap();
-        Block::new(self.manifest.seed).expected(object_offset(host, path), o.size)
-    }
-}
+mod common;
+use common::{Lab, PAGE};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Proto {
