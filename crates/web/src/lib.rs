@@ -8,6 +8,7 @@ pub mod manifest;
 pub mod server;
 pub mod site;
 pub mod tls;
+pub mod transport;
 
 pub use manifest::{Manifest, ManifestError};
 pub use server::{Limits, ServeError, ServeOptions, Server};

@@ -1,0 +1,285 @@
+//! Transport set-up shared by the server, the page-load engine and bulk transfers: TCP and
+//! MPTCP sockets with a chosen congestion control, and QUIC transport configurations with a
+//! chosen controller and the loss-detection and ACK-frequency knobs (docs/transport.md).
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+/// Transport set-up failures.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The congestion control is not offered by the kernel.
+    #[error("TCP congestion control {name:?} cannot be set: {error} (available: {available})")]
+    CongestionControl {
+        /// Requested name.
+        name: String,
+        /// Why.
+        error: io::Error,
+        /// `/proc/sys/net/ipv4/tcp_available_congestion_control`.
+        available: String,
+    },
+    /// MPTCP sockets are refused (kernel without MPTCP, or `net.mptcp.enabled = 0`).
+    #[error("MPTCP socket refused: {0} (is net.mptcp.enabled = 1 in this namespace?)")]
+    Mptcp(io::Error),
+    /// Any other socket error.
+    #[error("{op} {addr}: {error}")]
+    Socket {
+        /// What was tried.
+        op: &'static str,
+        /// Address.
+        addr: SocketAddr,
+        /// Why.
+        error: io::Error,
+    },
+    /// An unknown QUIC controller name.
+    #[error("unknown QUIC congestion controller {0:?} (known: {known})", known = QuicController::NAMES.join(", "))]
+    UnknownController(String),
+    /// A QUIC option out of range.
+    #[error("QUIC option {option}: {why}")]
+    QuicOption {
+        /// Option name.
+        option: &'static str,
+        /// Why.
+        why: String,
+    },
+}
+
+/// TCP socket options.
+#[derive(Debug, Clone, Default)]
+pub struct TcpOptions {
+    /// `TCP_CONGESTION` (`reno`, `cubic`, `bbr`); `None` = the namespace default.
+    pub congestion: Option<String>,
+    /// Open an MPTCP socket (`IPPROTO_MPTCP`) instead of TCP; subflows follow the namespace's
+    /// `ip mptcp` endpoints and limits.
+    pub mptcp: bool,
+}
+
+/// The kernel's available congestion controls, for error messages.
+pub fn available_tcp_congestion() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+fn new_socket(addr: SocketAddr, options: &TcpOptions) -> Result<Socket, TransportError> {
+    let protocol = if options.mptcp { Protocol::MPTCP } else { Protocol::TCP };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(protocol)).map_err(|error| {
+        if options.mptcp {
+            TransportError::Mptcp(error)
+        } else {
+            TransportError::Socket { op: "socket", addr, error }
+        }
+    })?;
+    if let Some(cc) = &options.congestion {
+        socket.set_tcp_congestion(cc.as_bytes()).map_err(|error| TransportError::CongestionControl {
+            name: cc.clone(),
+            error,
+            available: available_tcp_congestion(),
+        })?;
+    }
+    socket.set_nonblocking(true).map_err(|error| TransportError::Socket { op: "set_nonblocking", addr, error })?;
+    Ok(socket)
+}
+
+/// Connects a TCP (or MPTCP) stream with `TCP_CONGESTION` set before the SYN and `TCP_NODELAY`.
+pub async fn tcp_connect(addr: SocketAddr, options: &TcpOptions) -> Result<TcpStream, TransportError> {
+    let socket = new_socket(addr, options)?;
+    let std_stream: std::net::TcpStream = socket.into();
+    let socket = TcpSocket::from_std_stream(std_stream);
+    let stream = socket.connect(addr).await.map_err(|error| TransportError::Socket { op: "connect", addr, error })?;
+    stream.set_nodelay(true).map_err(|error| TransportError::Socket { op: "set_nodelay", addr, error })?;
+    Ok(stream)
+}
+
+/// A listening TCP (or MPTCP) socket with `TCP_CONGESTION` set before `listen` (accepted
+/// sockets inherit it). Must run inside a tokio runtime.
+pub fn tcp_listen(addr: SocketAddr, options: &TcpOptions) -> Result<TcpListener, TransportError> {
+    let err = |op| move |error| TransportError::Socket { op, addr, error };
+    let socket = new_socket(addr, options)?;
+    socket.set_reuse_address(true).map_err(err("SO_REUSEADDR"))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true).map_err(err("IPV6_V6ONLY"))?;
+    }
+    socket.bind(&addr.into()).map_err(err("bind"))?;
+    socket.listen(1024).map_err(err("listen"))?;
+    TcpListener::from_std(socket.into()).map_err(err("register"))
+}
+
+/// The `TCP_CONGESTION` of a socket, as text (the kernel pads the name with NULs).
+pub fn tcp_congestion_of<S: std::os::fd::AsFd>(socket: &S) -> io::Result<String> {
+    let raw = SockRef::from(socket).tcp_congestion()?;
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
+}
+
+/// QUIC congestion controllers, looked up by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuicController {
+    /// quinn's Cubic (C = 0.4, beta = 0.7, no HyStart).
+    #[default]
+    Cubic,
+    /// quinn's NewReno.
+    NewReno,
+    /// quinn's BBR (v1, experimental in quinn).
+    Bbr,
+}
+
+impl QuicController {
+    /// Known names, in the order of the registry.
+    pub const NAMES: &'static [&'static str] = &["cubic", "newreno", "bbr"];
+    const REGISTRY: &'static [(&'static str, QuicController)] =
+        &[("cubic", QuicController::Cubic), ("newreno", QuicController::NewReno), ("bbr", QuicController::Bbr)];
+
+    /// The controller of that name.
+    pub fn from_name(name: &str) -> Result<QuicController, TransportError> {
+        Self::REGISTRY
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, c)| *c)
+            .ok_or_else(|| TransportError::UnknownController(name.to_string()))
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        Self::REGISTRY.iter().find(|(_, c)| *c == self).map(|(n, _)| *n).unwrap_or("cubic")
+    }
+}
+
+/// QUIC transport knobs; `None` keeps quinn's default.
+#[derive(Debug, Clone, Default)]
+pub struct QuicOptions {
+    /// Congestion controller.
+    pub controller: QuicController,
+    /// Initial congestion window in bytes (quinn default: about 10 full-size datagrams).
+    pub initial_window: Option<u64>,
+    /// Loss detection: packet reordering threshold (RFC 9002 kPacketThreshold, default 3).
+    pub packet_threshold: Option<u32>,
+    /// Loss detection: time threshold as a multiple of the RTT (kTimeThreshold, default 9/8).
+    pub time_threshold: Option<f32>,
+    /// Initial RTT estimate before the first sample (default 333 ms).
+    pub initial_rtt: Option<Duration>,
+    /// Request ACK frequency from the peer (draft-ietf-quic-ack-frequency): ACK every
+    /// `ack_eliciting_threshold + 1` ack-eliciting packets.
+    pub ack_eliciting_threshold: Option<u32>,
+    /// With the ACK-frequency request: the peer's maximum ACK delay.
+    pub max_ack_delay: Option<Duration>,
+    /// Idle timeout (default 30 s).
+    pub idle_timeout: Option<Duration>,
+    /// Maximum concurrent bidirectional streams the peer may open.
+    pub max_concurrent_bidi_streams: Option<u32>,
+}
+
+impl QuicOptions {
+    /// quinn's transport configuration for these options.
+    pub fn transport_config(&self) -> Result<quinn::TransportConfig, TransportError> {
+        let mut transport = quinn::TransportConfig::default();
+        let controller: Arc<dyn quinn::congestion::ControllerFactory + Send + Sync> = match self.controller {
+            QuicController::Cubic => {
+                let mut c = quinn::congestion::CubicConfig::default();
+                if let Some(w) = self.initial_window {
+                    c.initial_window(w);
+                }
+                Arc::new(c)
+            }
+            QuicController::NewReno => {
+                let mut c = quinn::congestion::NewRenoConfig::default();
+                if let Some(w) = self.initial_window {
+                    c.initial_window(w);
+                }
+                Arc::new(c)
+            }
+            QuicController::Bbr => {
+                let mut c = quinn::congestion::BbrConfig::default();
+                if let Some(w) = self.initial_window {
+                    c.initial_window(w);
+                }
+                Arc::new(c)
+            }
+        };
+        transport.congestion_controller_factory(controller);
+        if let Some(w) = self.initial_window {
+            if w < 2 * 1200 {
+                return Err(TransportError::QuicOption { option: "initial_window", why: format!("{w} bytes is below two 1200-byte datagrams") });
+            }
+        }
+        if let Some(t) = self.packet_threshold {
+            if t < 3 {
+                return Err(TransportError::QuicOption { option: "packet_threshold", why: format!("{t} is below RFC 9002's minimum of 3") });
+            }
+            transport.packet_threshold(t);
+        }
+        if let Some(t) = self.time_threshold {
+            if !(t.is_finite() && t >= 1.0) {
+                return Err(TransportError::QuicOption { option: "time_threshold", why: format!("{t} must be a finite number >= 1 (RTT multiple)") });
+            }
+            transport.time_threshold(t);
+        }
+        if let Some(rtt) = self.initial_rtt {
+            transport.initial_rtt(rtt);
+        }
+        if self.ack_eliciting_threshold.is_some() || self.max_ack_delay.is_some() {
+            let mut ack = quinn::AckFrequencyConfig::default();
+            if let Some(n) = self.ack_eliciting_threshold {
+                ack.ack_eliciting_threshold(quinn::VarInt::from_u32(n));
+            }
+            if let Some(d) = self.max_ack_delay {
+                ack.max_ack_delay(Some(d));
+            }
+            transport.ack_frequency_config(Some(ack));
+        }
+        if let Some(idle) = self.idle_timeout {
+            // Durations beyond 2^62 ms do not exist in practice; such a value means no timeout.
+            transport.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
+        }
+        if let Some(n) = self.max_concurrent_bidi_streams {
+            transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(n));
+        }
+        Ok(transport)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controller_registry_round_trips() {
+        for name in QuicController::NAMES {
+            assert_eq!(QuicController::from_name(name).unwrap().name(), *name);
+        }
+        assert!(matches!(QuicController::from_name("fast"), Err(TransportError::UnknownController(_))));
+    }
+
+    #[test]
+    fn quic_options_are_checked() {
+        let bad = QuicOptions { packet_threshold: Some(1), ..Default::default() };
+        assert!(bad.transport_config().is_err());
+        let bad = QuicOptions { time_threshold: Some(0.5), ..Default::default() };
+        assert!(bad.transport_config().is_err());
+        let bad = QuicOptions { initial_window: Some(100), ..Default::default() };
+        assert!(bad.transport_config().is_err());
+        let good = QuicOptions {
+            controller: QuicController::Bbr,
+            initial_window: Some(100_000),
+            packet_threshold: Some(10),
+            time_threshold: Some(1.5),
+            ack_eliciting_threshold: Some(9),
+            max_ack_delay: Some(Duration::from_millis(25)),
+            ..Default::default()
+        };
+        assert!(good.transport_config().is_ok());
+    }
+
+    #[tokio::test]
+    async fn tcp_connect_sets_congestion_control() {
+        let listener = tcp_listen("127.0.0.1:0".parse().unwrap(), &TcpOptions { congestion: Some("reno".into()), mptcp: false }).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stream = tcp_connect(addr, &TcpOptions { congestion: Some("reno".into()), mptcp: false }).await.unwrap();
+        assert_eq!(tcp_congestion_of(&stream).unwrap(), "reno");
+        let err = tcp_connect(addr, &TcpOptions { congestion: Some("nosuchcc".into()), mptcp: false }).await.unwrap_err();
+        assert!(err.to_string().contains("nosuchcc"), "{err}");
+    }
+}
