@@ -9,6 +9,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod load;
+
 #[derive(Parser)]
 #[command(name = "protolab-net", version, about = "protolab's network emulator and endpoints")]
 struct Cli {
@@ -23,6 +25,8 @@ enum Command {
     Emu(EmuCommand),
     /// Serve page manifests and synthetic endpoints over h1c, TLS (h2, http/1.1) and HTTP/3; docs/server.md.
     Serve(ServeArgs),
+    /// Load a page manifest from a cold start over h1c, h1, h2, h2-parallel:N, h2-mptcp, h3 or h3-parallel:N; docs/load.md.
+    Load(load::LoadArgs),
 }
 
 /// TCP congestion controls the lab uses.
@@ -256,6 +260,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Emu(c) => emu_command(c),
         Command::Serve(args) => serve_command(args),
+        Command::Load(args) => match load::command(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

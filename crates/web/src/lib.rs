@@ -4,9 +4,12 @@
 #![warn(missing_docs)]
 
 pub mod body;
+pub mod instrument;
+pub mod load;
 pub mod manifest;
 pub mod server;
 pub mod site;
+pub mod sockopt;
 pub mod tls;
 pub mod transport;
 

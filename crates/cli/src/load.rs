@@ -1,0 +1,128 @@
+//! `protolab-net load`: the page-load engine (docs/load.md).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use web::load::{self, LoadOptions, LoadStatus, Loader, Mode, Scheduler};
+use web::transport::{QuicController, QuicOptions};
+
+use crate::TcpCc;
+
+#[derive(Args)]
+pub struct LoadArgs {
+    /// Page manifest (JSON; docs/manifest.md).
+    #[arg(long)]
+    manifest: PathBuf,
+    /// h1c, h1, h2, h2-parallel:N, h2-mptcp, h3, h3-parallel:N.
+    #[arg(long)]
+    mode: String,
+    /// The lab's CA certificate (TLS_DIR/ca.pem or ca.der); every mode but h1c needs it.
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// Where the result JSON goes (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Request assignment with several connections per origin: round-robin or least-outstanding.
+    #[arg(long, default_value = "round-robin")]
+    scheduler: String,
+    /// Most HTTP/1.1 connections per origin (h1c, h1).
+    #[arg(long, default_value_t = 6)]
+    h1_connections: u32,
+    /// The load ends with status "timeout" after this many milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    timeout_ms: u64,
+    /// A connection attempt fails after this many milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    connect_timeout_ms: u64,
+    /// Port of cleartext HTTP/1.1.
+    #[arg(long, default_value_t = 80)]
+    http_port: u16,
+    /// Port of TLS (TCP) and QUIC (UDP).
+    #[arg(long, default_value_t = 443)]
+    https_port: u16,
+    /// TCP congestion control of every TCP/MPTCP socket.
+    #[arg(long, value_enum, default_value = "cubic")]
+    tcp_cc: TcpCc,
+    /// QUIC congestion controller: cubic, newreno, bbr.
+    #[arg(long, default_value = "cubic")]
+    quic_cc: String,
+    /// QUIC initial congestion window in bytes (default: quinn's).
+    #[arg(long)]
+    quic_initial_window: Option<u64>,
+}
+
+/// Checks the input (errors here are bad input: exit 2, no result file), runs the load, writes
+/// the result. Exit 0 when ok, 1 when failed or timed out.
+pub fn command(args: LoadArgs) -> anyhow::Result<ExitCode> {
+    let mode = Mode::parse(&args.mode).map_err(|e| anyhow::anyhow!("--mode: {e}"))?;
+    let scheduler = Scheduler::parse(&args.scheduler).map_err(|e| anyhow::anyhow!("--scheduler: {e}"))?;
+    let controller = QuicController::from_name(&args.quic_cc).map_err(|e| anyhow::anyhow!("--quic-cc: {e}"))?;
+    let manifest = web::Manifest::load(&args.manifest)?;
+    let ca = match &args.ca {
+        Some(path) => Some(load::load_ca(path)?),
+        None => None,
+    };
+    if let Some(out) = &args.out {
+        check_writable_dir(out)?;
+    }
+    let options = LoadOptions {
+        mode,
+        scheduler,
+        h1_connections: args.h1_connections,
+        timeout: Duration::from_millis(args.timeout_ms),
+        connect_timeout: Duration::from_millis(args.connect_timeout_ms),
+        http_port: args.http_port,
+        https_port: args.https_port,
+        tcp_cc: Some(args.tcp_cc.name().to_string()),
+        quic: QuicOptions { controller, initial_window: args.quic_initial_window, ..QuicOptions::default() },
+        ca,
+        manifest_label: args.manifest.display().to_string(),
+    };
+    let loader = Loader::new(manifest, options)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let result = runtime.block_on(loader.run());
+    // Connections are aborted by the engine; do not wait for stragglers.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    let mut json = serde_json::to_string_pretty(&result).context("cannot serialize the result")?;
+    json.push('\n');
+    match &args.out {
+        Some(out) => write_atomically(out, json.as_bytes())?,
+        None => std::io::stdout().write_all(json.as_bytes()).context("cannot write the result to stdout")?,
+    }
+    if result.status != LoadStatus::Ok {
+        if let Some(e) = &result.error {
+            eprintln!("protolab-net load: {}: {e}", serde_json::to_value(result.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default());
+        }
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check_writable_dir(out: &Path) -> anyhow::Result<()> {
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        bail!("--out: {}: directory {} does not exist", out.display(), dir.display());
+    }
+    if out.is_dir() {
+        bail!("--out: {} is a directory", out.display());
+    }
+    Ok(())
+}
+
+/// Writes `out` through a temporary file in the same directory, so that no half-written
+/// result is ever seen.
+fn write_atomically(out: &Path, data: &[u8]) -> anyhow::Result<()> {
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "result.json".into());
+    let tmp = out.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+    std::fs::write(&tmp, data).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, out).with_context(|| format!("cannot rename {} to {}", tmp.display(), out.display()))?;
+    Ok(())
+}

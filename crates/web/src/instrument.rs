@@ -1,0 +1,331 @@
+//! Per-connection samplers (docs/samples.md): `TCP_INFO` of TCP connections, `TCP_INFO` of
+//! every subflow of MPTCP connections, quinn's path statistics of QUIC connections, written as
+//! NDJSON with Unix-nanosecond timestamps, one file per connection and role:
+//! `<dir>/<role>-<conn_id>.ndjson`. Also per-connection qlog files for QUIC.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+
+use crate::sockopt::{self, TcpInfo};
+
+/// `schema` of a samples file.
+pub const SCHEMA: &str = "protolab.samples";
+/// `schema_version` of a samples file.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Default sampling interval.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(10);
+/// Smallest sampling interval accepted.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
+/// The kernel's "ssthresh not set yet" (`TCP_INFINITE_SSTHRESH`).
+const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+
+/// Which end of the connection samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The end that opened the connection.
+    Client,
+    /// The end that accepted it.
+    Server,
+}
+
+impl Role {
+    /// `client` or `server`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+        }
+    }
+}
+
+/// Nanoseconds since the Unix epoch, now.
+pub fn unix_ns() -> u64 {
+    // A clock before 1970 is a misconfigured machine; 0 keeps the file parseable.
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)).unwrap_or(0)
+}
+
+/// A connection id made safe for a file name: anything outside `[A-Za-z0-9._-]` becomes `_`.
+pub fn file_safe(conn_id: &str) -> String {
+    let s: String = conn_id.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect();
+    if s.is_empty() || s.chars().all(|c| c == '.') {
+        "conn".to_string()
+    } else {
+        s
+    }
+}
+
+/// The samples file of a connection: `<dir>/<role>-<conn_id>.ndjson`.
+pub fn samples_path(dir: &Path, role: Role, conn_id: &str) -> PathBuf {
+    dir.join(format!("{}-{}.ndjson", role.as_str(), file_safe(conn_id)))
+}
+
+/// What a sampler wrote.
+#[derive(Debug, Clone)]
+pub struct SamplerSummary {
+    /// The file.
+    pub path: PathBuf,
+    /// Sample rows written (for MPTCP one per subflow per tick).
+    pub rows: u64,
+}
+
+/// A running sampler. It samples every interval until [`SamplerHandle::stop`], until the
+/// handle is dropped, or until the connection is closed; it always takes a last sample and
+/// flushes the file before it ends.
+///
+/// A TCP sampler holds a duplicate of the socket's descriptor (so it never reads a reused
+/// descriptor number) and a QUIC sampler a `quinn::Connection` handle: either keeps the
+/// connection open, so drop or stop the handle together with the connection.
+#[derive(Debug)]
+pub struct SamplerHandle {
+    path: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<io::Result<u64>>>,
+}
+
+impl SamplerHandle {
+    /// The samples file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Takes a last sample, flushes and closes the file.
+    pub async fn stop(mut self) -> io::Result<SamplerSummary> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let rows = match self.task.take() {
+            Some(task) => task.await.map_err(|e| io::Error::other(format!("sampler task: {e}")))??,
+            None => 0,
+        };
+        Ok(SamplerSummary { path: self.path.clone(), rows })
+    }
+}
+
+impl Drop for SamplerHandle {
+    fn drop(&mut self) {
+        // The task notices, takes its last sample and ends on its own.
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Writes the header and spawns the loop that calls `sample` every `interval`; `sample`
+/// writes its rows and returns `true` once the connection is closed.
+fn spawn_sampler<F>(path: PathBuf, header: Value, interval: Duration, mut sample: F) -> io::Result<SamplerHandle>
+where
+    F: FnMut(&mut BufWriter<File>) -> io::Result<bool> + Send + 'static,
+{
+    let interval = interval.max(MIN_INTERVAL);
+    let file = File::create(&path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let mut out = BufWriter::with_capacity(64 * 1024, file);
+    serde_json::to_writer(&mut out, &header)?;
+    out.write_all(b"\n")?;
+    let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let mut rows = 0u64;
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = &mut stop_rx => {
+                    // Stopped (or the handle dropped): the last sample.
+                    let _ = sample(&mut out);
+                    rows += 1;
+                    break;
+                }
+                _ = ticker.tick() => {
+                    match sample(&mut out) {
+                        Ok(false) => rows += 1,
+                        // Closed, or the socket is gone: that row was the last one.
+                        Ok(true) | Err(_) => break,
+                    }
+                }
+            }
+        }
+        out.flush()?;
+        Ok(rows)
+    });
+    Ok(SamplerHandle { path, stop: Some(stop_tx), task: Some(task) })
+}
+
+fn opt_ssthresh(v: u32) -> Value {
+    if v >= TCP_INFINITE_SSTHRESH {
+        Value::Null
+    } else {
+        json!(v)
+    }
+}
+
+fn opt_rate_bps(bytes_per_s: u64) -> Value {
+    if bytes_per_s == u64::MAX {
+        Value::Null
+    } else {
+        json!(bytes_per_s.saturating_mul(8))
+    }
+}
+
+/// One sample row of `TCP_INFO`.
+pub fn tcp_row(t_unix_ns: u64, i: &TcpInfo) -> serde_json::Map<String, Value> {
+    let v = json!({
+        "t_unix_ns": t_unix_ns,
+        "state": i.state,
+        "ca_state": i.ca_state,
+        "cwnd": i.cwnd,
+        "ssthresh": opt_ssthresh(i.ssthresh),
+        "rtt_us": i.rtt_us,
+        "rttvar_us": i.rttvar_us,
+        "min_rtt_us": i.min_rtt_us,
+        "retrans": i.total_retrans,
+        "lost": i.lost,
+        "unacked": i.unacked,
+        "snd_mss": i.snd_mss,
+        "delivery_rate_bps": opt_rate_bps(i.delivery_rate),
+        "pacing_rate_bps": opt_rate_bps(i.pacing_rate),
+        "bytes_acked": i.bytes_acked,
+        "bytes_received": i.bytes_received,
+        "bytes_sent": i.bytes_sent,
+        "bytes_retrans": i.bytes_retrans,
+        "notsent_bytes": i.notsent_bytes,
+    });
+    match v {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// TCP states after which the sampler stops: TIME_WAIT, CLOSE, LAST_ACK, CLOSING (this end
+/// has closed its side; nothing more of interest happens).
+fn tcp_closed(state: u8) -> bool {
+    matches!(state, 6 | 7 | 9 | 11)
+}
+
+fn write_row(out: &mut BufWriter<File>, row: &serde_json::Map<String, Value>) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, row)?;
+    out.write_all(b"\n")
+}
+
+/// Samples `TCP_INFO` of a TCP connection (with `mptcp`, `TCP_INFO` of each subflow, one row
+/// per subflow with `"subflow": k`) every `interval` into `<dir>/<role>-<conn_id>.ndjson`.
+/// Must run inside a tokio runtime.
+pub fn spawn_tcp_sampler(stream: &impl AsFd, conn_id: &str, role: Role, mptcp: bool, interval: Duration, dir: &Path) -> io::Result<SamplerHandle> {
+    let fd: OwnedFd = stream.as_fd().try_clone_to_owned()?;
+    let sock = socket2::SockRef::from(&fd);
+    let local = sock.local_addr().ok().and_then(|a| a.as_socket());
+    let remote = sock.peer_addr().ok().and_then(|a| a.as_socket());
+    let congestion = crate::transport::tcp_congestion_of(&fd).ok();
+    // An MPTCP socket whose peer does not speak MPTCP falls back to TCP.
+    let mptcp_active = mptcp && sockopt::mptcp_info(fd.as_fd()).map(|i| !i.fallback()).unwrap_or(false);
+    let header = json!({
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "conn": conn_id,
+        "role": role.as_str(),
+        "transport": if mptcp { "mptcp" } else { "tcp" },
+        "mptcp_fallback": if mptcp { json!(!mptcp_active) } else { Value::Null },
+        "local": local.map(|a| a.to_string()),
+        "remote": remote.map(|a| a.to_string()),
+        "interval_ms": interval.max(MIN_INTERVAL).as_secs_f64() * 1e3,
+        "tcp_congestion": congestion,
+        "start_unix_ns": unix_ns(),
+    });
+    let path = samples_path(dir, role, conn_id);
+    spawn_sampler(path, header, interval, move |out| {
+        let t = unix_ns();
+        if mptcp_active {
+            let subs = sockopt::mptcp_subflow_tcp_infos(fd.as_fd())?;
+            // The MPTCP connection is closed when no subflow is left or all are closing.
+            let closed = subs.iter().all(|s| tcp_closed(s.tcp.state));
+            for s in &subs {
+                let mut row = tcp_row(t, &s.tcp);
+                row.insert("subflow".into(), json!(s.index));
+                row.insert("local".into(), json!(s.local.map(|a| a.to_string())));
+                row.insert("remote".into(), json!(s.remote.map(|a| a.to_string())));
+                write_row(out, &row)?;
+            }
+            Ok(closed)
+        } else {
+            let info = sockopt::tcp_info(fd.as_fd())?;
+            write_row(out, &tcp_row(t, &info))?;
+            Ok(tcp_closed(info.state))
+        }
+    })
+}
+
+/// One sample row of quinn's connection statistics.
+pub fn quic_row(t_unix_ns: u64, s: &quinn::ConnectionStats) -> serde_json::Map<String, Value> {
+    let v = json!({
+        "t_unix_ns": t_unix_ns,
+        "cwnd": s.path.cwnd,
+        "rtt_us": u64::try_from(s.path.rtt.as_micros()).unwrap_or(u64::MAX),
+        "min_rtt_us": u64::try_from(s.path.min_rtt.as_micros()).unwrap_or(u64::MAX),
+        "congestion_events": s.path.congestion_events,
+        "lost_packets": s.path.lost_packets,
+        "lost_bytes": s.path.lost_bytes,
+        "sent_packets": s.path.sent_packets,
+        "current_mtu": s.path.current_mtu,
+        "udp_tx_bytes": s.udp_tx.bytes,
+        "udp_rx_bytes": s.udp_rx.bytes,
+        "udp_tx_datagrams": s.udp_tx.datagrams,
+        "udp_rx_datagrams": s.udp_rx.datagrams,
+    });
+    match v {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// Samples quinn's statistics of a QUIC connection every `interval` into
+/// `<dir>/<role>-<conn_id>.ndjson`; `controller` names the congestion controller for the
+/// header. Must run inside a tokio runtime.
+pub fn spawn_quic_sampler(conn: &quinn::Connection, conn_id: &str, role: Role, controller: &str, interval: Duration, dir: &Path) -> io::Result<SamplerHandle> {
+    let conn = conn.clone();
+    let header = json!({
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "conn": conn_id,
+        "role": role.as_str(),
+        "transport": "quic",
+        "local": conn.local_ip().map(|ip| ip.to_string()),
+        "remote": conn.remote_address().to_string(),
+        "interval_ms": interval.max(MIN_INTERVAL).as_secs_f64() * 1e3,
+        "quic_congestion": controller,
+        "start_unix_ns": unix_ns(),
+    });
+    let path = samples_path(dir, role, conn_id);
+    spawn_sampler(path, header, interval, move |out| {
+        let closed = conn.close_reason().is_some();
+        write_row(out, &quic_row(unix_ns(), &conn.stats()))?;
+        Ok(closed)
+    })
+}
+
+/// The qlog file of a QUIC connection: `<dir>/<role>-<conn_id>.qlog` (qlog JSON-SEQ).
+pub fn qlog_path(dir: &Path, role: Role, conn_id: &str) -> PathBuf {
+    dir.join(format!("{}-{}.qlog", role.as_str(), file_safe(conn_id)))
+}
+
+/// A qlog stream writing to `<dir>/<role>-<conn_id>.qlog`, for
+/// `quinn::TransportConfig::qlog_stream` of one connection. qlog event times are
+/// milliseconds since the connection's start; the trace's description carries that start as
+/// `start_unix_ns=<ns>` so qlog and samples share a time base.
+pub fn qlog_stream(dir: &Path, role: Role, conn_id: &str) -> io::Result<quinn::QlogStream> {
+    let path = qlog_path(dir, role, conn_id);
+    let file = File::create(&path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let mut config = quinn::QlogConfig::default();
+    config
+        .writer(Box::new(BufWriter::new(file)))
+        .title(Some(format!("protolab {} {}", role.as_str(), conn_id)))
+        .description(Some(format!("start_unix_ns={}", unix_ns())))
+        .start_time(std::time::Instant::now());
+    config.into_stream().ok_or_else(|| io::Error::other(format!("{}: qlog stream could not start", path.display())))
+}

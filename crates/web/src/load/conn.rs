@@ -1,0 +1,333 @@
+//! One connection of the page-load engine: set-up (TCP or MPTCP + TLS + HTTP/1.1 or HTTP/2,
+//! cleartext HTTP/1.1, QUIC + HTTP/3) and fetching one object over it.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use http::{Request, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinHandle;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
+
+use super::mode::{Protocol, Transport};
+use crate::transport::{tcp_connect, TcpOptions};
+
+/// HTTP/2 initial stream window (`SETTINGS_INITIAL_WINDOW_SIZE`), as Chrome: 6 MiB.
+pub const H2_STREAM_WINDOW: u32 = 6 * 1024 * 1024;
+/// HTTP/2 connection window (raised by a `WINDOW_UPDATE` on stream 0), as Chrome: 15 MiB.
+pub const H2_CONNECTION_WINDOW: u32 = 15 * 1024 * 1024;
+/// HTTP/2 `SETTINGS_HEADER_TABLE_SIZE`, as Chrome.
+const H2_HEADER_TABLE: u32 = 64 * 1024;
+/// HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`, as Chrome.
+const H2_MAX_HEADER_LIST: u32 = 256 * 1024;
+
+const USER_AGENT: &str = concat!("protolab-load/", env!("CARGO_PKG_VERSION"));
+
+/// What every connection of one load shares.
+pub(crate) struct Connector {
+    pub protocol: Protocol,
+    pub transport: Transport,
+    pub tcp: TcpOptions,
+    /// TLS with the mode's ALPN (TLS modes over TCP).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// QUIC client configuration (h3 modes).
+    pub quic: Option<quinn::ClientConfig>,
+}
+
+/// A request sender of an established connection.
+pub(crate) enum Sender {
+    H1(http1::SendRequest<Empty<Bytes>>),
+    H2(http2::SendRequest<Empty<Bytes>>),
+    H3(h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>),
+}
+
+impl Sender {
+    /// A sender for another concurrent request (HTTP/2 and HTTP/3); HTTP/1.1 has none.
+    pub fn clone_multiplexed(&self) -> Option<Sender> {
+        match self {
+            Sender::H1(_) => None,
+            Sender::H2(s) => Some(Sender::H2(s.clone())),
+            Sender::H3(s) => Some(Sender::H3(s.clone())),
+        }
+    }
+
+    /// Whether the connection is known to be gone.
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
+            Sender::H3(_) => false,
+        }
+    }
+}
+
+/// An established connection.
+pub(crate) struct Connected {
+    pub sender: Sender,
+    pub local: Option<SocketAddr>,
+    /// When TCP connected (TCP modes), to report the TCP part of the handshake.
+    pub tcp_connected: Option<Instant>,
+    /// A duplicate of the MPTCP socket, to read `MPTCP_INFO` while the connection lives.
+    pub mptcp_fd: Option<OwnedFd>,
+    /// Tasks driving the connection; aborted when the load ends.
+    pub drivers: Vec<JoinHandle<()>>,
+    /// The QUIC endpoint (one UDP socket per connection, as a browser), closed at the end.
+    pub endpoint: Option<quinn::Endpoint>,
+    /// The QUIC connection, for stats.
+    pub quic: Option<quinn::Connection>,
+}
+
+impl Connector {
+    /// Opens a connection to `addr` for origin `hostname` (SNI and certificate name).
+    pub async fn connect(&self, hostname: &str, addr: SocketAddr) -> Result<Connected, String> {
+        match self.transport {
+            Transport::Quic => self.connect_quic(hostname, addr).await,
+            Transport::Tcp | Transport::Mptcp => self.connect_tcp(hostname, addr).await,
+        }
+    }
+
+    async fn connect_tcp(&self, hostname: &str, addr: SocketAddr) -> Result<Connected, String> {
+        let tcp = tcp_connect(addr, &self.tcp).await.map_err(|e| e.to_string())?;
+        let tcp_connected = Some(Instant::now());
+        let local = tcp.local_addr().ok();
+        let mptcp_fd = match self.transport {
+            Transport::Mptcp => Some(tcp.as_fd().try_clone_to_owned().map_err(|e| format!("dup of the MPTCP socket: {e}"))?),
+            _ => None,
+        };
+        let Some(tls) = &self.tls else {
+            let (sender, driver) = self.http_handshake(tcp).await?;
+            return Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, quic: None });
+        };
+        let name = ServerName::try_from(hostname.to_string()).map_err(|e| format!("{hostname:?} is not a TLS server name: {e}"))?;
+        let stream = TlsConnector::from(tls.clone()).connect(name, tcp).await.map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
+        let negotiated = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        check_alpn(self.protocol, negotiated.as_deref(), addr)?;
+        let (sender, driver) = self.http_handshake(stream).await?;
+        Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, quic: None })
+    }
+
+    async fn http_handshake<T>(&self, io: T) -> Result<(Sender, JoinHandle<()>), String>
+    where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let io = TokioIo::new(io);
+        if self.protocol == Protocol::H2 {
+            let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+                .initial_stream_window_size(H2_STREAM_WINDOW)
+                .initial_connection_window_size(H2_CONNECTION_WINDOW)
+                .adaptive_window(false)
+                .header_table_size(H2_HEADER_TABLE)
+                .max_header_list_size(H2_MAX_HEADER_LIST)
+                .handshake(io)
+                .await
+                .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+            let driver = tokio::spawn(async move {
+                // Errors reach the requests in flight; nothing else to do with them here.
+                let _ = conn.await;
+            });
+            Ok((Sender::H2(sender), driver))
+        } else {
+            let (sender, conn) = http1::Builder::new().handshake(io).await.map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
+            let driver = tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok((Sender::H1(sender), driver))
+        }
+    }
+
+    async fn connect_quic(&self, hostname: &str, addr: SocketAddr) -> Result<Connected, String> {
+        let Some(config) = &self.quic else {
+            return Err("no QUIC configuration".into());
+        };
+        // Bound to the source address the route to the server picks, so that the result (and
+        // the samples) name the local address as TCP connections do.
+        let bind = SocketAddr::new(route_source(addr).unwrap_or(match addr {
+            SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        }), 0);
+        let endpoint = quinn::Endpoint::client(bind).map_err(|e| format!("UDP socket: {e}"))?;
+        let result = async {
+            let connecting = endpoint.connect_with(config.clone(), addr, hostname).map_err(|e| format!("QUIC connect to {addr}: {e}"))?;
+            let conn = connecting.await.map_err(|e| format!("QUIC handshake with {addr}: {e}"))?;
+            let negotiated = conn
+                .handshake_data()
+                .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+                .and_then(|d| d.protocol);
+            check_alpn(Protocol::H3, negotiated.as_deref(), addr)?;
+            let (mut driver, sender) =
+                h3::client::new(h3_quinn::Connection::new(conn.clone())).await.map_err(|e| format!("HTTP/3 setup: {e}"))?;
+            let driver = tokio::spawn(async move {
+                let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+            });
+            Ok::<_, String>((conn, sender, driver))
+        }
+        .await;
+        let (conn, sender, driver) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                endpoint.close(quinn::VarInt::from_u32(0), b"");
+                return Err(e);
+            }
+        };
+        let local = endpoint.local_addr().ok().filter(|a| !a.ip().is_unspecified());
+        Ok(Connected {
+            sender: Sender::H3(sender),
+            local,
+            tcp_connected: None,
+            mptcp_fd: None,
+            drivers: vec![driver],
+            endpoint: Some(endpoint),
+            quic: Some(conn),
+        })
+    }
+}
+
+/// The source address the kernel would use towards `addr` (a connected UDP socket sends
+/// nothing; `connect` only picks the route).
+fn route_source(addr: SocketAddr) -> Option<IpAddr> {
+    let any: SocketAddr = match addr {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let socket = std::net::UdpSocket::bind(any).ok()?;
+    socket.connect(addr).ok()?;
+    socket.local_addr().ok().map(|a| a.ip()).filter(|ip| !ip.is_unspecified())
+}
+
+fn check_alpn(protocol: Protocol, negotiated: Option<&[u8]>, addr: SocketAddr) -> Result<(), String> {
+    let want = protocol.alpn();
+    if want.is_some() && negotiated != want {
+        let shown = |p: Option<&[u8]>| p.map_or_else(|| "none".to_string(), |p| format!("{:?}", String::from_utf8_lossy(p)));
+        return Err(format!("{addr} negotiated ALPN {}, the mode needs {}", shown(negotiated), shown(want)));
+    }
+    Ok(())
+}
+
+/// What to request.
+pub(crate) struct Target {
+    /// `scheme://authority/path` (HTTP/2 and HTTP/3 use it whole; HTTP/1.1 the path and `Host`).
+    pub uri: Uri,
+    /// `Host` header value.
+    pub host: String,
+    /// Expected body size.
+    pub expected: u64,
+}
+
+/// The outcome of one fetch.
+pub(crate) struct Fetched {
+    pub started: Option<Instant>,
+    pub first_byte: Option<Instant>,
+    pub finished: Instant,
+    pub status: Option<u16>,
+    pub bytes: u64,
+    pub error: Option<String>,
+}
+
+/// Fetches one object; body bytes are added to `received` as they arrive. Gives the sender back
+/// (HTTP/1.1 reuses it for the next request).
+pub(crate) async fn fetch(mut sender: Sender, target: Target, received: Arc<AtomicU64>) -> (Fetched, Sender) {
+    let mut out = Fetched { started: None, first_byte: None, finished: Instant::now(), status: None, bytes: 0, error: None };
+    let result = match &mut sender {
+        Sender::H1(s) => fetch_hyper1(s, &target, &received, &mut out).await,
+        Sender::H2(s) => fetch_hyper2(s, &target, &received, &mut out).await,
+        Sender::H3(s) => fetch_h3(s, &target, &received, &mut out).await,
+    };
+    out.finished = Instant::now();
+    out.error = match result {
+        Err(e) => Some(e),
+        Ok(()) => match out.status {
+            Some(200) if out.bytes == target.expected => None,
+            Some(200) => Some(format!("size mismatch: got {} bytes, the manifest says {}", out.bytes, target.expected)),
+            Some(s) => Some(format!("HTTP status {s}")),
+            None => Some("no response".into()),
+        },
+    };
+    (out, sender)
+}
+
+fn request(uri: Uri, host: Option<&str>) -> Result<Request<Empty<Bytes>>, String> {
+    let mut b = Request::get(uri).header(http::header::USER_AGENT, USER_AGENT).header(http::header::ACCEPT, "*/*");
+    if let Some(h) = host {
+        b = b.header(http::header::HOST, h);
+    }
+    b.body(Empty::new()).map_err(|e| format!("request: {e}"))
+}
+
+async fn read_hyper_body(
+    response: hyper::Response<hyper::body::Incoming>,
+    received: &AtomicU64,
+    out: &mut Fetched,
+) -> Result<(), String> {
+    out.first_byte = Some(Instant::now());
+    out.status = Some(response.status().as_u16());
+    let mut body = response.into_body();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("response body: {e}"))?;
+        if let Some(data) = frame.data_ref() {
+            out.bytes += data.len() as u64;
+            received.fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+async fn fetch_hyper1(s: &mut http1::SendRequest<Empty<Bytes>>, t: &Target, received: &AtomicU64, out: &mut Fetched) -> Result<(), String> {
+    s.ready().await.map_err(|e| format!("connection: {e}"))?;
+    let path = t.uri.path_and_query().map_or("/", |p| p.as_str());
+    let uri: Uri = path.parse().map_err(|e| format!("request target {path:?}: {e}"))?;
+    let req = request(uri, Some(&t.host))?;
+    out.started = Some(Instant::now());
+    let response = s.send_request(req).await.map_err(|e| format!("request: {e}"))?;
+    read_hyper_body(response, received, out).await
+}
+
+async fn fetch_hyper2(s: &mut http2::SendRequest<Empty<Bytes>>, t: &Target, received: &AtomicU64, out: &mut Fetched) -> Result<(), String> {
+    s.ready().await.map_err(|e| format!("connection: {e}"))?;
+    let req = request(t.uri.clone(), None)?;
+    out.started = Some(Instant::now());
+    let response = s.send_request(req).await.map_err(|e| format!("request: {e}"))?;
+    read_hyper_body(response, received, out).await
+}
+
+async fn fetch_h3(
+    s: &mut h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    t: &Target,
+    received: &AtomicU64,
+    out: &mut Fetched,
+) -> Result<(), String> {
+    let req = http::Request::get(t.uri.clone())
+        .header(http::header::USER_AGENT, USER_AGENT)
+        .header(http::header::ACCEPT, "*/*")
+        .body(())
+        .map_err(|e| format!("request: {e}"))?;
+    out.started = Some(Instant::now());
+    let mut stream = s.send_request(req).await.map_err(|e| format!("request: {e}"))?;
+    stream.finish().await.map_err(|e| format!("request: {e}"))?;
+    let response = stream.recv_response().await.map_err(|e| format!("response: {e}"))?;
+    out.first_byte = Some(Instant::now());
+    out.status = Some(response.status().as_u16());
+    while let Some(mut chunk) = stream.recv_data().await.map_err(|e| format!("response body: {e}"))? {
+        let n = chunk.remaining();
+        chunk.advance(n);
+        out.bytes += n as u64;
+        received.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// A connect attempt bounded by `timeout`.
+pub(crate) async fn connect_within(connector: &Connector, hostname: &str, addr: SocketAddr, timeout: Duration) -> Result<Connected, String> {
+    match tokio::time::timeout(timeout, connector.connect(hostname, addr)).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("connect to {addr}: no connection within {} ms", timeout.as_millis())),
+    }
+}

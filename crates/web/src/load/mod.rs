@@ -1,0 +1,327 @@
+//! The page-load engine (docs/load.md): loads a page manifest from a cold start over one of the
+//! protocol modes (`h1c`, `h1`, `h2`, `h2-parallel:N`, `h2-mptcp`, `h3`, `h3-parallel:N`),
+//! following its dependency tree, and reports per-object and per-connection timings.
+//!
+//! [`Loader::new`] checks everything that can be checked without the network (bad input);
+//! [`Loader::run`] then always produces a [`LoadResult`], whatever happens on the wire.
+
+mod conn;
+mod engine;
+pub mod mode;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::CertificateDer;
+
+pub use conn::{H2_CONNECTION_WINDOW, H2_STREAM_WINDOW};
+pub use mode::{Mode, Pool, Protocol, Scheduler, Transport};
+
+use crate::manifest::Manifest;
+use crate::transport::{QuicOptions, TcpOptions};
+
+/// Version of the result JSON.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Bad input: the load cannot start. Names the option or file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// An option is out of range or inconsistent.
+    #[error("{option}: {why}")]
+    Option {
+        /// The option (`--mode`, `--h1-connections`, ...).
+        option: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// The CA certificate cannot be read.
+    #[error("{path}: {why}")]
+    Ca {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// How to load.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Protocol mode.
+    pub mode: Mode,
+    /// Request assignment in modes with several connections per origin.
+    pub scheduler: Scheduler,
+    /// Most HTTP/1.1 connections per origin (`h1c`, `h1`).
+    pub h1_connections: u32,
+    /// The whole load ends after this long (status `timeout`).
+    pub timeout: Duration,
+    /// One connection attempt (TCP + TLS + HTTP set-up, or QUIC + HTTP/3 set-up) ends after this long.
+    pub connect_timeout: Duration,
+    /// Port of cleartext HTTP/1.1 (`h1c`).
+    pub http_port: u16,
+    /// Port of TLS on TCP and of QUIC on UDP.
+    pub https_port: u16,
+    /// `TCP_CONGESTION` of every TCP/MPTCP socket; `None` = namespace default.
+    pub tcp_cc: Option<String>,
+    /// QUIC transport knobs (h3 modes).
+    pub quic: QuicOptions,
+    /// The CA to trust (every TLS mode needs it; `h1c` does not).
+    pub ca: Option<CertificateDer<'static>>,
+    /// The manifest as named by the user (`config.manifest` of the result).
+    pub manifest_label: String,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            mode: Mode { base: "h2", protocol: Protocol::H2, transport: Transport::Tcp, pool: Pool::Fixed(1) },
+            scheduler: Scheduler::RoundRobin,
+            h1_connections: 6,
+            timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+            http_port: 80,
+            https_port: 443,
+            tcp_cc: None,
+            quic: QuicOptions::default(),
+            ca: None,
+            manifest_label: String::new(),
+        }
+    }
+}
+
+/// Reads a CA certificate, PEM (`ca.pem`) or DER (`ca.der`).
+pub fn load_ca(path: &Path) -> Result<CertificateDer<'static>, LoadError> {
+    let err = |why: String| LoadError::Ca { path: path.display().to_string(), why };
+    let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    if bytes.windows(11).any(|w| w == b"-----BEGIN ") {
+        CertificateDer::from_pem_slice(&bytes).map_err(|e| err(format!("no PEM certificate: {e}")))
+    } else if bytes.first() == Some(&0x30) {
+        Ok(CertificateDer::from(bytes))
+    } else {
+        Err(err("neither a PEM nor a DER certificate".into()))
+    }
+}
+
+/// Outcome of a load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadStatus {
+    /// Every object arrived with status 200 and the manifest's size.
+    Ok,
+    /// Some object failed.
+    Failed,
+    /// The load did not end within the timeout.
+    Timeout,
+}
+
+/// The effective configuration, carried into the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadConfig {
+    /// Manifest file as given.
+    pub manifest: String,
+    /// Page name from the manifest.
+    pub page: String,
+    /// Mode (`h2-parallel:2`).
+    pub mode: String,
+    /// Scheduler name.
+    pub scheduler: &'static str,
+    /// HTTP/1.1 connection limit per origin.
+    pub h1_connections: u32,
+    /// Load timeout.
+    pub timeout_ms: u64,
+    /// Connect timeout.
+    pub connect_timeout_ms: u64,
+    /// TCP congestion control (null = namespace default).
+    pub tcp_cc: Option<String>,
+    /// QUIC controller.
+    pub quic_cc: &'static str,
+    /// QUIC initial window, bytes (null = quinn's default).
+    pub quic_initial_window: Option<u64>,
+    /// Cleartext port.
+    pub http_port: u16,
+    /// TLS / QUIC port.
+    pub https_port: u16,
+    /// HTTP/2 `SETTINGS_INITIAL_WINDOW_SIZE` sent.
+    pub h2_stream_window: u32,
+    /// HTTP/2 connection window announced.
+    pub h2_connection_window: u32,
+}
+
+/// One object of the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ObjectResult {
+    /// Origin hostname.
+    pub origin: String,
+    /// Path (with query).
+    pub path: String,
+    /// `//host/path` of the parent, null for the root.
+    pub parent: Option<String>,
+    /// Discovery delay from the manifest.
+    pub delay_ms: u64,
+    /// Position in its origin's request queue (0 = first queued on that origin); the
+    /// round-robin scheduler sends position i to the origin's connection i mod N.
+    pub queue_position: Option<u64>,
+    /// Connection id it was assigned to.
+    pub connection: Option<usize>,
+    /// HTTP status.
+    pub status: Option<u16>,
+    /// Size from the manifest.
+    pub expected_bytes: u64,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// Parent finished + delay.
+    pub discovered_ms: Option<f64>,
+    /// Taken by the scheduler.
+    pub queued_ms: Option<f64>,
+    /// Request sent.
+    pub started_ms: Option<f64>,
+    /// Response head received.
+    pub first_byte_ms: Option<f64>,
+    /// Body complete (or the fetch ended in error).
+    pub finished_ms: Option<f64>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// One connection of the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectionResult {
+    /// Index in `connections`.
+    pub id: usize,
+    /// Origin hostname.
+    pub origin: String,
+    /// `h1c`, `h1`, `h2` or `h3`.
+    pub protocol: &'static str,
+    /// `tcp`, `mptcp` or `quic`.
+    pub transport: &'static str,
+    /// Local address.
+    pub local: Option<String>,
+    /// Remote address.
+    pub remote: String,
+    /// When the connection attempt began.
+    pub connect_start_ms: f64,
+    /// TCP connect duration (TCP and MPTCP).
+    pub tcp_connect_ms: Option<f64>,
+    /// Until the connection could carry requests (TCP + TLS + HTTP set-up, or QUIC + HTTP/3).
+    pub handshake_ms: Option<f64>,
+    /// Requests sent on it.
+    pub requests: u32,
+    /// Response body bytes received on it.
+    pub bytes: u64,
+    /// MPTCP: most subflows seen at once, the initial one included (`mptcpi_subflows` + 1).
+    pub subflows: Option<u8>,
+    /// Why the connection failed.
+    pub error: Option<String>,
+}
+
+/// The result document (docs/load.md).
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadResult {
+    /// Version.
+    pub schema_version: u32,
+    /// `page_load`.
+    pub kind: &'static str,
+    /// Effective configuration.
+    pub config: LoadConfig,
+    /// Outcome.
+    pub status: LoadStatus,
+    /// Summary of what went wrong.
+    pub error: Option<String>,
+    /// Unix time of the root request, ns.
+    pub start_unix_ns: u64,
+    /// Page load time (last object finished) when ok.
+    pub plt_ms: Option<f64>,
+    /// Body bytes received in all.
+    pub bytes: u64,
+    /// Every manifest object, in manifest order.
+    pub objects: Vec<ObjectResult>,
+    /// Every connection opened, in order of opening.
+    pub connections: Vec<ConnectionResult>,
+}
+
+/// A checked load, ready to run.
+pub struct Loader {
+    manifest: Manifest,
+    options: LoadOptions,
+    connector: Arc<conn::Connector>,
+    addrs: Vec<SocketAddr>,
+}
+
+impl Loader {
+    /// Checks the options against the manifest and builds the TLS and QUIC configurations.
+    /// No network I/O.
+    pub fn new(manifest: Manifest, options: LoadOptions) -> Result<Loader, LoadError> {
+        if options.h1_connections == 0 || options.h1_connections > 64 {
+            return Err(LoadError::Option { option: "--h1-connections", why: format!("{} is not from 1 to 64", options.h1_connections) });
+        }
+        if options.timeout.is_zero() {
+            return Err(LoadError::Option { option: "--timeout-ms", why: "must be positive".into() });
+        }
+        if options.connect_timeout.is_zero() {
+            return Err(LoadError::Option { option: "--connect-timeout-ms", why: "must be positive".into() });
+        }
+        let protocol = options.mode.protocol;
+        let tls = match protocol.alpn() {
+            Some(alpn) => {
+                let Some(ca) = &options.ca else {
+                    return Err(LoadError::Option { option: "--ca", why: format!("mode {} uses TLS and needs the lab's CA", options.mode) });
+                };
+                let mut config = crate::tls::client_config_for_ca(ca, &[alpn])
+                    .map_err(|e| LoadError::Option { option: "--ca", why: e.to_string() })?;
+                if protocol == Protocol::H3 {
+                    // QUIC has no early data without a session to resume; keep the handshake full.
+                    config.enable_early_data = false;
+                }
+                Some(config)
+            }
+            None => None,
+        };
+        let quic = if options.mode.transport == Transport::Quic {
+            let transport = options.quic.transport_config().map_err(|e| LoadError::Option { option: "--quic-*", why: e.to_string() })?;
+            let crypto = tls.clone().ok_or_else(|| LoadError::Option { option: "--mode", why: "QUIC needs TLS".into() })?;
+            let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto)
+                .map_err(|e| LoadError::Option { option: "--ca", why: format!("TLS configuration unusable for QUIC: {e}") })?;
+            let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+            config.transport_config(Arc::new(transport));
+            Some(config)
+        } else {
+            None
+        };
+        let tcp = TcpOptions { congestion: options.tcp_cc.clone(), mptcp: options.mode.transport == Transport::Mptcp };
+        let port = if protocol == Protocol::H1c { options.http_port } else { options.https_port };
+        let addrs = manifest.origins.iter().map(|o| SocketAddr::new(o.address.into(), port)).collect();
+        let connector = conn::Connector { protocol, transport: options.mode.transport, tcp, tls: tls.map(Arc::new), quic };
+        Ok(Loader { manifest, options, connector: Arc::new(connector), addrs })
+    }
+
+    /// The effective configuration.
+    pub fn config(&self) -> LoadConfig {
+        let o = &self.options;
+        LoadConfig {
+            manifest: o.manifest_label.clone(),
+            page: self.manifest.name.clone(),
+            mode: o.mode.to_string(),
+            scheduler: o.scheduler.name(),
+            h1_connections: o.h1_connections,
+            timeout_ms: o.timeout.as_millis() as u64,
+            connect_timeout_ms: o.connect_timeout.as_millis() as u64,
+            tcp_cc: o.tcp_cc.clone(),
+            quic_cc: o.quic.controller.name(),
+            quic_initial_window: o.quic.initial_window,
+            http_port: o.http_port,
+            https_port: o.https_port,
+            h2_stream_window: H2_STREAM_WINDOW,
+            h2_connection_window: H2_CONNECTION_WINDOW,
+        }
+    }
+
+    /// Loads the page once, from a cold start. Never fails: problems on the wire end up in the
+    /// result (`status`, `error`, per object and per connection).
+    pub async fn run(&self) -> LoadResult {
+        engine::run(self).await
+    }
+}
