@@ -13,13 +13,16 @@ PYTHON  := $(VENV)/bin/python
 NET     := target/release/protolab-net
 RESULTS := results
 
-# Extra arguments, e.g. `make demo DEMO_ARGS=--quick`, `make bench BENCH_ARGS='--seconds 5'`.
+# Extra arguments, e.g. `make validate VALIDATE_ARGS=--quick`, `make bench BENCH_ARGS='--seconds 5'`.
 DEMO_ARGS ?=
+VALIDATE_ARGS ?=
 BENCH_ARGS ?=
+# Arguments of benches/endpoints.py, e.g. `make bench ENDPOINTS_BENCH_ARGS='--repeat 9'`.
+ENDPOINTS_BENCH_ARGS ?=
 # `make cleanup LAB=name` cleans one lab; without LAB, every protolab lab on this machine.
 LAB ?=
 
-.PHONY: help setup build demo test bench cleanup
+.PHONY: help setup build demo validate test bench cleanup
 
 help: ## list the targets
 	@echo "protolab make targets (run as root):"
@@ -32,16 +35,20 @@ setup: ## install Debian packages, build Rust (release), create .venv and instal
 build: ## build the Rust workspace only (cargo build --release --workspace)
 	cargo build --release --workspace
 
-demo: setup ## set up, then validate the emulator: results/validation.json + a table
+demo: setup ## set up, then run the wifi-loss demo (specs/demo.toml, ~10 min) and its report: results/demo
+	$(VENV)/bin/protolab demo $(DEMO_ARGS)
+
+validate: setup ## set up, then validate the emulator: results/validation.json + a table
 	mkdir -p $(RESULTS)
-	$(VENV)/bin/protolab validate-emulator --out $(RESULTS)/validation.json $(DEMO_ARGS)
+	$(VENV)/bin/protolab validate-emulator --out $(RESULTS)/validation.json $(VALIDATE_ARGS)
 
 test: setup ## set up, then run all tests (Rust, then Python)
 	cargo test --release --workspace
 	$(VENV)/bin/pytest -q tests
 
-bench: setup ## set up, then run the emulator throughput benchmark
+bench: setup ## set up, then run the benchmarks (emulator throughput; endpoints vs nginx/caddy)
 	$(PYTHON) benches/emu_throughput.py $(BENCH_ARGS)
+	$(PYTHON) benches/endpoints.py $(ENDPOINTS_BENCH_ARGS)
 
 cleanup: ## remove what crashed labs left behind (all labs, or LAB=name)
 	@if [[ ! -x $(NET) ]]; then \

@@ -23,6 +23,12 @@ APT_PACKAGES=(
   pkg-config      # native builds
   build-essential # cc/ld for Rust crates with C parts
   python3-venv    # python3 -m venv
+  chromium        # real browser peer (headless; h1, h2, h3) in tests/test_peers.py
+  nginx-light     # reference H1/H2 server for the peer tests and benches/endpoints.py
+  caddy           # reference H3 server (and H1/H2) for the peer tests and benches/endpoints.py
+  nghttp2-client  # h2load: H2 load generator against our server and nginx
+  mptcpd          # MPTCP path manager daemon (h2-mptcp experiments)
+  mptcpize        # runs unmodified programs (e.g. Chromium) over MPTCP
 )
 
 VENV=".venv"

@@ -22,6 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from protolab import __version__
+from protolab.corpus.cli import corpus_app
 from protolab.errors import ProtolabError, ValidationFailed
 
 # Logs and CI output are not terminals: give tables room instead of Rich's default of 80 columns.
@@ -56,6 +57,12 @@ app = ProtolabApp(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+app.add_typer(corpus_app, name="corpus")
+
+from protolab.report.cli import export_command, report_command  # noqa: E402  (light: heavy imports are lazy)
+
+app.command("report")(report_command)
+app.command("export")(export_command)
 
 
 @app.callback()
@@ -138,3 +145,9 @@ def validate_emulator(
     if not report.ok:
         failed = ", ".join(c.id for c in report.checks if c.status == "fail")
         raise ValidationFailed(f"{summary['fail']} validation checks failed: {failed}")
+
+
+from protolab.run_cli import demo_command, run_command  # noqa: E402  (needs `app` defined above)
+
+app.command("run")(run_command)
+app.command("demo")(demo_command)

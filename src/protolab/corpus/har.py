@@ -1,0 +1,426 @@
+"""HAR 1.2 import (Chrome DevTools or Playwright export) -> page manifest.
+
+What each manifest field comes from, and what a HAR cannot tell, is in docs/corpus.md
+("HAR import"). Entries that cannot become objects are skipped and counted by reason in the
+returned `HarImport`; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from protolab.corpus.build import AddressPlan, check_seed
+from protolab.corpus.errors import CorpusError, HarError
+from protolab.corpus.manifest import (
+    MAX_DELAY_MS,
+    MAX_OBJECT_SIZE,
+    RESERVED_PATHS,
+    SCHEMA_VERSION,
+    path_only,
+    valid_header_value,
+    valid_hostname,
+    valid_path,
+)
+
+DEFAULT_NETWORK = "10.98.0.0/16"  # addresses for origins whose HAR address is unusable
+PARENT_TYPES = ("text/html", "text/css", "text/javascript", "application/javascript",
+                "application/x-javascript", "application/ecmascript", "text/ecmascript", "application/xhtml+xml")
+
+# Reasons an entry is skipped (keys of HarImport.skipped).
+SKIP_OTHER_PAGE = "belongs to another page of the HAR"
+SKIP_METHOD = "not a GET request"
+SKIP_SCHEME = "data:, blob: or other non-HTTP URL"
+SKIP_FAILED = "failed (status 0, no response)"
+SKIP_REDIRECT = "redirect (3xx, no body)"
+SKIP_ERROR = "error status (4xx/5xx)"
+SKIP_DUPLICATE = "duplicate of an earlier entry (same host and path)"
+SKIP_RESERVED = "path reserved for the server's synthetic endpoints"
+
+
+@dataclass
+class HarImport:
+    """A manifest and what happened on the way."""
+
+    manifest: dict[str, Any]
+    entries: int
+    kept: int
+    skipped: Counter[str] = field(default_factory=Counter)
+    parents: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Entry:
+    index: int
+    url: str
+    host: str
+    path: str
+    start_ms: float
+    finish_ms: float
+    size: int
+    content_type: str
+    address: str | None
+    initiator: Any
+
+
+def _parse_time(value: Any, where: str, file: str) -> float:
+    if not isinstance(value, str):
+        raise HarError(file, where, "must be an ISO 8601 date-time string")
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise HarError(file, where, f"{value!r} is not an ISO 8601 date-time") from None
+    return moment.timestamp() * 1000.0
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _duration_ms(entry: dict[str, Any], where: str, file: str) -> float:
+    """`time` of the entry; if absent, the sum of its non-negative `timings`."""
+    total = _number(entry.get("time"))
+    if total is not None and total >= 0:
+        return total
+    timings = entry.get("timings")
+    if isinstance(timings, dict):
+        parts = [_number(v) for k, v in timings.items() if k != "comment"]
+        return sum(p for p in parts if p is not None and p > 0)
+    raise HarError(file, f"{where}.time", "missing, and no timings to compute it from")
+
+
+def _header(response: dict[str, Any], name: str) -> str | None:
+    headers = response.get("headers")
+    if isinstance(headers, list):
+        for header in headers:
+            if isinstance(header, dict) and str(header.get("name", "")).lower() == name:
+                value = header.get("value")
+                return value if isinstance(value, str) else None
+    return None
+
+
+def _size(response: dict[str, Any]) -> tuple[int | None, str]:
+    """Body size and where it came from.
+
+    An uncompressed response (no `content-encoding`, or `identity`) with a `content-length`
+    header: that header, the exact body the server sent. Otherwise `content.size` (the decoded
+    body), else `bodySize` (bytes on the wire), else `_transferSize` (which includes headers).
+    Chromium reports the size of some text bodies after decoding them as text, which is not the
+    byte count (docs/corpus.md), hence content-length first.
+    """
+    encoding = (_header(response, "content-encoding") or "identity").strip().lower()
+    length = (_header(response, "content-length") or "").strip()
+    if encoding == "identity" and length.isdigit() and int(length) > 0:
+        return int(length), "content-length"
+    content = response.get("content")
+    candidates = (
+        ("content.size", _number(content.get("size")) if isinstance(content, dict) else None),
+        ("bodySize", _number(response.get("bodySize"))),
+        ("_transferSize", _number(response.get("_transferSize"))),
+    )
+    for name, value in candidates:
+        if value is not None and value > 0:
+            return int(value), name
+    return None, ""
+
+
+def _content_type(response: dict[str, Any]) -> str:
+    content = response.get("content")
+    mime = content.get("mimeType") if isinstance(content, dict) else None
+    if not isinstance(mime, str) or not mime.strip():
+        mime = _header(response, "content-type")
+    if not isinstance(mime, str) or not mime.strip() or not valid_header_value(mime.strip()):
+        return "application/octet-stream"
+    return mime.strip()
+
+
+_UNSAFE = re.compile(r"[^\x21-\x7e]|#")
+
+
+def _target(path: str, query: str) -> str:
+    """Request target as the manifest wants it: printable ASCII, percent-encoding the rest."""
+    target = (path or "/") + (f"?{query}" if query else "")
+    if _UNSAFE.search(target):
+        target = quote(target, safe="/?&=%:@!$'()*+,;~-._[]")
+    return target
+
+
+def _initiator_urls(initiator: Any) -> Iterator[str]:
+    """URLs named by Chrome's `_initiator`: `url`, then the call frames of the stack and of its
+    parent (async) stacks, innermost first."""
+    if not isinstance(initiator, dict):
+        return
+    url = initiator.get("url")
+    if isinstance(url, str) and url:
+        yield url
+    stack = initiator.get("stack")
+    depth = 0
+    while isinstance(stack, dict) and depth < 64:
+        frames = stack.get("callFrames")
+        if isinstance(frames, list):
+            for frame in frames:
+                if isinstance(frame, dict) and isinstance(frame.get("url"), str) and frame["url"]:
+                    yield frame["url"]
+        stack = stack.get("parent")
+        depth += 1
+
+
+def _is_parent_type(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() in PARENT_TYPES
+
+
+def _url_key(url: str) -> str:
+    """URL without fragment, for matching initiator URLs to entries."""
+    return url.split("#", 1)[0]
+
+
+def read_har(path: str | os.PathLike[str]) -> Any:
+    label = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HarError(label, "(file)", f"cannot read: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HarError(label, "(document)", f"not JSON: {exc}") from None
+
+
+def import_har_file(path: str | os.PathLike[str], name: str | None = None, seed: int = 1,
+                    network: str | AddressPlan = DEFAULT_NETWORK) -> HarImport:
+    """Read a HAR file and convert it; the page name defaults to the file's stem."""
+    har = read_har(path)
+    page = name if name is not None else Path(path).stem
+    return import_har(har, str(path), page, seed, network)
+
+
+def import_har(har: Any, file: str, name: str, seed: int = 1,
+               network: str | AddressPlan = DEFAULT_NETWORK) -> HarImport:
+    """Convert parsed HAR JSON to a manifest; `file` names the HAR in errors."""
+    plan = network if isinstance(network, AddressPlan) else AddressPlan.parse(network)
+    check_seed(seed)
+    if not isinstance(har, dict):
+        raise HarError(file, "(document)", "a HAR file is a JSON object with a \"log\"")
+    log = har.get("log")
+    if not isinstance(log, dict):
+        raise HarError(file, "log", "missing or not an object")
+    raw_entries = log.get("entries")
+    if not isinstance(raw_entries, list):
+        raise HarError(file, "log.entries", "missing or not a list")
+    pages = log.get("pages")
+    first_page: str | None = None
+    if isinstance(pages, list) and pages and isinstance(pages[0], dict) and isinstance(pages[0].get("id"), str):
+        first_page = pages[0]["id"]
+
+    result = HarImport(manifest={}, entries=len(raw_entries), kept=0)
+    seen: dict[tuple[str, str], int] = {}
+    entries: list[_Entry] = []
+    ports: set[str] = set()
+    cached = 0
+    started: list[tuple[float, int, dict[str, Any]]] = []
+    for i, raw in enumerate(raw_entries):
+        where = f"log.entries[{i}]"
+        if not isinstance(raw, dict):
+            raise HarError(file, where, "must be an object")
+        started.append((_parse_time(raw.get("startedDateTime"), f"{where}.startedDateTime", file), i, raw))
+    started.sort(key=lambda item: (item[0], item[1]))  # HAR order is usually, not always, by start
+
+    for start_ms, i, raw in started:
+        where = f"log.entries[{i}]"
+        request = raw.get("request")
+        response = raw.get("response")
+        if not isinstance(request, dict):
+            raise HarError(file, f"{where}.request", "missing or not an object")
+        if not isinstance(response, dict):
+            raise HarError(file, f"{where}.response", "missing or not an object")
+        url = request.get("url")
+        if not isinstance(url, str) or not url:
+            raise HarError(file, f"{where}.request.url", "missing or not a string")
+        method = request.get("method")
+        if not isinstance(method, str):
+            raise HarError(file, f"{where}.request.method", "missing or not a string")
+        status = response.get("status")
+        if isinstance(status, bool) or not isinstance(status, int):
+            raise HarError(file, f"{where}.response.status", "missing or not an integer")
+        pageref = raw.get("pageref")
+        if first_page is not None and isinstance(pageref, str) and pageref != first_page:
+            result.skipped[SKIP_OTHER_PAGE] += 1
+            continue
+        scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+        if scheme not in ("http", "https"):
+            if not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
+                raise HarError(file, f"{where}.request.url", f"{url[:200]!r} is not an absolute URL")
+            result.skipped[SKIP_SCHEME] += 1
+            continue
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+            port = parts.port
+        except ValueError as exc:
+            raise HarError(file, f"{where}.request.url", f"{url[:200]!r}: {exc}") from None
+        if not host:
+            raise HarError(file, f"{where}.request.url", f"{url[:200]!r} has no host")
+        if method.upper() != "GET":
+            result.skipped[SKIP_METHOD] += 1
+            continue
+        if status <= 0:
+            result.skipped[SKIP_FAILED] += 1
+            continue
+        if 300 <= status < 400 and status != 304:
+            result.skipped[SKIP_REDIRECT] += 1
+            continue
+        if status >= 400:
+            result.skipped[SKIP_ERROR] += 1
+            continue
+        host = host.rstrip(".").lower()
+        address: str | None = None
+        try:
+            literal = ipaddress.ip_address(host)
+        except ValueError:
+            literal = None
+        if literal is not None:
+            # The manifest wants names: an IP-literal origin becomes ip-a-b-c-d.har.test.
+            host = f"ip-{str(literal).replace('.', '-').replace(':', '-')}.har.test"
+            if literal.version == 4:
+                address = str(literal)
+        if not valid_hostname(host):
+            raise HarError(file, f"{where}.request.url", f"host {host!r} is not a DNS name the lab can serve")
+        default_port = 443 if parts.scheme == "https" else 80
+        if port is not None and port != default_port:
+            ports.add(f"{host}:{port}")
+        target = _target(parts.path, parts.query)
+        if not valid_path(target) or len(target) > 2048:
+            raise HarError(file, f"{where}.request.url", f"path {target[:200]!r} is longer than 2048 characters")
+        if path_only(target) in RESERVED_PATHS:
+            result.skipped[SKIP_RESERVED] += 1
+            result.warnings.append(f"{where}: {target} skipped: reserved for the server's synthetic endpoints")
+            continue
+        if (host, target) in seen:
+            result.skipped[SKIP_DUPLICATE] += 1
+            continue
+        seen[(host, target)] = len(entries)
+        if status == 304 or raw.get("_fromCache"):
+            cached += 1
+        size, source = _size(response)
+        if size is None:
+            size = 1
+            result.warnings.append(f"{where}: no body size (content.size, bodySize, _transferSize); "
+                                   "size set to 1 byte")
+        elif source == "_transferSize":
+            result.warnings.append(f"{where}: size from _transferSize (includes headers)")
+        if size > MAX_OBJECT_SIZE:
+            result.warnings.append(f"{where}: size {size} capped at {MAX_OBJECT_SIZE} bytes")
+            size = MAX_OBJECT_SIZE
+        server_ip = raw.get("serverIPAddress")
+        if address is None and isinstance(server_ip, str):
+            address = _usable_ipv4(server_ip)
+        duration = _duration_ms(raw, where, file)
+        entries.append(_Entry(index=i, url=_url_key(url), host=host, path=target, start_ms=start_ms,
+                              finish_ms=start_ms + duration, size=size, content_type=_content_type(response),
+                              address=address, initiator=raw.get("_initiator")))
+
+    if not entries:
+        raise HarError(file, "log.entries", "no entry can be served (all were skipped: "
+                       + ", ".join(f"{n} {r}" for r, n in result.skipped.items()) + ")")
+    if cached:
+        result.warnings.append(f"{cached} entries came from the browser cache (304 or _fromCache): kept as "
+                               "objects, but their timings say little about the network")
+    for host_port in sorted(ports):
+        result.warnings.append(f"{host_port}: non-default port dropped (the lab serves 80 and 443)")
+    root = entries[0]
+    if not _is_parent_type(root.content_type) or not root.content_type.startswith("text/html"):
+        result.warnings.append(f"log.entries[{root.index}]: the root (first entry) is {root.content_type}, "
+                               "not an HTML document")
+
+    by_url: dict[str, int] = {}
+    for k, entry in enumerate(entries):
+        by_url.setdefault(entry.url, k)
+    parents: list[int | None] = [None]
+    for k, entry in enumerate(entries[1:], start=1):
+        parent = None
+        for url in _initiator_urls(entry.initiator):
+            candidate = by_url.get(_url_key(url))
+            # Only an earlier entry can have discovered this one (this also rules out cycles).
+            if candidate is not None and candidate < k:
+                parent = candidate
+                break
+        if parent is not None:
+            result.parents["initiator"] += 1
+        else:
+            finished = [j for j in range(k) if entries[j].finish_ms <= entry.start_ms
+                        and _is_parent_type(entries[j].content_type)]
+            if finished:
+                parent = max(finished, key=lambda j: (entries[j].finish_ms, j))
+                result.parents["timing"] += 1
+            else:
+                parent = 0
+                result.parents["root (nothing finished before it)"] += 1
+        parents.append(parent)
+
+    origins = _origins(entries, plan)
+    objects: list[dict[str, Any]] = []
+    for k, entry in enumerate(entries):
+        obj: dict[str, Any] = {"path": entry.path, "origin": entry.host, "size": entry.size,
+                               "content_type": entry.content_type}
+        parent = parents[k]
+        if parent is not None:
+            p = entries[parent]
+            obj["parent"] = p.path if p.host == entry.host else f"//{p.host}{p.path}"
+            delay = round(max(0.0, entry.start_ms - p.finish_ms))
+            if delay > MAX_DELAY_MS:
+                result.warnings.append(f"log.entries[{entry.index}]: delay {delay} ms capped at {MAX_DELAY_MS}")
+                delay = MAX_DELAY_MS
+            if delay:
+                obj["delay_ms"] = delay
+        objects.append(obj)
+    result.kept = len(entries)
+    result.manifest = {"schema_version": SCHEMA_VERSION, "name": name, "seed": seed,
+                       "origins": origins, "objects": objects}
+    return result
+
+
+def _usable_ipv4(text: str) -> str | None:
+    """The address if it is an IPv4 address a lab origin can have, else None (IPv6, loopback,
+    unspecified, multicast, broadcast, link-local, or not an address)."""
+    try:
+        address = ipaddress.ip_address(text.strip().strip("[]"))
+    except ValueError:
+        return None
+    if (address.version != 4 or address.is_loopback or address.is_unspecified or address.is_multicast
+            or address.is_link_local or address == ipaddress.IPv4Address("255.255.255.255")):
+        return None
+    return str(address)
+
+
+def _origins(entries: list[_Entry], plan: AddressPlan) -> list[dict[str, str]]:
+    """One origin per hostname, in order of first use. Its address: the first usable IPv4
+    `serverIPAddress` of its entries, else the next free host address of the network."""
+    chosen: dict[str, str | None] = {}
+    for entry in entries:
+        if chosen.get(entry.host) is None:
+            chosen[entry.host] = entry.address
+    used = {a for a in chosen.values() if a is not None}
+    free = (str(a) for a in plan.network.hosts() if str(a) not in used)
+    origins = []
+    for host, address in chosen.items():
+        if address is None:
+            address = next(free, None)
+            if address is None:
+                raise CorpusError(f"--network {plan.network} has no free address left for {host}")
+        origins.append({"hostname": host, "address": address})
+    return origins

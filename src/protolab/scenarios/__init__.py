@@ -1,0 +1,34 @@
+"""Named scenarios from the seeds, looked up by name (docs/scenarios.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protolab.scenarios.base import Condition, Context, Scenario
+from protolab.scenarios.builtin import (
+    FIVE_PAGES,
+    TABLE_I_PAGES,
+    BwRttGrid,
+    EcmpCongestion,
+    SingleObject,
+    WifiLoss,
+)
+
+SCENARIOS: dict[str, Scenario] = {
+    scenario.name: scenario for scenario in (WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject())
+}
+
+
+def pages_of_scenario(scenario: Scenario, params: Any) -> dict[str, dict[str, Any]]:
+    return scenario.pages(params)
+
+
+__all__ = [
+    "FIVE_PAGES",
+    "SCENARIOS",
+    "TABLE_I_PAGES",
+    "Condition",
+    "Context",
+    "Scenario",
+    "pages_of_scenario",
+]

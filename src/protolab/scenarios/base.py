@@ -1,0 +1,153 @@
+"""What a scenario is: topology, per-condition link parameters, optional background traffic."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from protolab.lab import Lab, ideal_link, mbit, ms
+from protolab.spec import Buffer, parse_buffer
+
+CLIENT = "client"
+SERVER = "server"
+CLIENT_ADDRESS = "10.77.0.1"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """The network condition of a block of runs: every axis except mode and page."""
+
+    bandwidth_mbps: float | None  # None = unlimited
+    rtt_ms: float
+    loss_pct: float
+    buffer: Buffer
+    extras: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def from_axes(cls, values: Mapping[str, Any]) -> Condition:
+        bandwidth = values["bandwidth_mbps"]
+        extras = tuple(sorted((k, v) for k, v in values.items() if k not in _CONDITION_KEYS))
+        return cls(
+            bandwidth_mbps=None if bandwidth == "unlimited" else float(bandwidth),
+            rtt_ms=float(values["rtt_ms"]),
+            loss_pct=float(values["loss_pct"]),
+            buffer=parse_buffer(values["buffer"]),
+            extras=extras,
+        )
+
+    @property
+    def buffer_bytes(self) -> int | None:
+        """The bottleneck queue in bytes (None: the emulator's default of 1000 packets)."""
+        return self.buffer.bytes_for(self.bandwidth_mbps, self.rtt_ms)
+
+    def extra(self, name: str) -> Any:
+        return dict(self.extras)[name]
+
+    def as_params(self) -> dict[str, Any]:
+        """The condition's columns of a run record."""
+        return {
+            "bandwidth_mbps": self.bandwidth_mbps,
+            "rtt_ms": self.rtt_ms,
+            "loss_pct": self.loss_pct,
+            "buffer": self.buffer.label(),
+            "buffer_bytes": self.buffer_bytes,
+            **dict(self.extras),
+        }
+
+    def label(self) -> str:
+        bandwidth = "unlimited" if self.bandwidth_mbps is None else f"{self.bandwidth_mbps:g} Mbit/s"
+        text = f"{bandwidth}, {self.rtt_ms:g} ms, {self.loss_pct:g}% loss, buffer {self.buffer.label()}"
+        return text + "".join(f", {k}={v}" for k, v in self.extras)
+
+
+_CONDITION_KEYS = {"bandwidth_mbps", "rtt_ms", "loss_pct", "buffer", "mode", "page"}
+
+
+def rate(bandwidth_mbps: float | None) -> str:
+    return "unlimited" if bandwidth_mbps is None else mbit(bandwidth_mbps)
+
+
+def direction(
+    bandwidth_mbps: float | None,
+    one_way_delay_ms: float,
+    loss_pct: float,
+    buffer_bytes: int | None,
+) -> dict[str, Any]:
+    """Complete set_link params of one link direction (every field named, so nothing lingers)."""
+    return ideal_link(
+        rate=rate(bandwidth_mbps),
+        delay=ms(one_way_delay_ms),
+        loss=loss_pct / 100 if loss_pct > 0 else None,
+        queue_bytes=buffer_bytes,
+    )
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass
+class Context:
+    """What a scenario's hooks get while a lab is running."""
+
+    lab: Lab
+    workdir: Path
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class Scenario:
+    """A named experiment setting from the seeds.
+
+    Subclasses set the class attributes and implement `topology` and `links`. Defaults of the
+    standard axes live in `default_axes`; scenario-specific axes are declared in `extra_axes`
+    (name -> item type) with their defaults in `default_axes` too.
+    """
+
+    name: ClassVar[str]
+    source: ClassVar[str]
+    description: ClassVar[str]
+    Params: ClassVar[type[BaseModel]] = NoParams
+    default_axes: ClassVar[dict[str, list[Any]]]
+    extra_axes: ClassVar[dict[str, Any]] = {}
+    client: ClassVar[str] = CLIENT
+    server: ClassVar[str] = SERVER
+
+    def pages(self, params: Any) -> dict[str, dict[str, Any]]:
+        """Pages this scenario provides itself (name -> manifest), besides the corpus."""
+        return {}
+
+    def check(self, params: Any, axes: Mapping[str, Sequence[Any]]) -> None:
+        """Cross-field checks; raise ValueError("field: message")."""
+
+    def topology(self, lab: str, params: Any, server_addresses: Sequence[str], seed: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def links(self, params: Any, condition: Condition) -> dict[str, dict[str, Any]]:
+        """Link name -> complete set_link params for a condition."""
+        raise NotImplementedError
+
+    def start(self, ctx: Context, params: Any) -> None:
+        """Once per lab, after the page server is up (e.g. cross-traffic servers)."""
+
+    def enter(self, ctx: Context, params: Any, condition: Condition) -> None:
+        """Before the first run of a condition (after its links are set)."""
+
+    def leave(self, ctx: Context, params: Any, condition: Condition) -> None:
+        """After the last run of a condition."""
+
+    def busy(self, params: Any, condition: Condition) -> bool:
+        """Whether background traffic runs during the condition (the queues never drain)."""
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "description": self.description,
+            "params": self.Params().model_dump(mode="json"),
+            "default_axes": self.default_axes,
+        }

@@ -1,0 +1,552 @@
+"""Experiment specs: TOML files naming a scenario and the axes of a run matrix (docs/spec.md).
+
+Loading happens in two stages, both before anything runs:
+
+1. structure: the TOML is parsed and checked against pydantic models (unknown keys refused,
+   modes, buffers, numbers);
+2. meaning: the scenario is looked up in the registry, scenario parameters (`[params]`) and
+   scenario-specific axes are checked against it, and every page is resolved (a scenario page,
+   a corpus page or a manifest file).
+
+Every error is a `SpecError` naming the file and the field, e.g.
+`spec.toml: axes.mode[2]: unknown mode "h4" (known: h1c, h1, h2, h2-parallel:N, ...)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
+
+from protolab.errors import ProtolabError
+
+SCHEMA_VERSION = 1
+MTU_BYTES = 1500
+# A queue of one BDP can be smaller than a packet (0.2 Mbit/s x 30 ms = 750 B): it would then
+# drop every full-size packet. Byte limits are floored at two full packets (docs/spec.md).
+MIN_BUFFER_BYTES = 2 * MTU_BYTES
+
+
+class SpecError(ProtolabError):
+    """An experiment spec is invalid; the message names the file and the field."""
+
+
+def _q(value: Any) -> str:
+    """A value as the spec writes it: strings in double quotes, numbers plain."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+# ---------------------------------------------------------------------- registries
+
+
+@dataclass(frozen=True)
+class ModeInfo:
+    """A protocol mode of the page-load engine (docs/load.md)."""
+
+    description: str
+    parallel: bool = False  # takes ":N" (connections per origin)
+
+
+MODES: dict[str, ModeInfo] = {
+    "h1c": ModeInfo("HTTP/1.1 cleartext, up to h1_connections per origin"),
+    "h1": ModeInfo("HTTP/1.1 over TLS, up to h1_connections per origin"),
+    "h2": ModeInfo("HTTP/2 over TLS, one connection per origin"),
+    "h2-parallel": ModeInfo("HTTP/2 over TLS, N connections per origin", parallel=True),
+    "h2-mptcp": ModeInfo("HTTP/2 over MPTCP + TLS, one connection per origin"),
+    "h3": ModeInfo("HTTP/3 over QUIC, one connection per origin"),
+    "h3-parallel": ModeInfo("HTTP/3 over QUIC, N connections per origin", parallel=True),
+}
+MAX_PARALLEL = 16
+
+TCP_CONGESTION_CONTROLS: dict[str, str] = {
+    "cubic": "CUBIC (the seeds' controller)",
+    "reno": "NewReno",
+    "bbr": "BBR (the kernel default here)",
+}
+QUIC_CONGESTION_CONTROLS: dict[str, str] = {
+    "cubic": "Cubic",
+    "newreno": "NewReno",
+    "bbr": "BBR",
+}
+SCHEDULERS: dict[str, str] = {
+    "round-robin": "requests assigned to the N connections in turn (001)",
+    "least-outstanding": "request goes to the connection with the fewest outstanding requests",
+}
+
+
+def known_modes() -> str:
+    return ", ".join(f"{name}:N" if info.parallel else name for name, info in MODES.items())
+
+
+def check_mode(value: str) -> str:
+    """`h2-parallel:2` -> itself; raise ValueError for an unknown mode or a bad N."""
+    base, sep, count = value.partition(":")
+    info = MODES.get(base)
+    if info is None:
+        raise ValueError(f"unknown mode {_q(value)} (known: {known_modes()})")
+    if info.parallel:
+        if not sep or not count.isdigit() or not 1 <= int(count) <= MAX_PARALLEL:
+            raise ValueError(f"mode {_q(value)}: {base} needs a connection count, {base}:N with N in 1..{MAX_PARALLEL}")
+        return f"{base}:{int(count)}"
+    if sep:
+        raise ValueError(f"mode {_q(value)}: {base} takes no connection count")
+    return value
+
+
+def _registry_check(registry: Mapping[str, str], what: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in registry:
+            raise ValueError(f"unknown {what} {_q(value)} (known: {', '.join(registry)})")
+        return value
+
+    return check
+
+
+# ---------------------------------------------------------------------- axis values
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A queue limit: fixed bytes, a multiple of the bandwidth-delay product, or the emulator's default."""
+
+    kind: Literal["bytes", "bdp", "default"]
+    value: float = 0.0
+
+    def label(self) -> str:
+        if self.kind == "bytes":
+            return str(int(self.value))
+        if self.kind == "bdp":
+            return f"{self.value:g}bdp"
+        return "default"
+
+    def bytes_for(self, bandwidth_mbps: float | None, rtt_ms: float) -> int | None:
+        """The limit in bytes for a condition; None = the emulator's default queue (1000 packets).
+
+        A BDP multiple on an unlimited link has no BDP: it falls back to the default queue.
+        """
+        if self.kind == "default":
+            return None
+        if self.kind == "bytes":
+            return int(self.value)
+        if bandwidth_mbps is None:
+            return None
+        bdp = bandwidth_mbps * 1e6 / 8 * rtt_ms / 1e3
+        return max(MIN_BUFFER_BYTES, round(self.value * bdp))
+
+
+_BDP = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*bdp\s*$", re.IGNORECASE)
+
+
+def parse_buffer(value: float | str) -> Buffer:
+    if isinstance(value, bool):
+        raise ValueError(f"invalid buffer {_q(value)}: bytes (integer), \"<x>bdp\" or \"default\"")
+    if isinstance(value, int | float):
+        if value != int(value) or value < 1:
+            raise ValueError(f"invalid buffer {_q(value)}: a byte count must be a positive integer")
+        return Buffer("bytes", int(value))
+    if value.strip().lower() == "default":
+        return Buffer("default")
+    match = _BDP.match(value)
+    if match is None or float(match.group(1)) <= 0:
+        raise ValueError(f"invalid buffer {_q(value)}: bytes (integer), \"<x>bdp\" (e.g. \"1bdp\") or \"default\"")
+    return Buffer("bdp", float(match.group(1)))
+
+
+def _check_buffer(value: float | str) -> int | float | str:
+    parse_buffer(value)
+    return value
+
+
+def _check_bandwidth(value: float | str) -> float | str:
+    if isinstance(value, str):
+        if value != "unlimited":
+            raise ValueError(f"invalid bandwidth {_q(value)}: Mbit/s (a positive number) or \"unlimited\"")
+        return value
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"invalid bandwidth {_q(value)}: must be a positive number of Mbit/s")
+    return value
+
+
+def _check_rtt(value: float) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"invalid RTT {_q(value)}: must be >= 0 ms")
+    return value
+
+
+def _check_loss(value: float) -> float:
+    if not math.isfinite(value) or not 0 <= value <= 100:
+        raise ValueError(f"invalid loss {_q(value)}: must be a percentage in 0..100")
+    return value
+
+
+def _check_page(value: str) -> str:
+    if not value.strip():
+        raise ValueError("empty page name")
+    return value
+
+
+Mode = Annotated[str, AfterValidator(check_mode)]
+BufferValue = Annotated[int | float | str, AfterValidator(_check_buffer)]
+Bandwidth = Annotated[float | str, AfterValidator(_check_bandwidth)]
+Rtt = Annotated[float, AfterValidator(_check_rtt)]
+Loss = Annotated[float, AfterValidator(_check_loss)]
+PageName = Annotated[str, AfterValidator(_check_page)]
+TcpCC = Annotated[str, AfterValidator(_registry_check(TCP_CONGESTION_CONTROLS, "TCP congestion control"))]
+QuicCC = Annotated[str, AfterValidator(_registry_check(QUIC_CONGESTION_CONTROLS, "QUIC congestion control"))]
+Scheduler = Annotated[str, AfterValidator(_registry_check(SCHEDULERS, "scheduler"))]
+
+
+def _nonempty(values: list[Any] | None) -> list[Any] | None:
+    if values is not None and not values:
+        raise ValueError("an axis needs at least one value")
+    return values
+
+
+def _distinct(values: list[Any] | None) -> list[Any] | None:
+    if values is None:
+        return None
+    seen: set[str] = set()
+    for index, value in enumerate(values):
+        marker = json.dumps(value, sort_keys=True)
+        if marker in seen:
+            raise ValueError(f"value {_q(value)} at [{index}] appears twice")
+        seen.add(marker)
+    return values
+
+
+_AXIS_CHECKS = (AfterValidator(_nonempty), AfterValidator(_distinct))
+
+
+def _axis(item: Any) -> Any:
+    """The annotation of an axis of items of a type known at run time (scenario axes)."""
+    return Annotated[list[item] | None, *_AXIS_CHECKS]
+
+
+# ---------------------------------------------------------------------- models
+
+
+class Axes(BaseModel):
+    """The matrix. An axis left out takes the scenario's default values.
+
+    Scenario-specific axes (e.g. `congested` of ecmp-congestion) are extra keys, checked
+    against the scenario in stage 2.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    bandwidth_mbps: Annotated[list[Bandwidth] | None, *_AXIS_CHECKS] = None
+    rtt_ms: Annotated[list[Rtt] | None, *_AXIS_CHECKS] = None
+    loss_pct: Annotated[list[Loss] | None, *_AXIS_CHECKS] = None
+    buffer: Annotated[list[BufferValue] | None, *_AXIS_CHECKS] = None
+    mode: Annotated[list[Mode] | None, *_AXIS_CHECKS] = None
+    page: Annotated[list[PageName] | None, *_AXIS_CHECKS] = None
+
+
+STANDARD_AXES = tuple(Axes.model_fields)
+
+
+class Transport(BaseModel):
+    """Client and server transport options (the same for every run of a spec)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tcp_cc: TcpCC = "cubic"
+    quic_cc: QuicCC = "cubic"
+    h1_connections: Annotated[int, Field(ge=1, le=64)] = 6
+    scheduler: Scheduler = "round-robin"
+
+
+class Artifacts(BaseModel):
+    """What each run keeps besides the page-load result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pcap: bool = False  # client capture per run (runs/<key>/client.pcap)
+    samples: bool = False  # TCP_INFO / QUIC samples (runs/<key>/samples/)
+    sample_interval_ms: Annotated[int, Field(ge=1, le=10_000)] = 10
+
+
+class Spec(BaseModel):
+    """An experiment spec as written in TOML (docs/spec.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1]
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    description: str = ""
+    scenario: str
+    seed: int = Field(1, ge=0, le=2**63 - 1)
+    repetitions: int = Field(1, ge=1, le=10_000)
+    timeout_s: float = Field(60.0, gt=0, le=3600)
+    axes: Axes = Axes()
+    transport: Transport = Transport()
+    params: dict[str, Any] = {}
+    artifacts: Artifacts = Artifacts()
+
+
+# ---------------------------------------------------------------------- resolved experiment
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of the matrix: its name in the spec and the manifest to serve and load."""
+
+    ref: str  # as written in the spec
+    name: str  # manifest name
+    source: str  # "scenario", "corpus" or the manifest path
+    manifest: dict[str, Any] = field(hash=False, compare=False)
+    digest: str = ""  # sha256 of the canonical manifest: a changed manifest is another page
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(int(obj.get("size", 0)) for obj in self.manifest.get("objects", []))
+
+    @property
+    def addresses(self) -> list[str]:
+        return sorted({origin["address"] for origin in self.manifest.get("origins", [])})
+
+
+@dataclass
+class Experiment:
+    """A validated spec with its scenario, effective parameters and axes, and resolved pages."""
+
+    spec: Spec
+    path: Path | None
+    name: str
+    scenario: Any  # protolab.scenarios.Scenario (import cycle otherwise)
+    params: BaseModel
+    axes: dict[str, list[Any]]  # every axis, standard and scenario-specific, effective values
+    pages: dict[str, Page]  # by ref
+
+    @property
+    def extra_axes(self) -> list[str]:
+        return [name for name in self.axes if name not in STANDARD_AXES]
+
+    def spec_dict(self) -> dict[str, Any]:
+        """The spec as written, plus the effective values it left to the scenario."""
+        return {
+            **self.spec.model_dump(mode="json"),
+            "effective": {
+                "name": self.name,
+                "params": self.params.model_dump(mode="json"),
+                "axes": self.axes,
+                "pages": {
+                    ref: {"name": p.name, "source": p.source, "digest": p.digest, "bytes": p.size_bytes}
+                    for ref, p in self.pages.items()
+                },
+            },
+        }
+
+
+def canonical_digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------- error formatting
+
+
+def _loc(loc: Sequence[int | str]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text or "(top level)"
+
+
+def _message(error: Mapping[str, Any], known: Sequence[str] = ()) -> str:
+    kind = error.get("type", "")
+    if kind == "extra_forbidden":
+        return f"unknown key (known: {', '.join(known)})" if known else "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "literal_error" and tuple(error.get("loc", ())) == ("schema_version",):
+        return f"unsupported schema_version {error.get('input')!r} (this build reads {SCHEMA_VERSION})"
+    message = str(error.get("msg", "invalid"))
+    return message.removeprefix("Value error, ")
+
+
+def _known_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """The keys allowed where an unknown key was found (for the error message)."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or current is None:
+            return []
+        info = current.model_fields.get(part) if isinstance(current, type) and issubclass(current, BaseModel) else None
+        annotation = info.annotation if info is not None else None
+        current = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def format_validation_error(
+    source: str, exc: ValidationError, model: type[BaseModel] | None = None, prefix: Sequence[str] = ()
+) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = (*prefix, *error["loc"])
+        known = _known_keys(model, tuple(error["loc"])) if model is not None else []
+        lines.append(f"{source}: {_loc(loc)}: {_message(error, known)}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- loading
+
+
+def load_spec(path: Path) -> Experiment:
+    """Read, validate and resolve a spec file; raise SpecError naming the file and field."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return parse_spec(text, source=path.name, path=path)
+
+
+def parse_spec(text: str, *, source: str = "spec.toml", path: Path | None = None) -> Experiment:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{source}: not valid TOML: {exc}") from exc
+    return spec_from_dict(data, source=source, path=path)
+
+
+def spec_from_dict(data: Mapping[str, Any], *, source: str = "spec.toml", path: Path | None = None) -> Experiment:
+    try:
+        spec = Spec.model_validate(dict(data))
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(source, exc, Spec)) from exc
+    return resolve(spec, source=source, path=path)
+
+
+def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
+    from protolab.scenarios import SCENARIOS, pages_of_scenario
+
+    scenario = SCENARIOS.get(spec.scenario)
+    if scenario is None:
+        raise SpecError(f"{source}: scenario: unknown scenario {_q(spec.scenario)} (known: {', '.join(SCENARIOS)})")
+    try:
+        params = scenario.Params.model_validate(spec.params)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(source, exc, scenario.Params, prefix=("params",))) from exc
+
+    axes: dict[str, list[Any]] = {}
+    written = spec.axes.model_dump(exclude_unset=False)
+    extras = spec.axes.model_extra or {}
+    for name in STANDARD_AXES:
+        values = written.get(name)
+        axes[name] = list(values) if values is not None else list(scenario.default_axes[name])
+    for name, values in extras.items():
+        kind = scenario.extra_axes.get(name)
+        if kind is None:
+            known = [*STANDARD_AXES, *scenario.extra_axes]
+            raise SpecError(
+                f"{source}: axes.{name}: unknown axis for scenario {_q(scenario.name)} (known: {', '.join(known)})"
+            )
+        adapter = TypeAdapter(_axis(kind))
+        try:
+            axes[name] = list(adapter.validate_python(values))
+        except ValidationError as exc:
+            raise SpecError(format_validation_error(source, exc, prefix=("axes", name))) from exc
+    for name, kind in scenario.extra_axes.items():
+        axes.setdefault(name, list(scenario.default_axes[name]))
+
+    base = path.parent if path is not None else Path.cwd()
+    scenario_pages = pages_of_scenario(scenario, params)
+    pages: dict[str, Page] = {}
+    for index, ref in enumerate(axes["page"]):
+        try:
+            pages[ref] = resolve_page(ref, base, scenario_pages, corpus_seed=spec.seed)
+        except ValueError as exc:
+            raise SpecError(f"{source}: axes.page[{index}]: {exc}") from exc
+    _check_shared_origins(source, pages)
+    try:
+        scenario.check(params, axes)
+    except ValueError as exc:
+        raise SpecError(f"{source}: {exc}") from exc
+    name = spec.name or (path.stem if path is not None else spec.scenario)
+    return Experiment(spec=spec, path=path, name=name, scenario=scenario, params=params, axes=axes, pages=pages)
+
+
+def _check_shared_origins(source: str, pages: Mapping[str, Page]) -> None:
+    """Pages are served together: a hostname must have one address across them (docs/manifest.md)."""
+    seen: dict[str, tuple[str, str]] = {}
+    for ref, page in pages.items():
+        for origin in page.manifest.get("origins", []):
+            host, address = origin.get("hostname"), origin.get("address")
+            earlier = seen.setdefault(host, (address, ref))
+            if earlier[0] != address:
+                raise SpecError(
+                    f"{source}: axes.page: pages {_q(earlier[1])} and {_q(ref)} give origin {host} "
+                    f"different addresses ({earlier[0]} and {address}); pages of one spec are served together"
+                )
+
+
+def resolve_page(
+    ref: str, base: Path, scenario_pages: Mapping[str, dict[str, Any]], *, corpus_seed: int
+) -> Page:
+    """A page by name: a page the scenario provides, a corpus page, or a manifest file path."""
+    if ref in scenario_pages:
+        manifest = scenario_pages[ref]
+        return Page(ref, manifest["name"], "scenario", manifest, canonical_digest(manifest))
+    looks_like_path = "/" in ref or ref.endswith(".json")
+    if not looks_like_path:
+        manifest = corpus_manifest(ref, seed=corpus_seed)
+        return Page(ref, manifest["name"], "corpus", manifest, canonical_digest(manifest))
+    file = Path(ref) if Path(ref).is_absolute() else base / ref
+    try:
+        manifest = json.loads(file.read_text())
+    except OSError as exc:
+        raise ValueError(f"manifest {file}: cannot read: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"manifest {file}: not valid JSON: {exc}") from exc
+    _check_manifest_shape(file, manifest)
+    return Page(ref, manifest["name"], str(file), manifest, canonical_digest(manifest))
+
+
+def _check_manifest_shape(file: Path, manifest: Any) -> None:
+    """Only what the runner needs; `protolab-net serve` validates the manifest fully at start."""
+    if not isinstance(manifest, dict):
+        raise ValueError(f"manifest {file}: must be a JSON object")
+    if not isinstance(manifest.get("name"), str):
+        raise ValueError(f"manifest {file}: name: required string")
+    origins = manifest.get("origins")
+    if not isinstance(origins, list) or not origins or not all(
+        isinstance(o, dict) and isinstance(o.get("address"), str) and isinstance(o.get("hostname"), str)
+        for o in origins
+    ):
+        raise ValueError(f"manifest {file}: origins: a non-empty list of {{hostname, address}}")
+    objects = manifest.get("objects")
+    if not isinstance(objects, list) or not objects:
+        raise ValueError(f"manifest {file}: objects: a non-empty list")
+
+
+def corpus_manifest(name: str, *, seed: int) -> dict[str, Any]:
+    """A built-in corpus page (protolab.corpus, 001 Table I) as a manifest dict."""
+    from protolab.corpus import SITES, CorpusError, site_manifest
+
+    if name not in SITES:
+        raise ValueError(
+            f"unknown page {_q(name)}: not a corpus page (known: {', '.join(SITES)}) "
+            "and not a manifest path (a path contains '/' or ends in .json)"
+        )
+    try:
+        return site_manifest(name, seed=seed)
+    except CorpusError as exc:
+        raise ValueError(str(exc)) from exc

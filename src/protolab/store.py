@@ -1,0 +1,682 @@
+"""The results store: one DuckDB database (`results.duckdb`) per results directory.
+
+The runner records experiments and runs here; the report and `protolab export` read only this
+database. The schema is documented column by column in docs/store.md; the column lists below
+are the single source of truth for it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from protolab import __version__
+from protolab.errors import ProtolabError
+
+SCHEMA_VERSION = 1
+DB_NAME = "results.duckdb"
+
+RUN_STATUSES = ("ok", "failed", "timeout")
+FINISHED_STATUSES = ("ok", "failed")
+
+
+class StoreError(ProtolabError):
+    """The results store cannot be opened, read or written, or a record does not fit it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema. Every table is a list of (column, DuckDB type, description); docs/store.md mirrors it.
+
+Column = tuple[str, str, str]
+
+RUN_KEY_COLUMNS: list[Column] = [
+    ("experiment_id", "VARCHAR NOT NULL", "experiment the run belongs to (experiments.id)"),
+    ("run_key", "VARCHAR NOT NULL", "stable id of the run (hash of its parameters and repetition)"),
+]
+
+# Parameters of a run that get typed columns in `runs`; the rest go to runs.params (JSON).
+KNOWN_PARAMS: list[Column] = [
+    ("scenario", "VARCHAR", "named scenario"),
+    ("bandwidth_mbps", "DOUBLE", "bottleneck bandwidth axis, Mbit/s"),
+    ("rtt_ms", "DOUBLE", "minimum RTT axis, ms"),
+    ("loss_pct", "DOUBLE", "random loss axis, percent"),
+    ("buffer_bytes", "BIGINT", "bottleneck buffer axis, bytes"),
+    ("mode", "VARCHAR", "protocol mode of the page-load engine (h1, h2, h2-parallel:2, h3, ...)"),
+    ("page", "VARCHAR", "page (manifest) name"),
+    ("repetition", "INTEGER", "repetition index, from 0"),
+    ("seed", "BIGINT", "seed of the run's random draws"),
+    ("tcp_cc", "VARCHAR", "TCP congestion control"),
+    ("quic_cc", "VARCHAR", "QUIC congestion control"),
+    ("order_index", "INTEGER", "position of the run in the executed (interleaved) order"),
+]
+
+TABLES: dict[str, list[Column]] = {
+    "meta": [
+        ("schema_version", "INTEGER NOT NULL", "schema version of this database (SCHEMA_VERSION)"),
+        ("created", "TIMESTAMP NOT NULL", "when the database was created (UTC)"),
+        ("protolab_version", "VARCHAR", "protolab version that created it"),
+    ],
+    "experiments": [
+        ("id", "VARCHAR PRIMARY KEY", "experiment id (chosen by the runner, stable across resumes)"),
+        ("name", "VARCHAR", "experiment name from the spec"),
+        ("spec", "JSON", "the effective experiment spec"),
+        ("provenance", "JSON", "provenance: versions, git commit, kernel, CPU, sysctls, tools"),
+        ("created", "TIMESTAMP NOT NULL", "first time the experiment was recorded (UTC)"),
+        ("updated", "TIMESTAMP NOT NULL", "last time it was recorded (UTC)"),
+    ],
+    "runs": [
+        *RUN_KEY_COLUMNS,
+        ("status", "VARCHAR NOT NULL", "ok, failed or timeout"),
+        ("error", "VARCHAR", "why the run failed, if it did"),
+        ("started_unix_ns", "BIGINT", "when the run started (Unix ns)"),
+        ("duration_s", "DOUBLE", "wall-clock duration of the run, s"),
+        ("plt_ms", "DOUBLE", "page load time, ms (page_load.plt_ms when the run is ok, else NULL)"),
+        *KNOWN_PARAMS,
+        ("params", "JSON", "the run's other parameters (extra axes), name -> value"),
+        ("emulator_counters", "JSON", "the emulator loop counters of the counters reply (docs/control.md)"),
+        ("artifacts_dir", "VARCHAR", "raw artifacts of the run, relative to the results directory"),
+        ("recorded", "TIMESTAMP NOT NULL", "when this record was written (UTC)"),
+    ],
+    "page_loads": [
+        *RUN_KEY_COLUMNS,
+        ("result_schema_version", "INTEGER", "schema_version of the load result JSON"),
+        ("status", "VARCHAR", "ok, failed or timeout, as reported by the page-load engine"),
+        ("error", "VARCHAR", "error of the load"),
+        ("plt_ms", "DOUBLE", "page load time, ms (NULL unless status is ok)"),
+        ("bytes", "BIGINT", "response body bytes of the page"),
+        ("n_objects", "INTEGER", "number of objects in the result"),
+        ("n_connections", "INTEGER", "number of connections opened"),
+        ("start_unix_ns", "BIGINT", "when the root object was requested (Unix ns)"),
+        ("mode", "VARCHAR", "config.mode of the result"),
+        ("page", "VARCHAR", "config.page of the result"),
+        ("config", "JSON", "config object of the result"),
+    ],
+    "objects": [
+        *RUN_KEY_COLUMNS,
+        ("idx", "INTEGER", "position of the object in the result's objects list"),
+        ("origin", "VARCHAR", "origin host name"),
+        ("path", "VARCHAR", "object path"),
+        ("parent", "VARCHAR", "//host/path of the parent, NULL for the root"),
+        ("connection", "INTEGER", "id of the connection that carried it"),
+        ("http_status", "INTEGER", "HTTP status of the response (`status` in the result)"),
+        ("expected_bytes", "BIGINT", "size from the manifest"),
+        ("bytes", "BIGINT", "body bytes received"),
+        ("discovered_ms", "DOUBLE", "parent finished + delay_ms, ms since start"),
+        ("queued_ms", "DOUBLE", "scheduler took it, ms"),
+        ("started_ms", "DOUBLE", "request sent, ms"),
+        ("first_byte_ms", "DOUBLE", "response head received, ms"),
+        ("finished_ms", "DOUBLE", "last byte received, ms (NULL if never)"),
+        ("error", "VARCHAR", "why the object failed"),
+    ],
+    "connections": [
+        *RUN_KEY_COLUMNS,
+        ("conn_id", "INTEGER", "connection id (`id` in the result)"),
+        ("origin", "VARCHAR", "origin host name"),
+        ("protocol", "VARCHAR", "h1c, h1, h2 or h3"),
+        ("transport", "VARCHAR", "tcp, mptcp or quic"),
+        ("local", "VARCHAR", "local address:port"),
+        ("remote", "VARCHAR", "remote address:port"),
+        ("connect_start_ms", "DOUBLE", "connection attempt started, ms since start"),
+        ("handshake_ms", "DOUBLE", "TCP + TLS (or QUIC) handshake duration, ms"),
+        ("requests", "INTEGER", "requests carried"),
+        ("bytes", "BIGINT", "response body bytes carried"),
+        ("subflows", "INTEGER", "MPTCP subflows seen (MPTCP only)"),
+        ("error", "VARCHAR", "connection error"),
+    ],
+    "transport_samples": [
+        *RUN_KEY_COLUMNS,
+        ("t_unix_ns", "BIGINT NOT NULL", "sample time (Unix ns)"),
+        ("conn", "VARCHAR", "connection the sample describes (as the sampler names it)"),
+        ("role", "VARCHAR", "client or server"),
+        ("transport", "VARCHAR", "tcp, mptcp or quic"),
+        ("cwnd", "BIGINT", "congestion window (as the sampler reports it: bytes for QUIC, see the sampler docs)"),
+        ("rtt_us", "DOUBLE", "smoothed RTT, us"),
+        ("rttvar_us", "DOUBLE", "RTT variation, us"),
+        ("bytes_in_flight", "BIGINT", "bytes in flight"),
+        ("lost_packets", "BIGINT", "lost packets so far"),
+        ("retransmits", "BIGINT", "retransmitted segments so far"),
+        ("delivery_rate_bps", "DOUBLE", "delivery rate estimate, bit/s"),
+        ("pacing_rate_bps", "DOUBLE", "pacing rate, bit/s"),
+        ("fields", "JSON", "every other field of the sample"),
+    ],
+    "link_counters": [
+        *RUN_KEY_COLUMNS,
+        ("link", "VARCHAR NOT NULL", "link direction name (<host>.up, <path>.forward, ...)"),
+        ("link_group", "VARCHAR", "host or path the direction belongs to"),
+        ("direction", "VARCHAR", "up, down, forward or reverse"),
+        ("configured_rate_mbps", "DOUBLE", "configured rate, Mbit/s (NULL: unlimited or trace)"),
+        ("configured_delay_ms", "DOUBLE", "configured propagation delay, ms"),
+        ("configured_loss_pct", "DOUBLE", "configured random loss, % (stationary rate for Gilbert-Elliott)"),
+        ("configured_queue", "JSON", "configured queue"),
+        ("config", "JSON", "the link parameters as the runner set them"),
+        ("now_ns", "BIGINT", "now_ns of the counters reply"),
+        ("interval_s", "DOUBLE", "interval the counters cover (the run's duration), s"),
+        ("arrived_packets", "BIGINT", "packets that arrived at the link (see docs/store.md)"),
+        ("enqueued_packets", "BIGINT", "packets enqueued"),
+        ("enqueued_bytes", "BIGINT", "bytes enqueued"),
+        ("delivered_packets", "BIGINT", "packets delivered"),
+        ("delivered_bytes", "BIGINT", "bytes delivered (IP bytes)"),
+        ("dropped_queue_full_packets", "BIGINT", "packets dropped because the queue was full"),
+        ("dropped_random_loss_packets", "BIGINT", "packets dropped by random loss"),
+        ("dropped_aqm_packets", "BIGINT", "packets dropped by the AQM (CoDel)"),
+        ("dropped_queue_full_bytes", "BIGINT", "bytes dropped because the queue was full"),
+        ("dropped_random_loss_bytes", "BIGINT", "bytes dropped by random loss"),
+        ("dropped_aqm_bytes", "BIGINT", "bytes dropped by the AQM"),
+        ("max_queue_packets", "BIGINT", "largest queue occupancy, packets"),
+        ("max_queue_bytes", "BIGINT", "largest queue occupancy, bytes"),
+        ("achieved_loss_pct", "DOUBLE", "100 * random-loss drops / arrived packets"),
+        ("drop_pct", "DOUBLE", "100 * drops of every cause / arrived packets"),
+        ("achieved_rate_mbps", "DOUBLE", "delivered bytes * 8 / interval_s, Mbit/s (mean over the run)"),
+        ("counters", "JSON", "the raw counters of the link direction"),
+    ],
+}
+
+RUN_TABLES = ("runs", "page_loads", "objects", "connections", "transport_samples", "link_counters")
+PRIMARY_KEYS = {"runs": "PRIMARY KEY (experiment_id, run_key)"}
+
+
+@dataclass
+class RunRecord:
+    """Everything the runner knows about one run (see the module docstring of the runner)."""
+
+    run_key: str
+    params: dict[str, Any]
+    status: str
+    error: str | None
+    started_unix_ns: int
+    duration_s: float
+    page_load: dict[str, Any] | None = None
+    link_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    link_counters: dict[str, Any] = field(default_factory=dict)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    artifacts_dir: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Value conversion: every value that goes into a typed column passes through here, so a bad
+# record gives an error naming the run and the field instead of a DuckDB message.
+
+
+def _base_type(sql_type: str) -> str:
+    return sql_type.split()[0]
+
+
+def _convert(value: Any, sql_type: str, where: str) -> Any:
+    if value is None:
+        return None
+    kind = _base_type(sql_type)
+    if kind in ("BIGINT", "INTEGER"):
+        if isinstance(value, bool):
+            raise StoreError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise StoreError(f"{where}: expected an integer, got {value!r}")
+    if kind == "DOUBLE":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise StoreError(f"{where}: expected a number, got {value!r}")
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if kind == "VARCHAR":
+        if isinstance(value, (dict, list)):
+            raise StoreError(f"{where}: expected a string, got {type(value).__name__}")
+        return str(value)
+    if kind == "JSON":
+        try:
+            return json.dumps(value, sort_keys=True, allow_nan=False, default=str)
+        except ValueError as exc:
+            raise StoreError(f"{where}: not representable as JSON ({exc})") from exc
+    if kind == "TIMESTAMP":
+        return value.isoformat(sep=" ") if isinstance(value, datetime) else str(value)
+    raise StoreError(f"{where}: unsupported column type {sql_type}")  # pragma: no cover
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _get(mapping: Any, key: str, where: str) -> Any:
+    if not isinstance(mapping, dict):
+        raise StoreError(f"{where}: expected an object, got {type(mapping).__name__}")
+    return mapping.get(key)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise StoreError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(bit|kbit|mbit|gbit)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s)?\s*$", re.IGNORECASE)
+
+
+def _rate_mbps(config: dict[str, Any]) -> float | None:
+    if isinstance(config.get("rate_mbps"), (int, float)):
+        return float(config["rate_mbps"])
+    rate = config.get("rate")
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        return float(rate) / 1e6
+    if isinstance(rate, str):
+        match = _RATE.match(rate)
+        if match:
+            scale = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}[(match.group(2) or "bit").lower()]
+            return float(match.group(1)) * scale
+    return None
+
+
+def _delay_ms(config: dict[str, Any]) -> float | None:
+    if isinstance(config.get("delay_ms"), (int, float)):
+        return float(config["delay_ms"])
+    delay = config.get("delay")
+    if isinstance(delay, str):
+        match = _DURATION.match(delay)
+        if match:
+            scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[(match.group(2) or "s").lower()]
+            return float(match.group(1)) * scale
+    return None
+
+
+def _loss_pct(config: dict[str, Any]) -> float | None:
+    if isinstance(config.get("loss_pct"), (int, float)):
+        return float(config["loss_pct"])
+    loss = config.get("loss")
+    if isinstance(loss, dict):
+        try:
+            if loss.get("kind", "bernoulli") == "bernoulli":
+                return float(loss["p"]) * 100
+            if loss.get("kind") == "gilbert-elliott":
+                p, r = float(loss["p"]), float(loss["r"])
+                good, bad = float(loss.get("loss_good", 0.0)), float(loss.get("loss_bad", 1.0))
+                if p + r > 0:
+                    return 100 * (r * good + p * bad) / (p + r)
+        except (KeyError, TypeError, ValueError):
+            return None
+    if loss is None and config:
+        return 0.0  # a configured link without a loss model loses nothing at random
+    return None
+
+
+def _queue(config: dict[str, Any]) -> Any:
+    if "queue" in config:
+        return config["queue"]
+    extra = {k: config[k] for k in ("queue_bytes", "queue_packets") if k in config}
+    return extra or None
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class ResultsStore:
+    """One DuckDB database per results directory (`<results_dir>/results.duckdb`)."""
+
+    def __init__(self, results_dir: Path, *, read_only: bool = False) -> None:
+        import duckdb
+
+        self.results_dir = Path(results_dir)
+        self.path = self.results_dir / DB_NAME
+        self.read_only = read_only
+        if read_only:
+            if not self.path.is_file():
+                raise StoreError(f"{self.path}: no results store here (run an experiment into this directory first)")
+        else:
+            try:
+                self.results_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{self.results_dir}: cannot create the results directory ({exc})") from exc
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.path}: cannot open the results store ({_first_line(exc)})") from exc
+        try:
+            self._check_or_create_schema()
+        except BaseException:
+            self.con.close()
+            raise
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _tables(self) -> set[str]:
+        rows = self.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()
+        return {row[0] for row in rows}
+
+    def _check_or_create_schema(self) -> None:
+        import duckdb
+
+        try:
+            tables = self._tables()
+            if "meta" in tables:
+                rows = self.con.execute("SELECT schema_version FROM meta").fetchall()
+                if len(rows) != 1:
+                    raise StoreError(f"{self.path}: table meta must hold exactly one row, found {len(rows)}")
+                version = rows[0][0]
+                if version != SCHEMA_VERSION:
+                    raise StoreError(
+                        f"{self.path}: meta.schema_version is {version}, this protolab ({__version__}) "
+                        f"reads and writes schema version {SCHEMA_VERSION}; use a matching protolab "
+                        "or a new results directory")
+                missing = [t for t in TABLES if t not in tables]
+                if missing:
+                    raise StoreError(f"{self.path}: damaged results store, missing tables: {', '.join(missing)}")
+                return
+            if tables:
+                raise StoreError(f"{self.path}: not a protolab results store (no meta table; "
+                                 f"has {', '.join(sorted(tables))})")
+            if self.read_only:
+                raise StoreError(f"{self.path}: empty database, not a protolab results store")
+            self.con.execute("BEGIN TRANSACTION")
+            for table, columns in TABLES.items():
+                body = ", ".join(f"{name} {sql_type}" for name, sql_type, _ in columns)
+                if table in PRIMARY_KEYS:
+                    body += ", " + PRIMARY_KEYS[table]
+                self.con.execute(f"CREATE TABLE {table} ({body})")
+            self.con.execute("INSERT INTO meta VALUES (?, ?, ?)", [SCHEMA_VERSION, _utc_now(), __version__])
+            self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.path}: cannot read or create the schema ({_first_line(exc)})") from exc
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"{self.path}: the store was opened read-only")
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def upsert_experiment(self, experiment_id: str, name: str, spec: dict[str, Any], provenance: dict[str, Any]) -> None:
+        """Record an experiment, or update its name, spec and provenance (keeping `created`)."""
+        import duckdb
+
+        self._writable()
+        if not experiment_id:
+            raise StoreError("experiment id: must not be empty")
+        spec_json = _convert(spec, "JSON", f"experiment {experiment_id}: spec")
+        prov_json = _convert(provenance, "JSON", f"experiment {experiment_id}: provenance")
+        now = _utc_now()
+        try:
+            self.con.execute(
+                "INSERT INTO experiments (id, name, spec, provenance, created, updated) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET name = excluded.name, spec = excluded.spec, "
+                "provenance = excluded.provenance, updated = excluded.updated",
+                [experiment_id, name, spec_json, prov_json, now, now])
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.path}: cannot record experiment {experiment_id} ({_first_line(exc)})") from exc
+
+    def finished_run_keys(self, experiment_id: str) -> set[str]:
+        """Keys of the runs recorded with status 'ok' or 'failed' (a 'timeout' is run again)."""
+        rows = self.con.execute(
+            "SELECT run_key FROM runs WHERE experiment_id = ? AND status IN ('ok', 'failed')",
+            [experiment_id]).fetchall()
+        return {row[0] for row in rows}
+
+    def record_run(self, experiment_id: str, run: RunRecord) -> None:
+        """Write every row of one run in one transaction, replacing an earlier record of the same
+        run_key; on any error nothing of this run is written (an earlier record stays)."""
+        import duckdb
+
+        self._writable()
+        exists = self.con.execute("SELECT count(*) FROM experiments WHERE id = ?", [experiment_id]).fetchone()
+        if not exists or exists[0] == 0:
+            raise StoreError(f"run {run.run_key}: experiment {experiment_id!r} is not recorded (upsert_experiment first)")
+        rows = build_run_rows(experiment_id, run)  # every conversion error happens before writing
+        try:
+            self.con.execute("BEGIN TRANSACTION")
+            for table in RUN_TABLES:
+                self.con.execute(f"DELETE FROM {table} WHERE experiment_id = ? AND run_key = ?",
+                                 [experiment_id, run.run_key])
+            for table in RUN_TABLES:
+                self._insert(table, rows[table])
+            self.con.execute("COMMIT")
+        except BaseException as exc:
+            try:
+                self.con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(f"{self.path}: cannot record run {run.run_key} ({_first_line(exc)})") from exc
+            raise
+
+    def _insert(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Bulk insert: the rows travel as one JSON parameter (DuckDB's executemany is slow)."""
+        if not rows:
+            return
+        columns = TABLES[table]
+        struct = {name: ("VARCHAR" if _base_type(t) in ("JSON", "TIMESTAMP") else _base_type(t))
+                  for name, t, _ in columns}
+        select = ", ".join(
+            f"r.{name}::{_base_type(t)}" if _base_type(t) in ("JSON", "TIMESTAMP") else f"r.{name}"
+            for name, t, _ in columns)
+        payload = json.dumps([{name: row.get(name) for name, _, _ in columns} for row in rows], allow_nan=False)
+        self.con.execute(
+            f"INSERT INTO {table} SELECT {select} FROM (SELECT unnest(from_json(?::JSON, ?)) AS r)",
+            [payload, json.dumps([struct])])
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of a query as dicts (column name -> value); JSON columns come back as text."""
+        import duckdb
+
+        try:
+            cursor = self.con.execute(sql, params or [])
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.path}: query failed ({_first_line(exc)})") from exc
+
+    def schema_version(self) -> int:
+        row = self.con.execute("SELECT schema_version FROM meta").fetchone()
+        return int(row[0]) if row else -1
+
+    # -- export ---------------------------------------------------------------------------
+
+    def export(self, out_dir: Path, fmt: Literal["parquet", "csv"]) -> list[Path]:
+        """Write every table to `out_dir/<table>.<fmt>` (JSON columns as text); returns the files."""
+        import duckdb
+
+        if fmt not in ("parquet", "csv"):
+            raise StoreError(f"export format: expected parquet or csv, got {fmt!r}")
+        out_dir = Path(out_dir)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{out_dir}: cannot create the export directory ({exc})") from exc
+        written: list[Path] = []
+        for table in TABLES:
+            target = out_dir / f"{table}.{fmt}"
+            options = "FORMAT parquet" if fmt == "parquet" else "FORMAT csv, HEADER true"
+            escaped = str(target).replace("'", "''")
+            try:
+                self.con.execute(f"COPY (SELECT * FROM {table}) TO '{escaped}' ({options})")
+            except duckdb.Error as exc:
+                raise StoreError(f"{target}: cannot export table {table} ({_first_line(exc)})") from exc
+            written.append(target)
+        return written
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the rows of a run (pure: no database).
+
+
+def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[str, Any]]]:
+    """The rows of every run table for one run, converted and checked."""
+    key = run.run_key
+    if not isinstance(key, str) or not key:
+        raise StoreError(f"run_key: must be a non-empty string, got {key!r}")
+    where = f"run {key}"
+    if run.status not in RUN_STATUSES:
+        raise StoreError(f"{where}: status: expected one of {', '.join(RUN_STATUSES)}, got {run.status!r}")
+    if not isinstance(run.params, dict):
+        raise StoreError(f"{where}: params: expected an object")
+    ids = {"experiment_id": experiment_id, "run_key": key}
+    types = {table: {name: t for name, t, _ in columns} for table, columns in TABLES.items()}
+
+    def typed(table: str, values: dict[str, Any], prefix: str) -> dict[str, Any]:
+        return {name: _convert(value, types[table][name], f"{where}: {prefix}{name}") for name, value in values.items()}
+
+    # runs
+    known = {name for name, _, _ in KNOWN_PARAMS}
+    page_load = run.page_load
+    if page_load is not None and not isinstance(page_load, dict):
+        raise StoreError(f"{where}: page_load: expected an object, got {type(page_load).__name__}")
+    plt = _get(page_load, "plt_ms", f"{where}: page_load") if page_load is not None and run.status == "ok" else None
+    counters = run.link_counters or {}
+    if not isinstance(counters, dict):
+        raise StoreError(f"{where}: link_counters: expected an object")
+    run_row = {
+        **ids,
+        **typed("runs", {"status": run.status, "error": run.error, "started_unix_ns": run.started_unix_ns,
+                         "duration_s": run.duration_s, "plt_ms": plt}, ""),
+        **typed("runs", {name: run.params.get(name) for name in known}, "params."),
+        "params": _convert({k: v for k, v in run.params.items() if k not in known}, "JSON", f"{where}: params"),
+        "emulator_counters": _convert(counters.get("emulator"), "JSON", f"{where}: link_counters.emulator"),
+        "artifacts_dir": _convert(run.artifacts_dir, "VARCHAR", f"{where}: artifacts_dir"),
+        "recorded": _convert(_utc_now(), "TIMESTAMP", f"{where}: recorded"),
+    }
+    rows: dict[str, list[dict[str, Any]]] = {table: [] for table in RUN_TABLES}
+    rows["runs"].append(run_row)
+
+    # page_loads, objects, connections
+    if page_load is not None:
+        pl = "page_load."
+        objects = _list(page_load.get("objects"), f"{where}: page_load.objects")
+        connections = _list(page_load.get("connections"), f"{where}: page_load.connections")
+        config = page_load.get("config") or {}
+        if not isinstance(config, dict):
+            raise StoreError(f"{where}: page_load.config: expected an object")
+        rows["page_loads"].append({
+            **ids,
+            **typed("page_loads", {
+                "result_schema_version": page_load.get("schema_version"), "status": page_load.get("status"),
+                "error": page_load.get("error"), "plt_ms": page_load.get("plt_ms"), "bytes": page_load.get("bytes"),
+                "start_unix_ns": page_load.get("start_unix_ns"), "mode": config.get("mode"),
+                "page": config.get("page")}, pl),
+            "n_objects": len(objects), "n_connections": len(connections),
+            "config": _convert(config, "JSON", f"{where}: page_load.config"),
+        })
+        for i, obj in enumerate(objects):
+            prefix = f"page_load.objects[{i}]."
+            if not isinstance(obj, dict):
+                raise StoreError(f"{where}: {prefix[:-1]}: expected an object")
+            values = {name: obj.get(name) for name in (
+                "origin", "path", "parent", "connection", "expected_bytes", "bytes", "discovered_ms", "queued_ms",
+                "started_ms", "first_byte_ms", "finished_ms", "error")}
+            row = typed("objects", values, prefix)
+            row["http_status"] = _convert(obj.get("status"), "INTEGER", f"{where}: {prefix}status")
+            rows["objects"].append({**ids, "idx": i, **row})
+        for i, conn in enumerate(connections):
+            prefix = f"page_load.connections[{i}]."
+            if not isinstance(conn, dict):
+                raise StoreError(f"{where}: {prefix[:-1]}: expected an object")
+            values = {name: conn.get(name) for name in (
+                "origin", "protocol", "transport", "local", "remote", "connect_start_ms", "handshake_ms",
+                "requests", "bytes", "subflows", "error")}
+            row = typed("connections", values, prefix)
+            row["conn_id"] = _convert(conn.get("id"), "INTEGER", f"{where}: {prefix}id")
+            rows["connections"].append({**ids, **row})
+
+    # transport_samples
+    sample_columns = [name for name, _, _ in TABLES["transport_samples"]
+                      if name not in ("experiment_id", "run_key", "fields")]
+    for i, sample in enumerate(_list(run.samples, f"{where}: samples")):
+        prefix = f"samples[{i}]."
+        if not isinstance(sample, dict):
+            raise StoreError(f"{where}: samples[{i}]: expected an object")
+        if sample.get("t_unix_ns") is None:
+            raise StoreError(f"{where}: {prefix}t_unix_ns: missing")
+        values = {name: sample.get(name) for name in sample_columns}
+        if values["conn"] is not None:
+            values["conn"] = str(values["conn"])
+        row = typed("transport_samples", values, prefix)
+        rest = {k: v for k, v in sample.items() if k not in sample_columns}
+        rows["transport_samples"].append({**ids, **row, "fields": _convert(rest, "JSON", f"{where}: {prefix[:-1]}")})
+
+    # link_counters
+    link_config = run.link_config or {}
+    if not isinstance(link_config, dict):
+        raise StoreError(f"{where}: link_config: expected an object")
+    links = counters.get("links") or {}
+    if not isinstance(links, dict):
+        raise StoreError(f"{where}: link_counters.links: expected an object")
+    for name in sorted(set(link_config) | set(links)):
+        rows["link_counters"].append(_link_row(ids, where, name, link_config.get(name), links.get(name),
+                                               counters.get("now_ns"), run.duration_s))
+    return rows
+
+
+def _link_row(ids: dict[str, str], where: str, name: str, config: Any, counters: Any, now_ns: Any,
+              duration_s: float) -> dict[str, Any]:
+    types = {n: t for n, t, _ in TABLES["link_counters"]}
+    config = config or {}
+    if not isinstance(config, dict):
+        raise StoreError(f"{where}: link_config.{name}: expected an object")
+    if counters is not None and not isinstance(counters, dict):
+        raise StoreError(f"{where}: link_counters.links.{name}: expected an object")
+    group, _, direction = name.rpartition(".")
+    row: dict[str, Any] = {
+        **ids, "link": name, "link_group": group or None, "direction": direction if group else None,
+        "configured_rate_mbps": _rate_mbps(config), "configured_delay_ms": _delay_ms(config),
+        "configured_loss_pct": _loss_pct(config),
+        "configured_queue": _convert(_queue(config), "JSON", f"{where}: link_config.{name}.queue"),
+        "config": _convert(config, "JSON", f"{where}: link_config.{name}"),
+        "now_ns": _convert(now_ns, "BIGINT", f"{where}: link_counters.now_ns"),
+        "interval_s": _convert(duration_s, "DOUBLE", f"{where}: duration_s"),
+        "counters": _convert(counters, "JSON", f"{where}: link_counters.links.{name}"),
+    }
+    if counters is None:
+        return row
+    prefix = f"{where}: link_counters.links.{name}."
+
+    def number(key: str, sub: str | None = None) -> int | None:
+        value = counters.get(key)
+        label = key
+        if sub is not None:
+            value = value.get(sub) if isinstance(value, dict) else None
+            label = f"{key}.{sub}"
+        return _convert(value, "BIGINT", prefix + label)
+
+    for key in ("enqueued_packets", "enqueued_bytes", "delivered_packets", "delivered_bytes",
+                "max_queue_packets", "max_queue_bytes"):
+        row[key] = number(key)
+    for unit in ("packets", "bytes"):
+        for cause in ("queue_full", "random_loss", "aqm"):
+            row[f"dropped_{cause}_{unit}"] = number(f"dropped_{unit}", cause)
+    queue = config.get("queue")
+    drophead = isinstance(queue, dict) and queue.get("kind") == "drophead"
+    enqueued = row["enqueued_packets"] or 0
+    random_loss = row["dropped_random_loss_packets"] or 0
+    queue_full = row["dropped_queue_full_packets"] or 0
+    aqm = row["dropped_aqm_packets"] or 0
+    # docs/control.md: arrived = enqueued + random_loss + queue_full at arrival; a drophead
+    # queue drops packets that were enqueued first, so they are already counted.
+    arrived = enqueued + random_loss + (0 if drophead else queue_full)
+    row["arrived_packets"] = arrived
+    if arrived > 0:
+        row["achieved_loss_pct"] = 100.0 * random_loss / arrived
+        row["drop_pct"] = 100.0 * (random_loss + queue_full + aqm) / arrived
+    if row["delivered_bytes"] is not None and duration_s and duration_s > 0:
+        row["achieved_rate_mbps"] = row["delivered_bytes"] * 8 / duration_s / 1e6
+    for key in ("achieved_loss_pct", "drop_pct", "achieved_rate_mbps"):
+        row[key] = _convert(row.get(key), types[key], prefix + key)
+    return row

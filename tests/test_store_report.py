@@ -1,0 +1,517 @@
+"""Results store (DuckDB) round trip, replace and all-or-nothing semantics, export; the HTML report
+built from a stored synthetic experiment, and a headless-Chromium screenshot of it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pytest
+
+from protolab.report.stats import median_ci_ranks, summarize
+from protolab.store import SCHEMA_VERSION, TABLES, ResultsStore, RunRecord, StoreError, build_run_rows
+
+CHROMIUM = Path("/usr/bin/chromium")
+START_NS = 1_763_750_000_123_456_789
+
+# Two pages in the spirit of 001 Table I (sizes in bytes per object).
+PAGES = {
+    "baidu": [14_000, 6_000, 5_000, 4_000, 4_000, 3_000, 3_000, 5_000, 3_000, 3_000],
+    "wikipedia": [30_000, 20_000, 40_000, 25_000] + [16_000] * 20 + [6_000],
+}
+MODE_CONNS = {"h1": 6, "h2": 1, "h2-parallel:2": 2, "h3": 1}
+
+
+def run_key(params: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def page_load(page: str, mode: str, plt_ms: float | None, status: str = "ok") -> dict[str, Any]:
+    """A docs/load.md result: objects spread round-robin over the mode's connections."""
+    sizes = PAGES[page]
+    n_conn = min(MODE_CONNS[mode], len(sizes))
+    origin = f"www.{page}.test"
+    protocol = "h3" if mode.startswith("h3") else ("h1" if mode == "h1" else "h2")
+    objects = []
+    for i, size in enumerate(sizes):
+        finished = None if plt_ms is None else plt_ms * (i + 1) / len(sizes)
+        objects.append({
+            "origin": origin, "path": "/" if i == 0 else f"/obj{i}", "parent": None if i == 0 else f"//{origin}/",
+            "connection": i % n_conn, "status": 200, "expected_bytes": size,
+            "bytes": size if finished is not None else size // 2, "discovered_ms": 0.0 if i == 0 else 80.0,
+            "queued_ms": 0.0 if i == 0 else 80.0, "started_ms": 31.2 if i == 0 else 81.0,
+            "first_byte_ms": 83.0 if i == 0 else 120.0, "finished_ms": finished,
+            "error": None if finished is not None else "connection reset"})
+    connections = []
+    for c in range(n_conn):
+        carried = [o for o in objects if o["connection"] == c]
+        connections.append({
+            "id": c, "origin": origin, "protocol": protocol, "transport": "quic" if protocol == "h3" else "tcp",
+            "local": f"10.77.0.1:{40000 + c}", "remote": "10.77.1.1:443", "connect_start_ms": 0.1,
+            "handshake_ms": 30.9, "requests": len(carried), "bytes": sum(o["bytes"] for o in carried),
+            "subflows": None, "error": None})
+    return {
+        "schema_version": 1, "kind": "page_load",
+        "config": {"manifest": f"{page}.json", "page": page, "mode": mode, "scheduler": "round-robin",
+                   "h1_connections": 6, "timeout_ms": 60000, "tcp_cc": "cubic", "quic_cc": "cubic",
+                   "http_port": 80, "https_port": 443},
+        "status": status, "error": None if status == "ok" else "object /obj3 failed: connection reset",
+        "start_unix_ns": START_NS, "plt_ms": plt_ms if status == "ok" else None,
+        "bytes": sum(o["bytes"] for o in objects), "objects": objects, "connections": connections}
+
+
+def make_run(rng: np.random.Generator, params: dict[str, Any], status: str = "ok") -> RunRecord:
+    page, mode = params["page"], params["mode"]
+    bw, rtt, loss = params["bandwidth_mbps"], params["rtt_ms"], params["loss_pct"]
+    size = sum(PAGES[page])
+    base = 3 * rtt + size * 8 / (bw * 1e6) * 1000
+    factor = {"h2": 1.0, "h2-parallel:2": 0.9, "h3": 0.85, "h1": 1.1}[mode]
+    plt = base * factor * (1 + loss / 100 * 25 * (0.6 if mode != "h2" else 1.0)) * float(rng.lognormal(0, 0.08))
+    load = page_load(page, mode, plt if status == "ok" else None, status="ok" if status == "ok" else "failed")
+    p = loss / 100
+    packets = int(size / 1400 * 1.05)
+    lost = int(rng.binomial(packets, p)) if p > 0 else 0
+    queue_full = int(rng.integers(0, 3))
+    enqueued = packets - lost
+    delivered = enqueued - queue_full
+    duration = plt / 1000 + 0.2
+    counters = {
+        "now_ns": START_NS + int(duration * 1e9),
+        "links": {
+            "p0.forward": {
+                "enqueued_packets": enqueued, "enqueued_bytes": enqueued * 1400, "delivered_packets": delivered,
+                "delivered_bytes": delivered * 1400,
+                "dropped_packets": {"queue_full": queue_full, "random_loss": lost, "aqm": 0},
+                "dropped_bytes": {"queue_full": queue_full * 1400, "random_loss": lost * 1400, "aqm": 0},
+                "queue_packets": 0, "queue_bytes": 0, "max_queue_packets": 30, "max_queue_bytes": 42000},
+            "client.up": {
+                "enqueued_packets": 40, "enqueued_bytes": 4000, "delivered_packets": 40, "delivered_bytes": 4000,
+                "dropped_packets": {"queue_full": 0, "random_loss": 0, "aqm": 0},
+                "dropped_bytes": {"queue_full": 0, "random_loss": 0, "aqm": 0},
+                "queue_packets": 0, "queue_bytes": 0, "max_queue_packets": 1, "max_queue_bytes": 100},
+        },
+        "paths": {},
+        "emulator": {"rx_packets": 2 * packets, "tx_packets": 2 * packets - lost, "timer_late_ns_max": 40000},
+    }
+    link_config = {
+        # topology-format parameters (docs/topology.md) ...
+        "p0.forward": {"rate": f"{bw:g}mbit", "delay": f"{rtt / 2:g}ms",
+                       "queue": {"kind": "droptail", "bytes": 45000},
+                       **({"loss": {"kind": "bernoulli", "p": p}} if p > 0 else {})},
+        # ... and the runner's flat form
+        "p0.reverse": {"rate_mbps": bw, "delay_ms": rtt / 2, "loss_pct": 0.0},
+    }
+    samples = [{"t_unix_ns": START_NS + i * 10_000_000, "conn": 0, "role": "server",
+                "transport": "quic" if mode == "h3" else "tcp", "cwnd": 14600 + 1460 * i, "rtt_us": 1000.0 * rtt,
+                "ssthresh": 65535} for i in range(5)]
+    return RunRecord(run_key=run_key(params), params=params, status=status,
+                     error=None if status == "ok" else "page load failed: object /obj3: connection reset",
+                     started_unix_ns=START_NS, duration_s=duration, page_load=load, link_config=link_config,
+                     link_counters=counters, samples=samples, artifacts_dir=f"runs/{run_key(params)}")
+
+
+def wifi_params(mode: str, loss: float, page: str, rep: int, order: int) -> dict[str, Any]:
+    return {"scenario": "wifi-loss", "bandwidth_mbps": 7.0, "rtt_ms": 50.0, "loss_pct": loss, "buffer_bytes": 45000,
+            "mode": mode, "page": page, "repetition": rep, "seed": 1000 + rep, "tcp_cc": "cubic",
+            "quic_cc": "cubic", "order_index": order, "browser": "engine",
+            # what the runner adds: derived from the page, or the same for every run
+            "buffer": "45 kB", "page_ref": f"table1:{page}", "page_bytes": sum(PAGES[page]), "scheduler": "round-robin"}
+
+
+PROVENANCE = {"protolab_version": "0.1.0", "git": {"commit": "e67b1bd" + "0" * 33, "dirty": False},
+              "kernel": "6.8.0-test", "machine": "x86_64", "cpus": 2, "cpu_model": "Test CPU @ 2.0GHz",
+              "python": "3.11.9", "sysctls": {"net.ipv4.tcp_congestion_control": "bbr"},
+              "tools": {"protolab-net": "protolab-net 0.1.0"}}
+
+
+def fill_store(results_dir: Path) -> dict[str, list[RunRecord]]:
+    """wifi-loss: 2 modes x 2 losses x 2 pages x 3 reps (+ one failed and one timed-out run);
+    bw-rtt-grid: 2 modes x 2 bandwidths x 2 RTTs x 1 page x 3 reps."""
+    rng = np.random.default_rng(7)
+    recorded: dict[str, list[RunRecord]] = {"wifi": [], "grid": []}
+    with ResultsStore(results_dir) as store:
+        store.upsert_experiment("wifi", "wifi-loss", {"scenario": "wifi-loss", "repetitions": 3,
+                                                      "axes": {"loss_pct": [0, 2], "mode": ["h2", "h2-parallel:2"]}},
+                                PROVENANCE)
+        order = 0
+        for rep in range(3):
+            for loss in (0.0, 2.0):
+                for page in PAGES:
+                    for mode in ("h2", "h2-parallel:2"):
+                        run = make_run(rng, wifi_params(mode, loss, page, rep, order))
+                        store.record_run("wifi", run)
+                        recorded["wifi"].append(run)
+                        order += 1
+        for status, rep in (("failed", 3), ("timeout", 4)):
+            run = make_run(rng, wifi_params("h2", 2.0, "wikipedia", rep, order), status=status)
+            store.record_run("wifi", run)
+            recorded["wifi"].append(run)
+            order += 1
+        store.upsert_experiment("grid", "bw-rtt-grid", {"scenario": "bw-rtt-grid"}, PROVENANCE)
+        for rep in range(3):
+            for bw in (1.0, 5.0):
+                for rtt in (30.0, 90.0):
+                    for mode in ("h2", "h3"):
+                        params = {"scenario": "bw-rtt-grid", "bandwidth_mbps": bw, "rtt_ms": rtt, "loss_pct": 0.0,
+                                  "buffer_bytes": int(bw * 1e6 / 8 * rtt / 1000), "mode": mode, "page": "wikipedia",
+                                  "repetition": rep, "seed": rep, "tcp_cc": "cubic", "quic_cc": "cubic",
+                                  "order_index": order, "buffer": "1bdp", "page_bytes": sum(PAGES["wikipedia"])}
+                        # buffer = 1 BDP varies with the cell; it is part of the condition like in 002
+                        run = make_run(rng, params)
+                        store.record_run("grid", run)
+                        recorded["grid"].append(run)
+                        order += 1
+    return recorded
+
+
+# ---------------------------------------------------------------------------------------------
+# Store
+
+
+def test_store_round_trip(tmp_path: Path) -> None:
+    recorded = fill_store(tmp_path / "res")
+    wifi = recorded["wifi"]
+    with ResultsStore(tmp_path / "res", read_only=True) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        exp = store.query("SELECT * FROM experiments WHERE id = 'wifi'")[0]
+        assert exp["name"] == "wifi-loss"
+        assert json.loads(exp["provenance"])["git"]["commit"].startswith("e67b1bd")
+        assert json.loads(exp["spec"])["axes"]["loss_pct"] == [0, 2]
+        runs = store.query("SELECT * FROM runs WHERE experiment_id = 'wifi' ORDER BY order_index")
+        assert len(runs) == 2 * 2 * 2 * 3 + 2
+        first, rec = runs[0], wifi[0]
+        assert first["run_key"] == rec.run_key
+        assert first["bandwidth_mbps"] == 7.0 and first["rtt_ms"] == 50.0 and first["loss_pct"] == 0.0
+        assert first["buffer_bytes"] == 45000 and first["repetition"] == 0 and first["seed"] == 1000
+        assert first["mode"] == "h2" and first["page"] == "baidu" and first["scenario"] == "wifi-loss"
+        assert json.loads(first["params"]) == {"browser": "engine", "buffer": "45 kB", "page_ref": "table1:baidu",
+                                               "page_bytes": 50_000, "scheduler": "round-robin"}
+        assert first["plt_ms"] == pytest.approx(rec.page_load["plt_ms"])  # type: ignore[index]
+        assert first["started_unix_ns"] == START_NS  # full 64-bit precision kept
+        assert first["artifacts_dir"] == f"runs/{rec.run_key}"
+        assert json.loads(first["emulator_counters"])["timer_late_ns_max"] == 40000
+        failed = [r for r in runs if r["status"] != "ok"]
+        assert {r["status"] for r in failed} == {"failed", "timeout"}
+        assert all(r["plt_ms"] is None and "connection reset" in r["error"] for r in failed)
+
+        pl = store.query("SELECT * FROM page_loads WHERE run_key = ?", [rec.run_key])[0]
+        assert pl["n_objects"] == len(PAGES["baidu"]) and pl["n_connections"] == 1
+        assert pl["bytes"] == sum(PAGES["baidu"]) and pl["start_unix_ns"] == START_NS
+        assert pl["mode"] == "h2" and json.loads(pl["config"])["scheduler"] == "round-robin"
+        objects = store.query("SELECT * FROM objects WHERE run_key = ? ORDER BY idx", [rec.run_key])
+        assert [o["expected_bytes"] for o in objects] == PAGES["baidu"]
+        assert objects[0]["parent"] is None and objects[1]["parent"] == "//www.baidu.test/"
+        assert objects[0]["http_status"] == 200 and objects[0]["first_byte_ms"] == 83.0
+        par = next(r for r in wifi if r.params["mode"] == "h2-parallel:2")
+        conns = store.query("SELECT * FROM connections WHERE run_key = ? ORDER BY conn_id", [par.run_key])
+        assert [c["conn_id"] for c in conns] == [0, 1]
+        assert sum(c["bytes"] for c in conns) == par.page_load["bytes"]  # type: ignore[index]
+        samples = store.query("SELECT * FROM transport_samples WHERE run_key = ? ORDER BY t_unix_ns", [rec.run_key])
+        assert len(samples) == 5 and samples[1]["cwnd"] == 16060 and samples[0]["conn"] == "0"
+        assert samples[0]["rtt_us"] == 50000.0 and json.loads(samples[0]["fields"]) == {"ssthresh": 65535}
+
+        lossy = next(r for r in wifi if r.params["loss_pct"] == 2.0 and r.status == "ok")
+        links = {row["link"]: row for row in store.query("SELECT * FROM link_counters WHERE run_key = ?",
+                                                         [lossy.run_key])}
+        assert set(links) == {"p0.forward", "p0.reverse", "client.up"}
+        fwd, raw = links["p0.forward"], lossy.link_counters["links"]["p0.forward"]
+        assert fwd["configured_rate_mbps"] == 7.0 and fwd["configured_delay_ms"] == 25.0
+        assert fwd["configured_loss_pct"] == pytest.approx(2.0)
+        assert json.loads(fwd["configured_queue"]) == {"kind": "droptail", "bytes": 45000}
+        arrived = raw["enqueued_packets"] + raw["dropped_packets"]["random_loss"] + raw["dropped_packets"]["queue_full"]
+        assert fwd["arrived_packets"] == arrived
+        assert fwd["achieved_loss_pct"] == pytest.approx(100 * raw["dropped_packets"]["random_loss"] / arrived)
+        assert fwd["achieved_rate_mbps"] == pytest.approx(raw["delivered_bytes"] * 8 / lossy.duration_s / 1e6)
+        assert fwd["link_group"] == "p0" and fwd["direction"] == "forward" and fwd["interval_s"] == lossy.duration_s
+        rev = links["p0.reverse"]
+        assert rev["configured_rate_mbps"] == 7.0 and rev["configured_loss_pct"] == 0.0 and rev["counters"] is None
+        assert links["client.up"]["configured_rate_mbps"] is None and links["client.up"]["delivered_bytes"] == 4000
+
+        assert store.finished_run_keys("wifi") == {r.run_key for r in wifi if r.status in ("ok", "failed")}
+        assert store.finished_run_keys("nope") == set()
+
+
+def test_record_replaces_earlier_record(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    params = wifi_params("h2", 2.0, "wikipedia", 0, 0)
+    with ResultsStore(tmp_path) as store:
+        store.upsert_experiment("e", "exp", {}, {})
+        store.record_run("e", make_run(rng, params, status="timeout"))
+        assert store.finished_run_keys("e") == set()  # a timeout is run again on resume
+        again = make_run(rng, params)
+        again.samples = again.samples[:2]
+        store.record_run("e", again)
+        assert store.finished_run_keys("e") == {again.run_key}
+        counts = {t: store.query(f"SELECT count(*) AS n FROM {t} WHERE run_key = ?", [again.run_key])[0]["n"]
+                  for t in ("runs", "page_loads", "objects", "connections", "transport_samples", "link_counters")}
+        assert counts == {"runs": 1, "page_loads": 1, "objects": len(PAGES["wikipedia"]), "connections": 1,
+                          "transport_samples": 2, "link_counters": 3}
+        row = store.query("SELECT status, plt_ms FROM runs")[0]
+        assert row["status"] == "ok" and row["plt_ms"] == pytest.approx(again.page_load["plt_ms"])  # type: ignore[index]
+        # upsert keeps `created`, replaces the rest
+        created = store.query("SELECT created FROM experiments")[0]["created"]
+        store.upsert_experiment("e", "renamed", {"x": 1}, {"y": 2})
+        exp = store.query("SELECT * FROM experiments")
+        assert len(exp) == 1 and exp[0]["name"] == "renamed" and exp[0]["created"] == created
+
+
+def test_record_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(2)
+    params = wifi_params("h2-parallel:2", 0.0, "wikipedia", 1, 0)
+    with ResultsStore(tmp_path) as store:
+        store.upsert_experiment("e", "exp", {}, {})
+        good = make_run(rng, params)
+        store.record_run("e", good)
+
+        def snapshot() -> dict[str, int]:
+            return {t: store.query(f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in TABLES}
+
+        before = snapshot()
+        # a bad value in the middle of the objects: a clear error, nothing written
+        bad = make_run(rng, params)
+        bad.page_load["objects"][5]["bytes"] = "lots"  # type: ignore[index]
+        with pytest.raises(StoreError, match=r"page_load\.objects\[5\]\.bytes: expected an integer"):
+            store.record_run("e", bad)
+        assert snapshot() == before
+        # a database failure after some tables were written: rolled back, the earlier record stays
+        original = ResultsStore._insert
+
+        def failing(self: ResultsStore, table: str, rows: list[dict[str, Any]]) -> None:
+            if table == "transport_samples":
+                raise duckdb.ConversionException("disk on fire")
+            original(self, table, rows)
+
+        monkeypatch.setattr(ResultsStore, "_insert", failing)
+        other = make_run(rng, params)
+        other.page_load["objects"] = other.page_load["objects"][:3]  # type: ignore[index]
+        with pytest.raises(StoreError, match="cannot record run .*disk on fire"):
+            store.record_run("e", other)
+        monkeypatch.undo()
+        assert snapshot() == before
+        plt = store.query("SELECT plt_ms FROM runs")[0]["plt_ms"]
+        assert plt == pytest.approx(good.page_load["plt_ms"])  # type: ignore[index]
+        # the store is still usable
+        store.record_run("e", other)
+        assert store.query("SELECT count(*) AS n FROM objects")[0]["n"] == 3
+
+
+def test_record_validation_errors(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    run = make_run(rng, wifi_params("h2", 0.0, "baidu", 0, 0))
+    with ResultsStore(tmp_path) as store, pytest.raises(StoreError, match="experiment 'x' is not recorded"):
+        store.record_run("x", run)
+    run.status = "weird"
+    with pytest.raises(StoreError, match="status: expected one of ok, failed, timeout"):
+        build_run_rows("e", run)
+    run.status = "ok"
+    run.params["bandwidth_mbps"] = "fast"
+    with pytest.raises(StoreError, match=r"params\.bandwidth_mbps: expected a number"):
+        build_run_rows("e", run)
+    run.params["bandwidth_mbps"] = 7
+    run.samples = [{"conn": 0}]
+    with pytest.raises(StoreError, match=r"samples\[0\]\.t_unix_ns: missing"):
+        build_run_rows("e", run)
+
+
+def test_schema_version_and_bad_files(tmp_path: Path) -> None:
+    with ResultsStore(tmp_path / "a"):
+        pass
+    with ResultsStore(tmp_path / "a"):  # idempotent
+        pass
+    con = duckdb.connect(str(tmp_path / "a" / "results.duckdb"))
+    con.execute("UPDATE meta SET schema_version = 99")
+    con.close()
+    with pytest.raises(StoreError, match=r"meta\.schema_version is 99.*schema version 1"):
+        ResultsStore(tmp_path / "a")
+    with pytest.raises(StoreError, match="no results store here"):
+        ResultsStore(tmp_path / "missing", read_only=True)
+    (tmp_path / "b").mkdir()
+    con = duckdb.connect(str(tmp_path / "b" / "results.duckdb"))
+    con.execute("CREATE TABLE other (x INTEGER)")
+    con.close()
+    with pytest.raises(StoreError, match="not a protolab results store"):
+        ResultsStore(tmp_path / "b")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "results.duckdb").write_text("not a database")
+    with pytest.raises(StoreError, match="cannot open the results store"):
+        ResultsStore(tmp_path / "c")
+    with ResultsStore(tmp_path / "d"):
+        pass
+    with ResultsStore(tmp_path / "d", read_only=True) as ro, pytest.raises(StoreError, match="read-only"):
+        ro.upsert_experiment("e", "n", {}, {})
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_export(tmp_path: Path, fmt: str) -> None:
+    recorded = fill_store(tmp_path / "res")
+    with ResultsStore(tmp_path / "res", read_only=True) as store:
+        files = store.export(tmp_path / "out", fmt)  # type: ignore[arg-type]
+        expected_runs = store.query("SELECT count(*) AS n FROM runs")[0]["n"]
+        expected_objects = store.query("SELECT count(*) AS n FROM objects")[0]["n"]
+    assert sorted(p.name for p in files) == sorted(f"{t}.{fmt}" for t in TABLES)
+    reader = "read_parquet" if fmt == "parquet" else "read_csv_auto"
+    con = duckdb.connect()
+    assert expected_runs == len(recorded["wifi"]) + len(recorded["grid"])
+    assert con.execute(f"SELECT count(*) FROM {reader}(?)", [str(tmp_path / 'out' / f'runs.{fmt}')]).fetchone()[0] \
+        == expected_runs
+    assert con.execute(f"SELECT count(*) FROM {reader}(?)", [str(tmp_path / 'out' / f'objects.{fmt}')]).fetchone()[0] \
+        == expected_objects
+    row = con.execute(f"SELECT schema_version FROM {reader}(?)", [str(tmp_path / 'out' / f'meta.{fmt}')]).fetchone()
+    assert row[0] == SCHEMA_VERSION
+    cols = [d[0] for d in con.execute(f"SELECT * FROM {reader}(?) LIMIT 1",
+                                      [str(tmp_path / 'out' / f'link_counters.{fmt}')]).description]
+    assert cols == [name for name, _, _ in TABLES["link_counters"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
+
+
+def test_median_ci_order_statistics() -> None:
+    assert median_ci_ranks(5) is None  # max coverage 1 - 2/32 = 93.75% < 95%
+    low, high, cov = median_ci_ranks(6)  # type: ignore[misc]
+    assert (low, high) == (1, 6) and cov == pytest.approx(1 - 2 / 64)
+    low, high, cov = median_ci_ranks(30)  # type: ignore[misc]
+    assert (low, high) == (10, 21) and cov == pytest.approx(0.9572, abs=1e-4)
+    s = summarize(list(range(1, 31)))
+    assert s.n == 30 and s.median == 15.5 and s.mean == 15.5 and s.q1 == 8.25 and s.q3 == 22.75
+    assert (s.ci_low, s.ci_high) == (10.0, 21.0)
+    assert summarize([3.0, 1.0, 2.0]).ci_low is None
+    assert summarize([]).n == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from protolab.report import build_report
+
+    results = tmp_path_factory.mktemp("results")
+    fill_store(results)
+    index = build_report(results)
+    assert index == results / "report" / "index.html"
+    return index
+
+
+def test_report_contents(report: Path) -> None:
+    text = report.read_text()
+    assert text.count("<svg") >= 9  # 5 figures for wifi-loss, 5 (with heat maps) for the grid
+    assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "").replace(
+        'xmlns:xlink="http://www.w3.org/1999/xlink"', "").replace("http://www.w3.org/", "").replace(
+        "http://purl.org/dc/", "").replace("http://creativecommons.org/", "")  # nothing fetched
+    assert "<script" not in text and "<link " not in text
+    for needle in ("Experiment wifi-loss", "Experiment bw-rtt-grid", "Test CPU @ 2.0GHz", "6.8.0-test",
+                   "e67b1bd", "Statistics per cell", "95% CI of median", "Failed runs",
+                   "page load failed: object /obj3: connection reset", "timeout",
+                   "Achieved versus configured", "p0.forward", "loss 2%", "loss 0%", "h2-parallel:2",
+                   "Experiment spec", "Generated "):
+        assert needle in text, needle
+    # the wifi experiment has no grid: a note instead of heat maps; the grid has heat maps
+    assert "do not span more than one bandwidth and more than one RTT" in text
+    assert "h3 vs h2" in text
+    # conditions are the axes only: nothing derived from the page, nor the 1-BDP buffer in bytes
+    assert "page_bytes=" not in text and "page_ref=" not in text and "buffer 3750 B" not in text
+    assert "<td>1 Mbit/s, RTT 30 ms</td>" in text
+    # page ordering by size: baidu before wikipedia in the cell table
+    assert text.index("<td>baidu</td>") < text.index("<td>wikipedia</td>")
+    # stats row for a cell of 3 runs: CI not available (n < 6)
+    assert "n/a" in text
+    ids = re.findall(r'\bid="(f\d+-[^"]+)"', text)
+    assert len(ids) == len(set(ids))  # inline SVG ids are unique across figures
+    figures = report.parent / "figures"
+    for name in ("wifi-plt", "wifi-speedup", "wifi-cdf", "wifi-connections", "grid-plt", "grid-heatmaps",
+                 "grid-speedup", "grid-cdf", "grid-connections"):
+        for ext in ("svg", "png"):
+            assert (figures / f"{name}.{ext}").stat().st_size > 1000, f"{name}.{ext}"
+    assert not (figures / "wifi-heatmaps.svg").exists()
+    from PIL import Image
+
+    with Image.open(figures / "grid-heatmaps.png") as img:
+        assert img.width > 500 and img.height > 300
+
+
+def test_report_baseline_and_errors(tmp_path: Path, report: Path) -> None:
+    from protolab.report import build_report
+    from protolab.report.build import ReportError
+
+    results = report.parent.parent
+    index = build_report(results, tmp_path / "r", baseline="h2-parallel:2", experiments=["wifi"])
+    text = index.read_text()
+    assert "versus h2-parallel:2" in text and "bw-rtt-grid" not in text
+    with pytest.raises(ReportError, match="--baseline: no runs with mode 'h9'"):
+        build_report(results, tmp_path / "r2", baseline="h9")
+    with pytest.raises(ReportError, match="no experiment nope"):
+        build_report(results, tmp_path / "r3", experiments=["nope"])
+    with ResultsStore(tmp_path / "empty"):
+        pass
+    with pytest.raises(ReportError, match="holds no experiment"):
+        build_report(tmp_path / "empty")
+
+
+def test_cli_report_and_export(tmp_path: Path, report: Path) -> None:
+    exe = Path(sys.executable).parent / "protolab"
+    results = report.parent.parent
+    done = subprocess.run([str(exe), "export", str(results), "--format", "csv", "--out", str(tmp_path / "csv")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "csv" / "runs.csv").is_file()
+    done = subprocess.run([str(exe), "report", str(tmp_path / "nothing")], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 1
+    assert "error:" in done.stderr and "no results store here" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_report_screenshot_in_headless_chromium(tmp_path: Path, report: Path) -> None:
+    if not CHROMIUM.exists() and shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed")
+    from PIL import Image
+
+    shot = tmp_path / "report.png"
+    done = subprocess.run(
+        [str(CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")), "--headless", "--no-sandbox",
+         "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
+         f"--screenshot={shot}", "--window-size=1400,4000", report.resolve().as_uri()],
+        capture_output=True, text=True, timeout=180, check=False)
+    assert shot.is_file(), f"no screenshot: rc={done.returncode} {done.stderr[-2000:]}"
+    with Image.open(shot) as img:
+        assert img.size == (1400, 4000)
+        rgb = img.convert("RGB")
+        colors = rgb.getcolors(maxcolors=1 << 20)
+        assert colors is not None and len(colors) > 200  # text, plots, tables: not a blank page
+        # something non-white in both the top (header) and further down (figures)
+        top = rgb.crop((0, 0, 1400, 400)).getcolors(maxcolors=1 << 20)
+        lower = rgb.crop((0, 1000, 1400, 3000)).getcolors(maxcolors=1 << 20)
+        assert top is not None and len(top) > 20
+        assert lower is not None and len(lower) > 100
+        # the plot palette appears (mode colours of the box plots, e.g. #1f77b4 at alpha 0.7)
+        assert math.isfinite(float(np.asarray(rgb).std())) and float(np.asarray(rgb).std()) > 10
+
+
+def test_report_without_data_for_sections(tmp_path: Path) -> None:
+    """Every section degrades to a note: one mode, only failed runs without load results or counters."""
+    from protolab.report import build_report
+
+    with ResultsStore(tmp_path) as store:
+        store.upsert_experiment("bare", "bare", {}, {})
+        for rep in range(2):
+            store.record_run("bare", RunRecord(
+                run_key=f"k{rep}", params={"mode": "h3", "page": "p", "repetition": rep}, status="failed",
+                error="protolab-net load exited with status 2: bad manifest", started_unix_ns=START_NS,
+                duration_s=0.5))
+    text = build_report(tmp_path).read_text()
+    assert "<svg" not in text
+    for needle in ("No successful page loads", "Only one protocol mode", "no heat maps",
+                   "No page-load results with connections", "No link counters recorded",
+                   "bad manifest", "No provenance recorded"):
+        assert needle in text, needle
