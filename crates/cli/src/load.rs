@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Args;
 use web::load::{self, LoadOptions, LoadStatus, Loader, Mode, Scheduler};
-use web::transport::{QuicController, QuicOptions};
 
 use crate::TcpCc;
 
@@ -47,12 +46,10 @@ pub struct LoadArgs {
     /// TCP congestion control of every TCP/MPTCP socket.
     #[arg(long, value_enum, default_value = "cubic")]
     tcp_cc: TcpCc,
-    /// QUIC congestion controller: cubic, newreno, bbr.
-    #[arg(long, default_value = "cubic")]
-    quic_cc: String,
-    /// QUIC initial congestion window in bytes (default: quinn's).
-    #[arg(long)]
-    quic_initial_window: Option<u64>,
+    #[command(flatten)]
+    quic: crate::options::QuicArgs,
+    #[command(flatten)]
+    instrument: crate::options::InstrumentArgs,
 }
 
 /// Checks the input (errors here are bad input: exit 2, no result file), runs the load, writes
@@ -60,7 +57,7 @@ pub struct LoadArgs {
 pub fn command(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let mode = Mode::parse(&args.mode).map_err(|e| anyhow::anyhow!("--mode: {e}"))?;
     let scheduler = Scheduler::parse(&args.scheduler).map_err(|e| anyhow::anyhow!("--scheduler: {e}"))?;
-    let controller = QuicController::from_name(&args.quic_cc).map_err(|e| anyhow::anyhow!("--quic-cc: {e}"))?;
+    let quic = args.quic.options()?;
     let manifest = web::Manifest::load(&args.manifest)?;
     let ca = match &args.ca {
         Some(path) => Some(load::load_ca(path)?),
@@ -78,11 +75,14 @@ pub fn command(args: LoadArgs) -> anyhow::Result<ExitCode> {
         http_port: args.http_port,
         https_port: args.https_port,
         tcp_cc: Some(args.tcp_cc.name().to_string()),
-        quic: QuicOptions { controller, initial_window: args.quic_initial_window, ..QuicOptions::default() },
+        quic,
         ca,
         manifest_label: args.manifest.display().to_string(),
+        instrument: args.instrument.options()?,
     };
+    let instrument = options.instrument.clone();
     let loader = Loader::new(manifest, options)?;
+    crate::options::prepare(&instrument)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

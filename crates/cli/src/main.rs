@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod load;
+mod options;
 
 #[derive(Parser)]
 #[command(name = "protolab-net", version, about = "protolab's network emulator and endpoints")]
@@ -82,12 +83,28 @@ struct ServeArgs {
     /// Most open connections; more are closed at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
+    /// Requests per second one connection may make (sustained; bursts up to the same number);
+    /// beyond it: 429 with retry-after.
+    #[arg(long, default_value_t = 10_000)]
+    max_requests_per_second: u32,
+    /// Listen with MPTCP sockets (IPPROTO_MPTCP); plain TCP clients still connect.
+    #[arg(long)]
+    mptcp: bool,
+    #[command(flatten)]
+    quic: options::QuicArgs,
+    #[command(flatten)]
+    instrument: options::InstrumentArgs,
 }
 
 fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
     if args.max_header_bytes < 8192 {
         bail!("--max-header-bytes: {} is less than 8192", args.max_header_bytes);
     }
+    if args.max_requests_per_second == 0 {
+        bail!("--max-requests-per-second: must be at least 1");
+    }
+    let quic = args.quic.options()?;
+    let instrument = args.instrument.options()?;
     let mut manifests = Vec::new();
     for path in &args.manifests {
         manifests.push((path.display().to_string(), web::Manifest::load(path)?));
@@ -114,11 +131,16 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
         http_port: args.http_port,
         https_port: args.https_port,
         tcp_congestion: Some(args.tcp_cc.name().to_string()),
+        mptcp: args.mptcp,
+        quic,
+        instrument,
         limits: web::Limits {
             max_header_bytes: args.max_header_bytes,
             max_concurrent_streams: args.max_concurrent_streams,
             idle_timeout: Duration::from_millis(args.idle_timeout_ms),
             max_connections: args.max_connections,
+            max_requests_per_second: args.max_requests_per_second,
+            max_request_burst: args.max_requests_per_second,
             ..web::Limits::default()
         },
     };
@@ -134,6 +156,8 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
             "https": server.https_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
             "h3": server.h3_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
             "tcp_cc": args.tcp_cc.name(),
+            "mptcp": args.mptcp,
+            "quic_cc": args.quic.quic_cc,
             "tls_dir": args.tls_dir.display().to_string(),
             "spki": material.spki_list(),
         });

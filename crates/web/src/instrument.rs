@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -27,6 +28,47 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
 
 /// The kernel's "ssthresh not set yet" (`TCP_INFINITE_SSTHRESH`).
 const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+
+/// What to record per connection, shared by the server, the page-load engine and bulk
+/// transfers. Nothing is recorded by default.
+#[derive(Debug, Clone)]
+pub struct InstrumentOptions {
+    /// Write `TCP_INFO` / quinn samples here (`<role>-<conn_id>.ndjson`).
+    pub samples_dir: Option<PathBuf>,
+    /// Sampling interval (at least [`MIN_INTERVAL`]).
+    pub interval: Duration,
+    /// Write a qlog per QUIC connection here (`<role>-<conn_id>.qlog`).
+    pub qlog_dir: Option<PathBuf>,
+}
+
+impl Default for InstrumentOptions {
+    fn default() -> Self {
+        InstrumentOptions { samples_dir: None, interval: DEFAULT_INTERVAL, qlog_dir: None }
+    }
+}
+
+impl InstrumentOptions {
+    /// Whether anything is recorded.
+    pub fn any(&self) -> bool {
+        self.samples_dir.is_some() || self.qlog_dir.is_some()
+    }
+
+    /// Creates the directories (before anything runs, so that a bad path is bad input).
+    pub fn prepare(&self) -> io::Result<()> {
+        for dir in [&self.samples_dir, &self.qlog_dir].into_iter().flatten() {
+            std::fs::create_dir_all(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        }
+        Ok(())
+    }
+}
+
+/// The id of a connection as both ends name it: transport, client address and server address
+/// (`tcp-10.77.0.1:40002-10.77.1.1:443`, made file-safe in file names), so that the client's
+/// and the server's files of one connection pair up.
+pub fn connection_id(transport: &str, client: Option<SocketAddr>, server: Option<SocketAddr>) -> String {
+    let show = |a: Option<SocketAddr>| a.map_or_else(|| "unknown".to_string(), |a| a.to_string());
+    format!("{transport}-{}-{}", show(client), show(server))
+}
 
 /// Which end of the connection samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,6 +7,7 @@ pub mod body;
 pub mod instrument;
 pub mod load;
 pub mod manifest;
+pub mod ratelimit;
 pub mod server;
 pub mod site;
 pub mod sockopt;

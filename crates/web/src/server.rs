@@ -14,7 +14,7 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -36,8 +36,12 @@ use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
 use crate::body::{Block, ResponseBody};
+use crate::instrument::{self, InstrumentOptions, Role};
 use crate::manifest::valid_hostname;
+use crate::ratelimit::RequestBucket;
 use crate::site::Site;
+pub use crate::transport::tcp_congestion_of;
+use crate::transport::{tcp_listen, QuicOptions, TcpOptions, TransportError};
 
 /// Largest `n` of `GET /bytes?n=N` (10 GB).
 pub const MAX_BYTES_N: u64 = 10_000_000_000;
@@ -56,18 +60,13 @@ pub enum ServeError {
         /// Why.
         error: io::Error,
     },
-    /// The congestion control is not available.
-    #[error("--tcp-cc {name}: cannot set TCP_CONGESTION on {addr}: {error} (available: {available})")]
-    CongestionControl {
-        /// The name.
-        name: String,
-        /// The socket's address.
-        addr: SocketAddr,
-        /// Why.
-        error: io::Error,
-        /// What the kernel offers.
-        available: String,
-    },
+    /// A listening socket could not be set up as asked (congestion control, MPTCP, QUIC
+    /// options).
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// The instrumentation directories cannot be created.
+    #[error("instrumentation: {0}")]
+    Instrument(io::Error),
     /// Nothing to listen on.
     #[error("no listen address (give --listen or a manifest with origins)")]
     NoAddress,
@@ -95,6 +94,11 @@ pub struct Limits {
     pub max_connections: usize,
     /// HTTP/2 streams a client may reset before the server answers them (rapid-reset guard).
     pub max_pending_accept_reset_streams: usize,
+    /// Requests per second one connection may make, sustained (token bucket; beyond it: 429
+    /// with `retry-after`).
+    pub max_requests_per_second: u32,
+    /// Requests one connection may make at once before the sustained rate applies.
+    pub max_request_burst: u32,
 }
 
 impl Default for Limits {
@@ -107,6 +111,10 @@ impl Default for Limits {
             handshake_timeout: Duration::from_secs(10),
             max_connections: 4096,
             max_pending_accept_reset_streams: 20,
+            // Far above what a page load or a benchmark makes on one connection (a page has at
+            // most a few hundred objects); it caps floods of cheap requests.
+            max_requests_per_second: 10_000,
+            max_request_burst: 10_000,
         }
     }
 }
@@ -122,13 +130,30 @@ pub struct ServeOptions {
     pub https_port: u16,
     /// TCP congestion control of every socket (`reno`, `cubic`, `bbr`); `None` = kernel default.
     pub tcp_congestion: Option<String>,
+    /// Listen with MPTCP sockets (`IPPROTO_MPTCP`): MPTCP clients get subflows as the
+    /// namespace's `ip mptcp` endpoints allow; plain TCP clients still connect (fallback).
+    pub mptcp: bool,
+    /// QUIC transport of HTTP/3 connections (controller, initial window, loss detection, ACK
+    /// frequency). Its idle timeout and stream limit come from `limits`.
+    pub quic: QuicOptions,
+    /// Per-connection samples and qlog (server side).
+    pub instrument: InstrumentOptions,
     /// Limits.
     pub limits: Limits,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        ServeOptions { listen: Vec::new(), http_port: 80, https_port: 443, tcp_congestion: Some("cubic".into()), limits: Limits::default() }
+        ServeOptions {
+            listen: Vec::new(),
+            http_port: 80,
+            https_port: 443,
+            tcp_congestion: Some("cubic".into()),
+            mptcp: false,
+            quic: QuicOptions::default(),
+            instrument: InstrumentOptions::default(),
+            limits: Limits::default(),
+        }
     }
 }
 
@@ -148,44 +173,15 @@ struct Ctx {
     h1: auto::Builder<TokioExecutor>,
     h2: auto::Builder<TokioExecutor>,
     limits: Limits,
-    tcp_congestion: Option<String>,
+    tcp: TcpOptions,
+    quic: QuicOptions,
+    /// quinn's server configuration (with qlog, a per-connection copy is made from it).
+    quic_config: quinn::ServerConfig,
+    instrument: InstrumentOptions,
     connections: Arc<Semaphore>,
     epoch: Instant,
     /// `Alt-Svc` value per local address (the HTTP/3 port of that address).
     alt_svc: HashMap<IpAddr, HeaderValue>,
-}
-
-fn available_cc() -> String {
-    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").map(|s| s.trim().to_string()).unwrap_or_default()
-}
-
-/// A listening TCP socket with `TCP_CONGESTION` set before `listen` (accepted sockets inherit it).
-pub fn listen(addr: SocketAddr, tcp_congestion: Option<&str>) -> Result<TcpListener, ServeError> {
-    let err = |error| ServeError::Listen { addr, error };
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
-    socket.set_reuse_address(true).map_err(err)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true).map_err(err)?;
-    }
-    if let Some(cc) = tcp_congestion {
-        socket.set_tcp_congestion(cc.as_bytes()).map_err(|error| ServeError::CongestionControl {
-            name: cc.to_string(),
-            addr,
-            error,
-            available: available_cc(),
-        })?;
-    }
-    socket.bind(&addr.into()).map_err(err)?;
-    socket.listen(1024).map_err(err)?;
-    socket.set_nonblocking(true).map_err(err)?;
-    TcpListener::from_std(socket.into()).map_err(err)
-}
-
-/// The `TCP_CONGESTION` of a socket, as text (the kernel pads the name with NULs).
-pub fn tcp_congestion_of<S: std::os::fd::AsFd>(socket: &S) -> io::Result<String> {
-    let raw = SockRef::from(socket).tcp_congestion()?;
-    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-    Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
 }
 
 impl Server {
@@ -195,24 +191,26 @@ impl Server {
             return Err(ServeError::NoAddress);
         }
         let mut listen_addrs = options.listen.clone();
+        listen_addrs.sort();
         listen_addrs.dedup();
-        let cc = options.tcp_congestion.as_deref();
+        let tcp = TcpOptions { congestion: options.tcp_congestion.clone(), mptcp: options.mptcp };
         let limits = options.limits.clone();
-        let quic_config = quic_server_config(&tls, &limits)?;
+        options.instrument.prepare().map_err(ServeError::Instrument)?;
+        let quic_config = quic_server_config(&tls, &limits, &options.quic, None)?;
         let mut http = Vec::new();
         let mut https = Vec::new();
         let mut quic = Vec::new();
         let mut alt_svc = HashMap::new();
         for ip in &listen_addrs {
-            http.push(listen(SocketAddr::new(*ip, options.http_port), cc)?);
-            let (tcp, udp) = listen_tcp_udp(*ip, options.https_port, cc)?;
+            http.push(tcp_listen(SocketAddr::new(*ip, options.http_port), &tcp)?);
+            let (tls_listener, udp) = listen_tcp_udp(*ip, options.https_port, &tcp)?;
             let addr = udp.local_addr().map_err(|error| ServeError::Listen { addr: SocketAddr::new(*ip, options.https_port), error })?;
             let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(quic_config.clone()), udp, Arc::new(quinn::TokioRuntime))
                 .map_err(|error| ServeError::Listen { addr, error })?;
             if let Some(v) = alt_svc_value(addr.port()) {
                 alt_svc.insert(*ip, v);
             }
-            https.push(tcp);
+            https.push(tls_listener);
             quic.push(endpoint);
         }
         let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -238,7 +236,10 @@ impl Server {
             auto: builder,
             connections: Arc::new(Semaphore::new(limits.max_connections)),
             limits,
-            tcp_congestion: options.tcp_congestion.clone(),
+            tcp,
+            quic: options.quic.clone(),
+            quic_config,
+            instrument: options.instrument.clone(),
             epoch: Instant::now(),
             alt_svc,
         };
@@ -305,11 +306,11 @@ fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
 /// The TLS listener and the UDP socket of HTTP/3 on the same port of `ip`. With port 0 the
 /// kernel picks the TCP port and the UDP socket takes the same number (a few tries if it is
 /// taken on UDP).
-fn listen_tcp_udp(ip: IpAddr, port: u16, cc: Option<&str>) -> Result<(TcpListener, std::net::UdpSocket), ServeError> {
+fn listen_tcp_udp(ip: IpAddr, port: u16, options: &TcpOptions) -> Result<(TcpListener, std::net::UdpSocket), ServeError> {
     const TRIES: usize = 16;
     let mut last = None;
     for _ in 0..TRIES {
-        let tcp = listen(SocketAddr::new(ip, port), cc)?;
+        let tcp = tcp_listen(SocketAddr::new(ip, port), options)?;
         let addr = tcp.local_addr().map_err(|error| ServeError::Listen { addr: SocketAddr::new(ip, port), error })?;
         match bind_udp(addr) {
             Ok(udp) => return Ok((tcp, udp)),
@@ -322,20 +323,37 @@ fn listen_tcp_udp(ip: IpAddr, port: u16, cc: Option<&str>) -> Result<(TcpListene
 }
 
 /// quinn's server configuration: the TLS configuration's certificates and SNI selection with
-/// ALPN `h3`, the stream limit and the idle timeout.
-fn quic_server_config(tls: &rustls::ServerConfig, limits: &Limits) -> Result<quinn::ServerConfig, ServeError> {
+/// ALPN `h3`, the QUIC options, the stream limit and the idle timeout, and a qlog stream when
+/// one connection is to be logged.
+fn quic_server_config(tls: &rustls::ServerConfig, limits: &Limits, quic: &QuicOptions, qlog: Option<quinn::QlogStream>) -> Result<quinn::ServerConfig, ServeError> {
     let mut tls = tls.clone();
     tls.alpn_protocols = vec![b"h3".to_vec()];
     // QUIC needs early data off or unlimited; 0-RTT is not offered.
     tls.max_early_data_size = 0;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(|e| ServeError::Quic(e.to_string()))?;
-    let mut transport = quinn::TransportConfig::default();
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(quic_transport(limits, quic, qlog)?));
+    Ok(config)
+}
+
+fn quic_transport(limits: &Limits, quic: &QuicOptions, qlog: Option<quinn::QlogStream>) -> Result<quinn::TransportConfig, ServeError> {
+    let mut transport = quic.transport_config()?;
     transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(limits.max_concurrent_streams));
     // Durations beyond 2^62 ms do not exist in practice; such a value means no timeout.
     transport.max_idle_timeout(quinn::IdleTimeout::try_from(limits.idle_timeout).ok());
-    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(transport));
-    Ok(config)
+    transport.qlog_stream(qlog);
+    Ok(transport)
+}
+
+/// A copy of the QUIC server configuration whose transport writes a qlog of this connection,
+/// when qlogs are asked for. A qlog that cannot be opened is reported and skipped.
+fn qlog_config(ctx: &Ctx, conn_id: &str) -> Option<quinn::ServerConfig> {
+    let dir = ctx.instrument.qlog_dir.as_ref()?;
+    let stream = instrument::qlog_stream(dir, Role::Server, conn_id).map_err(|e| eprintln!("protolab-net serve: qlog of {conn_id}: {e}")).ok()?;
+    let mut config = ctx.quic_config.clone();
+    // The options were checked when the server was bound; they cannot fail now.
+    config.transport_config(Arc::new(quic_transport(&ctx.limits, &ctx.quic, Some(stream)).ok()?));
+    Some(config)
 }
 
 type H3Connection = h3::server::Connection<h3_quinn::Connection, Bytes>;
@@ -343,6 +361,7 @@ type H3Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
     let bound_ip = endpoint.local_addr().ok().map(|a| a.ip()).filter(|ip| !ip.is_unspecified());
+    let local_port = endpoint.local_addr().ok().map(|a| a.port());
     let mut connections = JoinSet::new();
     // Ends when the endpoint is closed.
     while let Some(incoming) = endpoint.accept().await {
@@ -356,9 +375,23 @@ async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
             let _permit = permit;
             let local_ip = incoming.local_ip().or(bound_ip);
             let peer = incoming.remote_address();
-            let Ok(connecting) = incoming.accept() else { return };
+            let local = local_ip.zip(local_port).map(|(ip, port)| SocketAddr::new(ip, port));
+            let conn_id = instrument::connection_id("quic", Some(peer), local);
+            let connecting = match qlog_config(&ctx, &conn_id) {
+                Some(config) => incoming.accept_with(Arc::new(config)),
+                None => incoming.accept(),
+            };
+            let Ok(connecting) = connecting else { return };
             let Ok(Ok(conn)) = tokio::time::timeout(ctx.limits.handshake_timeout, connecting).await else { return };
+            let sampler = ctx.instrument.samples_dir.as_ref().and_then(|dir| {
+                instrument::spawn_quic_sampler(&conn, &conn_id, Role::Server, ctx.quic.controller.name(), ctx.instrument.interval, dir)
+                    .map_err(|e| eprintln!("protolab-net serve: samples of {conn_id}: {e}"))
+                    .ok()
+            });
             serve_h3(conn, peer, local_ip, ctx).await;
+            if let Some(s) = sampler {
+                let _ = s.stop().await;
+            }
         });
     }
 }
@@ -370,14 +403,17 @@ async fn serve_h3(conn: quinn::Connection, peer: SocketAddr, local_ip: Option<Ip
     let Ok(Ok(mut h3c)) = tokio::time::timeout(ctx.limits.handshake_timeout, setup).await else { return };
     let h3c: &mut H3Connection = &mut h3c;
     let mut requests = JoinSet::new();
+    let bucket = Arc::new(std::sync::Mutex::new(RequestBucket::new(ctx.limits.max_requests_per_second, ctx.limits.max_request_burst, Instant::now())));
     // Ends on GOAWAY, a connection error or the idle timeout (quinn closes the connection).
     while let Ok(Some(resolver)) = h3c.accept().await {
         while requests.try_join_next().is_some() {}
         let ctx = ctx.clone();
+        let bucket = bucket.clone();
         requests.spawn(async move {
             // Malformed request heads end their own stream (h3 resets it).
             if let Ok((req, stream)) = resolver.resolve_request().await {
-                serve_h3_request(req, stream, &ctx, local_ip, peer).await;
+                let limited = bucket.lock().map(|mut b| b.take(Instant::now()).err()).unwrap_or(Some(Duration::from_secs(1)));
+                serve_h3_request(req, stream, &ctx, local_ip, peer, limited).await;
             }
         });
     }
@@ -404,9 +440,12 @@ impl Body for H3Body {
     }
 }
 
-async fn serve_h3_request(req: Request<()>, stream: H3Stream, ctx: &Ctx, local_ip: Option<IpAddr>, peer: SocketAddr) {
+async fn serve_h3_request(req: Request<()>, stream: H3Stream, ctx: &Ctx, local_ip: Option<IpAddr>, peer: SocketAddr, limited: Option<Duration>) {
     let (mut send, recv) = stream.split();
-    let response = handle(req.map(|()| H3Body { recv }), ctx, local_ip, peer).await;
+    let response = match limited {
+        Some(wait) => too_many_requests(wait),
+        None => handle(req.map(|()| H3Body { recv }), ctx, local_ip, peer).await,
+    };
     let (parts, mut body) = response.into_parts();
     if send.send_response(Response::from_parts(parts, ())).await.is_err() {
         return;
@@ -440,30 +479,109 @@ async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>, tls: bool) {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        if let Some(cc) = &ctx.tcp_congestion {
+        if let Some(cc) = &ctx.tcp.congestion {
             // Inherited from the listener already; set again so it holds whatever the kernel does.
             let _ = SockRef::from(&stream).set_tcp_congestion(cc.as_bytes());
         }
         let local = stream.local_addr().ok();
+        let sampler = ctx.instrument.samples_dir.as_ref().and_then(|dir| {
+            let transport = if ctx.tcp.mptcp { "mptcp" } else { "tcp" };
+            let conn_id = instrument::connection_id(transport, Some(peer), local);
+            instrument::spawn_tcp_sampler(&stream, &conn_id, Role::Server, ctx.tcp.mptcp, ctx.instrument.interval, dir)
+                .map_err(|e| eprintln!("protolab-net serve: samples of {conn_id}: {e}"))
+                .ok()
+        });
         let ctx = ctx.clone();
         connections.spawn(async move {
             let _permit = permit;
             serve_connection(stream, peer, local, ctx, tls).await;
+            if let Some(s) = sampler {
+                let _ = s.stop().await;
+            }
         });
     }
 }
 
-/// Wraps a stream and records when bytes last moved, for the idle timeout.
-struct ActivityIo<S> {
-    inner: S,
-    last_ms: Arc<AtomicU64>,
+/// When a connection last made progress, for the idle timeout. Bytes count as progress only
+/// while a request is in flight (from its head until its response body is done or dropped):
+/// a client that trickles a request head (HTTP/2 HEADERS, TLS or HTTP/1.1 bytes) or sends
+/// only control frames (PING, WINDOW_UPDATE) between requests is idle, and is closed after the
+/// idle timeout however many bytes it sends.
+struct Activity {
+    last_ms: AtomicU64,
+    in_flight: AtomicUsize,
     epoch: Instant,
 }
 
-impl<S> ActivityIo<S> {
+impl Activity {
+    fn new(epoch: Instant) -> Arc<Activity> {
+        Arc::new(Activity { last_ms: AtomicU64::new(epoch.elapsed().as_millis() as u64), in_flight: AtomicUsize::new(0), epoch })
+    }
+
     fn touch(&self) {
         self.last_ms.store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
+
+    fn moved(&self) {
+        if self.in_flight.load(Ordering::Relaxed) > 0 {
+            self.touch();
+        }
+    }
+
+    /// A request began: progress until the guard is dropped.
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.touch();
+        InFlight(self.clone())
+    }
+
+    /// Completes once nothing moved for `idle`.
+    async fn idle(&self, idle: Duration) {
+        loop {
+            let deadline = self.epoch + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)) + idle;
+            if Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline.into()).await;
+        }
+    }
+}
+
+/// One request in flight; the idle clock restarts when it ends.
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+/// A response body that keeps its request in flight until it is sent or dropped.
+struct TrackedBody {
+    inner: ResponseBody,
+    _in_flight: InFlight,
+}
+
+impl Body for TrackedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Wraps a stream and reports bytes moved to its [`Activity`].
+struct ActivityIo<S> {
+    inner: S,
+    activity: Arc<Activity>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for ActivityIo<S> {
@@ -471,7 +589,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for ActivityIo<S> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.touch();
+            self.activity.moved();
         }
         r
     }
@@ -481,14 +599,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ActivityIo<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, data);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.touch();
+            self.activity.moved();
         }
         r
     }
     fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.touch();
+            self.activity.moved();
         }
         r
     }
@@ -503,25 +621,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ActivityIo<S> {
     }
 }
 
-/// Completes once nothing moved for `idle`.
-async fn idle(last_ms: &AtomicU64, epoch: Instant, idle: Duration) {
-    loop {
-        let deadline = epoch + Duration::from_millis(last_ms.load(Ordering::Relaxed)) + idle;
-        if Instant::now() >= deadline {
-            return;
-        }
-        tokio::time::sleep_until(deadline.into()).await;
-    }
-}
-
 /// Runs a hyper-util connection until it ends or idles out (then a graceful close with a
 /// one-second grace). A macro because `auto::Connection`'s bounds are long to spell out.
 macro_rules! drive {
-    ($conn:expr, $last_ms:expr, $ctx:expr) => {{
+    ($conn:expr, $activity:expr, $ctx:expr) => {{
         let mut conn = pin!($conn);
         let idled = tokio::select! {
             _ = conn.as_mut() => false,
-            _ = idle($last_ms, $ctx.epoch, $ctx.limits.idle_timeout) => true,
+            _ = $activity.idle($ctx.limits.idle_timeout) => true,
         };
         if idled {
             conn.as_mut().graceful_shutdown();
@@ -530,31 +637,47 @@ macro_rules! drive {
     }};
 }
 
+/// 429 with `retry-after` in whole seconds (at least 1).
+fn too_many_requests(wait: Duration) -> Response<ResponseBody> {
+    let mut r = text(StatusCode::TOO_MANY_REQUESTS, "too many requests on this connection");
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
+    r
+}
+
 async fn serve_connection(stream: TcpStream, peer: SocketAddr, local: Option<SocketAddr>, ctx: Arc<Ctx>, tls: bool) {
-    let last_ms = Arc::new(AtomicU64::new(ctx.epoch.elapsed().as_millis() as u64));
-    let io = ActivityIo { inner: stream, last_ms: last_ms.clone(), epoch: ctx.epoch };
+    let activity = Activity::new(ctx.epoch);
+    let io = ActivityIo { inner: stream, activity: activity.clone() };
     let local_ip = local.map(|a| a.ip());
     let service_ctx = ctx.clone();
+    let service_activity = activity.clone();
+    let bucket = Arc::new(std::sync::Mutex::new(RequestBucket::new(ctx.limits.max_requests_per_second, ctx.limits.max_request_burst, Instant::now())));
     let service = service_fn(move |req| {
         let ctx = service_ctx.clone();
+        let in_flight = service_activity.begin();
+        // A poisoned lock means a panic in `take`, which does not panic; refuse the request then.
+        let limited = bucket.lock().map(|mut b| b.take(Instant::now()).err()).unwrap_or(Some(Duration::from_secs(1)));
         async move {
-            let mut r = handle(req, &ctx, local_ip, peer).await;
+            let mut r = match limited {
+                Some(wait) => too_many_requests(wait),
+                None => handle(req, &ctx, local_ip, peer).await,
+            };
             if let Some(v) = local_ip.and_then(|ip| ctx.alt_svc.get(&ip)).or_else(|| ctx.alt_svc.values().next()) {
                 r.headers_mut().insert(header::ALT_SVC, v.clone());
             }
-            Ok::<_, Infallible>(r)
+            Ok::<_, Infallible>(r.map(|inner| TrackedBody { inner, _in_flight: in_flight }))
         }
     });
     if !tls {
         let conn = ctx.auto.serve_connection(TokioIo::new(io), service);
-        drive!(conn, &last_ms, ctx);
+        drive!(conn, activity, ctx);
         return;
     }
-    // The handshake ends at handshake_timeout, or earlier when nothing moves for idle_timeout.
+    // The handshake ends at handshake_timeout (it is not a request: its bytes do not count as
+    // progress, so the idle timeout ends it earlier when that is shorter).
     let handshake = async {
         tokio::select! {
             r = ctx.tls.accept(io) => r.ok(),
-            _ = idle(&last_ms, ctx.epoch, ctx.limits.idle_timeout) => None,
+            _ = activity.idle(ctx.limits.idle_timeout) => None,
         }
     };
     let Ok(Some(tls_stream)) = tokio::time::timeout(ctx.limits.handshake_timeout, handshake).await else {
@@ -564,7 +687,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, local: Option<Soc
     let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
     let builder = if h2 { &ctx.h2 } else { &ctx.h1 };
     let conn = builder.serve_connection(TokioIo::new(tls_stream), service);
-    drive!(conn, &last_ms, ctx);
+    drive!(conn, activity, ctx);
 }
 
 fn reply(status: StatusCode, body: ResponseBody) -> Response<ResponseBody> {

@@ -1,6 +1,6 @@
 //! The page-load engine on loopback: a 40-object page on two origins (127.0.0.1 and
 //! 127.0.0.2, same port numbers) with nested dependencies and discovery delays, loaded in every
-//! mode but h2-mptcp (that one runs through the emulator: tests/test_load_modes.py).
+//! mode (h2-mptcp with one subflow; two subflows run through the emulator: tests/test_load_modes.py).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -59,17 +59,26 @@ struct TwoOrigins {
 
 impl TwoOrigins {
     async fn start(served: &Manifest) -> TwoOrigins {
+        Self::start_with(served, |_| {}).await
+    }
+
+    /// With server options changed by `tweak` (instrumentation, MPTCP).
+    async fn start_with(served: &Manifest, tweak: impl Fn(&mut ServeOptions)) -> TwoOrigins {
         let site = Arc::new(Site::new(&[("page.json".into(), served.clone())]).unwrap());
         let origins: Vec<_> = site.origins().iter().map(|(h, a)| (h.clone(), vec![*a])).collect();
         let material = TlsMaterial::generate("load", &origins, &["localhost".into()]).unwrap();
         let tls = || material.server_config(&[b"h2", b"http/1.1"]).unwrap();
-        let options = |ip: &str, http_port, https_port| ServeOptions {
-            listen: vec![ip.parse::<IpAddr>().unwrap()],
-            http_port,
-            https_port,
-            tcp_congestion: Some("reno".into()),
-            limits: Limits::default(),
-            ..ServeOptions::default()
+        let options = |ip: &str, http_port, https_port| {
+            let mut o = ServeOptions {
+                listen: vec![ip.parse::<IpAddr>().unwrap()],
+                http_port,
+                https_port,
+                tcp_congestion: Some("reno".into()),
+                limits: Limits::default(),
+                ..ServeOptions::default()
+            };
+            tweak(&mut o);
+            o
         };
         for _ in 0..20 {
             let first = Server::bind(&options("127.0.0.1", 0, 0), site.clone(), tls()).unwrap();
@@ -171,7 +180,7 @@ fn check_ok(r: &LoadResult, manifest: &Manifest, mode: &str) {
         assert!(c.error.is_none(), "{mode} connection {}: {:?}", c.id, c.error);
         assert!(c.handshake_ms.unwrap() > 0.0);
         assert!(c.local.is_some());
-        assert!(c.subflows.is_none());
+        assert_eq!(c.subflows.is_some(), c.transport == "mptcp");
         let on_it: Vec<&ObjectResult> = r.objects.iter().filter(|o| o.connection == Some(c.id)).collect();
         assert_eq!(c.requests as usize, on_it.len(), "{mode} connection {}", c.id);
         assert_eq!(c.bytes, on_it.iter().map(|o| o.bytes).sum::<u64>(), "{mode} connection {}", c.id);
@@ -404,6 +413,104 @@ async fn a_load_that_takes_too_long_times_out() {
         assert_eq!(r.objects.len(), 40);
         // Everything else arrived; the script's font and that font's API call wait with it.
         assert_eq!(r.objects.iter().filter(|o| o.error.is_none()).count(), 37, "{mode}");
+    }
+    lab.stop().await;
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("protolab-load-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn ndjson(path: &std::path::Path) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap());
+    let header = lines.next().unwrap();
+    (header, lines.collect())
+}
+
+/// Client and server sample every connection into files named by the same connection id; the
+/// counters agree with what the load moved; QUIC connections get a qlog on both ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn samples_and_qlogs_of_both_ends_pair_up() {
+    let manifest = manifest();
+    let server_dir = tempdir("server");
+    let sd = server_dir.clone();
+    let lab = TwoOrigins::start_with(&manifest, move |o| {
+        o.instrument = web::instrument::InstrumentOptions { samples_dir: Some(sd.clone()), interval: Duration::from_millis(2), qlog_dir: Some(sd.clone()) };
+    })
+    .await;
+    for mode in ["h2-parallel:2", "h3", "h1"] {
+        let client_dir = tempdir(&format!("client-{}", mode.replace(':', "-")));
+        let mut options = lab.options(mode, Scheduler::RoundRobin);
+        options.instrument = web::instrument::InstrumentOptions { samples_dir: Some(client_dir.clone()), interval: Duration::from_millis(2), qlog_dir: Some(client_dir.clone()) };
+        let r = lab.load(&manifest, options).await;
+        check_ok(&r, &manifest, mode);
+        // The server samples until the connection closes: give it a moment after the load.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for c in &r.connections {
+            let id = c.conn_id.clone().unwrap();
+            let transport = if mode.starts_with("h3") { "quic" } else { "tcp" };
+            assert!(id.starts_with(&format!("{transport}-{}-", c.local.as_ref().unwrap())), "{id}");
+            assert!(id.ends_with(&c.remote), "{id}");
+            let file = std::path::PathBuf::from(c.samples_file.clone().unwrap());
+            assert_eq!(file, web::instrument::samples_path(&client_dir, web::instrument::Role::Client, &id));
+            let (header, rows) = ndjson(&file);
+            assert_eq!(header["conn"], id.as_str());
+            assert_eq!(header["role"], "client");
+            assert!(!rows.is_empty(), "{mode} {id}");
+            let last = rows.last().unwrap();
+            let server_file = web::instrument::samples_path(&server_dir, web::instrument::Role::Server, &id);
+            let (server_header, server_rows) = ndjson(&server_file);
+            assert_eq!(server_header["role"], "server");
+            assert_eq!(server_header["conn"], id.as_str());
+            let server_last = server_rows.last().unwrap();
+            if transport == "tcp" {
+                // What the client received is what the server's peer acknowledged.
+                assert!(last["bytes_received"].as_u64().unwrap() >= c.bytes, "{mode} {id}: {last}");
+                assert!(server_last["bytes_acked"].as_u64().unwrap() >= c.bytes, "{mode} {id}: {server_last}");
+                assert!(c.qlog_file.is_none());
+            } else {
+                assert!(last["udp_rx_bytes"].as_u64().unwrap() >= c.bytes, "{mode} {id}: {last}");
+                assert!(server_last["udp_tx_bytes"].as_u64().unwrap() >= c.bytes, "{mode} {id}: {server_last}");
+                let qlog = std::fs::read_to_string(c.qlog_file.clone().unwrap()).unwrap();
+                assert!(qlog.matches('\u{1e}').count() > 10, "client qlog of {id} has events");
+                let server_qlog = web::instrument::qlog_path(&server_dir, web::instrument::Role::Server, &id);
+                assert!(std::fs::metadata(&server_qlog).unwrap().len() > 0, "{}", server_qlog.display());
+            }
+        }
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["config"]["samples_dir"], client_dir.display().to_string());
+        assert_eq!(json["config"]["sample_interval_ms"], 2.0);
+    }
+    lab.stop().await;
+}
+
+/// An MPTCP server and the h2-mptcp mode on loopback: without `ip mptcp` endpoints there is
+/// one subflow, and both ends speak MPTCP (no fallback). Two subflows through the emulator are
+/// tested in tests/test_load_modes.py.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_mptcp_against_an_mptcp_server() {
+    if std::fs::read_to_string("/proc/sys/net/mptcp/enabled").map(|s| s.trim() != "1").unwrap_or(true) {
+        eprintln!("skipping: net.mptcp.enabled is not 1");
+        return;
+    }
+    let manifest = manifest();
+    let dir = tempdir("mptcp");
+    let lab = TwoOrigins::start_with(&manifest, |o| o.mptcp = true).await;
+    let mut options = lab.options("h2-mptcp", Scheduler::RoundRobin);
+    options.instrument = web::instrument::InstrumentOptions { samples_dir: Some(dir.clone()), interval: Duration::from_millis(2), qlog_dir: None };
+    let r = lab.load(&manifest, options).await;
+    check_ok(&r, &manifest, "h2-mptcp");
+    check_connection_counts(&r, "h2-mptcp", "h2-mptcp", 1);
+    for c in &r.connections {
+        assert_eq!(c.subflows, Some(1), "{c:?}");
+        let (header, rows) = ndjson(std::path::Path::new(c.samples_file.as_ref().unwrap()));
+        assert_eq!(header["transport"], "mptcp");
+        assert_eq!(header["mptcp_fallback"], false, "the server listens with MPTCP");
+        assert!(rows.iter().all(|r| r["subflow"] == 0));
     }
     lab.stop().await;
 }

@@ -19,7 +19,8 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
 use super::mode::{Protocol, Transport};
-use crate::transport::{tcp_connect, TcpOptions};
+use crate::instrument::{self, InstrumentOptions, Role, SamplerHandle};
+use crate::transport::{tcp_connect, QuicOptions, TcpOptions};
 
 /// HTTP/2 initial stream window (`SETTINGS_INITIAL_WINDOW_SIZE`), as Chrome: 6 MiB.
 pub const H2_STREAM_WINDOW: u32 = 6 * 1024 * 1024;
@@ -41,6 +42,10 @@ pub(crate) struct Connector {
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// QUIC client configuration (h3 modes).
     pub quic: Option<quinn::ClientConfig>,
+    /// The QUIC options it was made from (a connection with a qlog gets its own transport).
+    pub quic_options: QuicOptions,
+    /// Samples and qlog per connection.
+    pub instrument: InstrumentOptions,
 }
 
 /// A request sender of an established connection.
@@ -82,8 +87,12 @@ pub(crate) struct Connected {
     pub drivers: Vec<JoinHandle<()>>,
     /// The QUIC endpoint (one UDP socket per connection, as a browser), closed at the end.
     pub endpoint: Option<quinn::Endpoint>,
-    /// The QUIC connection, for stats.
-    pub quic: Option<quinn::Connection>,
+    /// The connection's id in sample and qlog file names (`instrument::connection_id`).
+    pub conn_id: String,
+    /// The sampler of this connection, when samples are asked for.
+    pub sampler: Option<SamplerHandle>,
+    /// The qlog file, when qlogs are asked for.
+    pub qlog: Option<std::path::PathBuf>,
 }
 
 impl Connector {
@@ -99,20 +108,28 @@ impl Connector {
         let tcp = tcp_connect(addr, &self.tcp).await.map_err(|e| e.to_string())?;
         let tcp_connected = Some(Instant::now());
         let local = tcp.local_addr().ok();
+        let conn_id = instrument::connection_id(self.transport.name(), local, Some(addr));
+        let sampler = match &self.instrument.samples_dir {
+            Some(dir) => Some(
+                instrument::spawn_tcp_sampler(&tcp, &conn_id, Role::Client, self.transport == Transport::Mptcp, self.instrument.interval, dir)
+                    .map_err(|e| format!("samples of {conn_id}: {e}"))?,
+            ),
+            None => None,
+        };
         let mptcp_fd = match self.transport {
             Transport::Mptcp => Some(tcp.as_fd().try_clone_to_owned().map_err(|e| format!("dup of the MPTCP socket: {e}"))?),
             _ => None,
         };
         let Some(tls) = &self.tls else {
             let (sender, driver) = self.http_handshake(tcp).await?;
-            return Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, quic: None });
+            return Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, conn_id, sampler, qlog: None });
         };
         let name = ServerName::try_from(hostname.to_string()).map_err(|e| format!("{hostname:?} is not a TLS server name: {e}"))?;
         let stream = TlsConnector::from(tls.clone()).connect(name, tcp).await.map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
         let negotiated = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
         check_alpn(self.protocol, negotiated.as_deref(), addr)?;
         let (sender, driver) = self.http_handshake(stream).await?;
-        Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, quic: None })
+        Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, conn_id, sampler, qlog: None })
     }
 
     async fn http_handshake<T>(&self, io: T) -> Result<(Sender, JoinHandle<()>), String>
@@ -155,8 +172,19 @@ impl Connector {
             SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
         }), 0);
         let endpoint = quinn::Endpoint::client(bind).map_err(|e| format!("UDP socket: {e}"))?;
+        let local = endpoint.local_addr().ok().filter(|a| !a.ip().is_unspecified());
+        let conn_id = instrument::connection_id("quic", local, Some(addr));
+        let mut config = config.clone();
+        let mut qlog = None;
+        if let Some(dir) = &self.instrument.qlog_dir {
+            let stream = instrument::qlog_stream(dir, Role::Client, &conn_id).map_err(|e| format!("qlog of {conn_id}: {e}"))?;
+            let mut transport = self.quic_options.transport_config().map_err(|e| e.to_string())?;
+            transport.qlog_stream(Some(stream));
+            config.transport_config(Arc::new(transport));
+            qlog = Some(instrument::qlog_path(dir, Role::Client, &conn_id));
+        }
         let result = async {
-            let connecting = endpoint.connect_with(config.clone(), addr, hostname).map_err(|e| format!("QUIC connect to {addr}: {e}"))?;
+            let connecting = endpoint.connect_with(config, addr, hostname).map_err(|e| format!("QUIC connect to {addr}: {e}"))?;
             let conn = connecting.await.map_err(|e| format!("QUIC handshake with {addr}: {e}"))?;
             let negotiated = conn
                 .handshake_data()
@@ -178,7 +206,13 @@ impl Connector {
                 return Err(e);
             }
         };
-        let local = endpoint.local_addr().ok().filter(|a| !a.ip().is_unspecified());
+        let sampler = match &self.instrument.samples_dir {
+            Some(dir) => Some(
+                instrument::spawn_quic_sampler(&conn, &conn_id, Role::Client, self.quic_options.controller.name(), self.instrument.interval, dir)
+                    .map_err(|e| format!("samples of {conn_id}: {e}"))?,
+            ),
+            None => None,
+        };
         Ok(Connected {
             sender: Sender::H3(sender),
             local,
@@ -186,7 +220,9 @@ impl Connector {
             mptcp_fd: None,
             drivers: vec![driver],
             endpoint: Some(endpoint),
-            quic: Some(conn),
+            conn_id,
+            sampler,
+            qlog,
         })
     }
 }

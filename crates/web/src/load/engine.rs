@@ -81,6 +81,10 @@ struct Conn {
     mptcp_fd: Option<Arc<OwnedFd>>,
     drivers: Vec<tokio::task::JoinHandle<()>>,
     endpoint: Option<quinn::Endpoint>,
+    conn_id: Option<String>,
+    sampler: Option<crate::instrument::SamplerHandle>,
+    samples_file: Option<String>,
+    qlog_file: Option<String>,
 }
 
 impl Conn {
@@ -142,6 +146,14 @@ pub(super) async fn run(loader: &Loader) -> LoadResult {
     let start_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)).unwrap_or(0);
     let mut engine = Engine::new(loader, start, tx, rx);
     let status = engine.run().await;
+    // A last sample of every connection while it is still open, and the files flushed.
+    for conn in &mut engine.conns {
+        if let Some(sampler) = conn.sampler.take() {
+            if let Err(e) = sampler.stop().await {
+                conn.error.get_or_insert_with(|| format!("samples: {e}"));
+            }
+        }
+    }
     engine.finish(status, start_unix_ns)
 }
 
@@ -407,6 +419,10 @@ impl<'a> Engine<'a> {
             mptcp_fd: None,
             drivers: Vec::new(),
             endpoint: None,
+            conn_id: None,
+            sampler: None,
+            samples_file: None,
+            qlog_file: None,
         });
         self.origins[origin].conns.push(id);
         let connector = self.loader.connector.clone();
@@ -468,6 +484,10 @@ impl<'a> Engine<'a> {
                 conn.sender = Some(connected.sender);
                 conn.drivers = connected.drivers;
                 conn.endpoint = connected.endpoint;
+                conn.conn_id = Some(connected.conn_id);
+                conn.samples_file = connected.sampler.as_ref().map(|s| s.path().display().to_string());
+                conn.sampler = connected.sampler;
+                conn.qlog_file = connected.qlog.map(|p| p.display().to_string());
                 if let (Some(fd), Some(count)) = (connected.mptcp_fd, conn.subflows.clone()) {
                     let fd = Arc::new(fd);
                     conn.mptcp_fd = Some(fd.clone());
@@ -637,6 +657,9 @@ impl<'a> Engine<'a> {
                 bytes: c.received.load(Ordering::Relaxed),
                 subflows: c.subflows.as_ref().map(|s| s.load(Ordering::Relaxed)).filter(|&n| n > 0),
                 error: c.error.clone(),
+                conn_id: c.conn_id.clone(),
+                samples_file: c.samples_file.clone(),
+                qlog_file: c.qlog_file.clone(),
             })
             .collect();
         let failed: Vec<&ObjectResult> = objects.iter().filter(|o| o.error.is_some()).collect();

@@ -21,6 +21,7 @@ use tokio_rustls::rustls::pki_types::CertificateDer;
 pub use conn::{H2_CONNECTION_WINDOW, H2_STREAM_WINDOW};
 pub use mode::{Mode, Pool, Protocol, Scheduler, Transport};
 
+use crate::instrument::InstrumentOptions;
 use crate::manifest::Manifest;
 use crate::transport::{QuicOptions, TcpOptions};
 
@@ -73,6 +74,8 @@ pub struct LoadOptions {
     pub ca: Option<CertificateDer<'static>>,
     /// The manifest as named by the user (`config.manifest` of the result).
     pub manifest_label: String,
+    /// Per-connection samples and qlog (client side).
+    pub instrument: InstrumentOptions,
 }
 
 impl Default for LoadOptions {
@@ -89,6 +92,7 @@ impl Default for LoadOptions {
             quic: QuicOptions::default(),
             ca: None,
             manifest_label: String::new(),
+            instrument: InstrumentOptions::default(),
         }
     }
 }
@@ -149,6 +153,18 @@ pub struct LoadConfig {
     pub h2_stream_window: u32,
     /// HTTP/2 connection window announced.
     pub h2_connection_window: u32,
+    /// QUIC loss detection packet threshold (null = quinn's 3).
+    pub quic_packet_threshold: Option<u32>,
+    /// QUIC loss detection time threshold, RTT multiple (null = quinn's 1.125).
+    pub quic_time_threshold: Option<f32>,
+    /// ACK frequency asked of the server (null = none).
+    pub quic_ack_eliciting_threshold: Option<u32>,
+    /// Samples directory (null = no samples).
+    pub samples_dir: Option<String>,
+    /// Sampling interval.
+    pub sample_interval_ms: f64,
+    /// qlog directory (null = no qlog).
+    pub qlog_dir: Option<String>,
 }
 
 /// One object of the result.
@@ -216,6 +232,13 @@ pub struct ConnectionResult {
     pub subflows: Option<u8>,
     /// Why the connection failed.
     pub error: Option<String>,
+    /// Its id in sample and qlog file names: `<transport>-<client addr>-<server addr>`; the
+    /// server's files of the same connection carry the same id.
+    pub conn_id: Option<String>,
+    /// Its samples file (`--samples`), when sampled.
+    pub samples_file: Option<String>,
+    /// Its qlog file (`--qlog`), for QUIC connections.
+    pub qlog_file: Option<String>,
 }
 
 /// The result document (docs/load.md).
@@ -294,7 +317,15 @@ impl Loader {
         let tcp = TcpOptions { congestion: options.tcp_cc.clone(), mptcp: options.mode.transport == Transport::Mptcp };
         let port = if protocol == Protocol::H1c { options.http_port } else { options.https_port };
         let addrs = manifest.origins.iter().map(|o| SocketAddr::new(o.address.into(), port)).collect();
-        let connector = conn::Connector { protocol, transport: options.mode.transport, tcp, tls: tls.map(Arc::new), quic };
+        let connector = conn::Connector {
+            protocol,
+            transport: options.mode.transport,
+            tcp,
+            tls: tls.map(Arc::new),
+            quic,
+            quic_options: options.quic.clone(),
+            instrument: options.instrument.clone(),
+        };
         Ok(Loader { manifest, options, connector: Arc::new(connector), addrs })
     }
 
@@ -316,6 +347,12 @@ impl Loader {
             https_port: o.https_port,
             h2_stream_window: H2_STREAM_WINDOW,
             h2_connection_window: H2_CONNECTION_WINDOW,
+            quic_packet_threshold: o.quic.packet_threshold,
+            quic_time_threshold: o.quic.time_threshold,
+            quic_ack_eliciting_threshold: o.quic.ack_eliciting_threshold,
+            samples_dir: o.instrument.samples_dir.as_ref().map(|d| d.display().to_string()),
+            sample_interval_ms: o.instrument.interval.as_secs_f64() * 1e3,
+            qlog_dir: o.instrument.qlog_dir.as_ref().map(|d| d.display().to_string()),
         }
     }
 

@@ -49,6 +49,7 @@ impl Lab {
             https_port: 0,
             tcp_congestion: Some("reno".into()),
             limits,
+            ..ServeOptions::default()
         };
         let server = Server::bind(&options, Arc::new(site), material.server_config(&[b"h2", b"http/1.1"]).unwrap()).unwrap();
         for l in server.listeners() {

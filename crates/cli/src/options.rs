@@ -1,0 +1,85 @@
+//! Command-line options shared by `serve`, `load` and `bulk`: QUIC transport knobs and
+//! per-connection instrumentation.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+use web::instrument::{InstrumentOptions, MIN_INTERVAL};
+use web::transport::{QuicController, QuicOptions};
+
+/// QUIC transport options (docs/transport.md).
+#[derive(Args, Debug, Clone)]
+pub struct QuicArgs {
+    /// QUIC congestion controller: cubic, newreno, bbr.
+    #[arg(long, default_value = "cubic")]
+    pub quic_cc: String,
+    /// QUIC initial congestion window in bytes (default: quinn's, about 14 720).
+    #[arg(long)]
+    pub quic_initial_window: Option<u64>,
+    /// Loss detection: packet reordering threshold (RFC 9002 kPacketThreshold; default 3).
+    #[arg(long)]
+    pub quic_packet_threshold: Option<u32>,
+    /// Loss detection: time threshold as a multiple of the RTT (kTimeThreshold; default 1.125).
+    #[arg(long)]
+    pub quic_time_threshold: Option<f32>,
+    /// Ask the peer to acknowledge only every N+1 ack-eliciting packets (ACK frequency
+    /// extension; ACK decimation).
+    #[arg(long)]
+    pub quic_ack_eliciting_threshold: Option<u32>,
+    /// With the ACK-frequency request: the peer's maximum ACK delay in milliseconds.
+    #[arg(long)]
+    pub quic_max_ack_delay_ms: Option<u64>,
+}
+
+impl QuicArgs {
+    /// The checked options (`--quic-*` names in errors).
+    pub fn options(&self) -> anyhow::Result<QuicOptions> {
+        let controller = QuicController::from_name(&self.quic_cc).map_err(|e| anyhow::anyhow!("--quic-cc: {e}"))?;
+        let options = QuicOptions {
+            controller,
+            initial_window: self.quic_initial_window,
+            packet_threshold: self.quic_packet_threshold,
+            time_threshold: self.quic_time_threshold,
+            ack_eliciting_threshold: self.quic_ack_eliciting_threshold,
+            max_ack_delay: self.quic_max_ack_delay_ms.map(Duration::from_millis),
+            ..QuicOptions::default()
+        };
+        // Checked here so that bad values are bad input, before anything starts.
+        options.transport_config().map_err(|e| anyhow::anyhow!("--quic-*: {e}"))?;
+        Ok(options)
+    }
+}
+
+/// Per-connection instrumentation (docs/samples.md).
+#[derive(Args, Debug, Clone)]
+pub struct InstrumentArgs {
+    /// Write per-connection transport samples (TCP_INFO, MPTCP subflows, quinn stats) as NDJSON
+    /// into this directory: <role>-<connection id>.ndjson.
+    #[arg(long)]
+    pub samples: Option<PathBuf>,
+    /// Sampling interval in milliseconds (at least 1).
+    #[arg(long, default_value_t = 10)]
+    pub sample_interval_ms: u64,
+    /// Write a qlog per QUIC connection into this directory: <role>-<connection id>.qlog.
+    #[arg(long)]
+    pub qlog: Option<PathBuf>,
+}
+
+/// Creates the instrumentation directories.
+pub fn prepare(options: &InstrumentOptions) -> anyhow::Result<()> {
+    options.prepare().map_err(|e| anyhow::anyhow!("--samples/--qlog: cannot create the directory: {e}"))
+}
+
+impl InstrumentArgs {
+    /// The checked options. The directories are created later, by `prepare` once every other
+    /// input is checked (bad input leaves nothing behind).
+    pub fn options(&self) -> anyhow::Result<InstrumentOptions> {
+        let interval = Duration::from_millis(self.sample_interval_ms);
+        if interval < MIN_INTERVAL {
+            bail!("--sample-interval-ms: {} is below the minimum of {} ms", self.sample_interval_ms, MIN_INTERVAL.as_millis());
+        }
+        Ok(InstrumentOptions { samples_dir: self.samples.clone(), interval, qlog_dir: self.qlog.clone() })
+    }
+}
