@@ -483,11 +483,6 @@ def test_cli_error_message_is_the_spec_error(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- end to end (real lab)
 
 
-def _has_load(binary: Path) -> bool:
-    completed = subprocess.run([str(binary), "load", "--help"], capture_output=True, text=True, check=False)
-    return completed.returncode == 0
-
-
 E2E_SPEC = """
 schema_version = 1
 name = "e2e"
@@ -508,8 +503,6 @@ page = ["baidu"]
 
 @pytest.mark.lab
 def test_end_to_end_experiment(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
-    if not _has_load(emu_binary):
-        pytest.skip("protolab-net load is not built yet")
     file = tmp_path / "e2e.toml"
     file.write_text(E2E_SPEC)
     experiment = load_spec(file)
@@ -540,7 +533,51 @@ def test_end_to_end_experiment(emu_binary: Path, lab_name: Callable[[], str], tm
     # the report reads the store
     completed = subprocess.run([sys.executable, "-m", "protolab", "report", str(results)],
                                capture_output=True, text=True, check=False)
-    if "No such command" in completed.stderr:
-        pytest.skip("protolab report is not available yet (the rest of the test passed)")
     assert completed.returncode == 0, completed.stderr
     assert (results / "report" / "index.html").exists()
+
+
+E2E_SAMPLES_SPEC = """
+schema_version = 1
+name = "e2e-samples"
+scenario = "wifi-loss"
+seed = 4
+repetitions = 1
+timeout_s = 30
+
+[axes]
+bandwidth_mbps = [20]
+rtt_ms = [20]
+loss_pct = [1]
+mode = ["h2-mptcp", "h3"]
+page = ["wikipedia"]
+
+[artifacts]
+samples = true
+sample_interval_ms = 5
+"""
+
+
+@pytest.mark.lab
+def test_end_to_end_samples_of_both_ends_and_mptcp(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
+    """With samples on, every connection of every run has client and server rows in the store;
+    h2-mptcp runs get the lab's MPTCP set-up (two subflows) from the runner."""
+    file = tmp_path / "e2e.toml"
+    file.write_text(E2E_SAMPLES_SPEC)
+    results = tmp_path / "results"
+    summary = run_experiment(load_spec(file), results, LabExecutor(binary=emu_binary, lab_name=lab_name()), Events())
+    assert (summary.ok, summary.total) == (2, 2)
+    conns = _rows(results, "SELECT r.mode, c.transport, c.subflows, c.bytes FROM connections c JOIN runs r USING (run_key)")
+    assert {c["transport"] for c in conns if c["mode"] == "h2-mptcp"} == {"mptcp"}
+    assert all(c["subflows"] == 2 for c in conns if c["mode"] == "h2-mptcp"), conns
+    samples = _rows(results, "SELECT r.mode, s.conn, s.role, s.transport, s.cwnd, s.rtt_us, s.fields "
+                             "FROM transport_samples s JOIN runs r USING (run_key)")
+    for mode, transport in (("h2-mptcp", "mptcp"), ("h3", "quic")):
+        mine = [s for s in samples if s["mode"] == mode]
+        assert {s["role"] for s in mine} == {"client", "server"}, mode
+        assert {s["transport"] for s in mine} == {transport}
+        n_conns = sum(1 for c in conns if c["mode"] == mode)
+        assert len({s["conn"] for s in mine if s["role"] == "server"}) == n_conns, mode
+        assert all(s["cwnd"] > 0 and s["rtt_us"] > 0 for s in mine if s["role"] == "server")
+    subflows = {json.loads(s["fields"]).get("subflow") for s in samples if s["mode"] == "h2-mptcp"}
+    assert subflows == {0, 1}

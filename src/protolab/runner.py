@@ -37,14 +37,18 @@ from protolab import provenance
 from protolab.errors import LabError, ProtolabError, ToolError
 from protolab.lab import Lab, find_binary
 from protolab.scenarios import Condition, Context
-from protolab.spec import STANDARD_AXES, Experiment, Page
+from protolab.spec import STANDARD_AXES, Experiment, Page, uses_mptcp
 from protolab.store import ResultsStore, RunRecord
 
 KEY_LENGTH = 16
 SERVER_READY_TIMEOUT_S = 30.0
 LOAD_GRACE_S = 30.0  # beyond the load's own --timeout-ms before the runner gives up on it
 QUIET_WAIT_S = 5.0
+SERVER_SAMPLES_SETTLE_S = 1.0
 _CONDITION_AXES = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer")
+# The server's extra address that MPTCP connections join as their second subflow (in the
+# server side's subnet, outside the corpus networks).
+MPTCP_SIGNAL_ADDRESS = "10.77.1.250"
 
 
 class RunnerError(ProtolabError):
@@ -216,6 +220,8 @@ class LabSession:
         self.ctx = Context(lab=lab, workdir=workdir)
         self.scenario = experiment.scenario
         self.params = experiment.params
+        self.mptcp = uses_mptcp(experiment.axes["mode"])
+        self.server_samples = workdir / "server-samples"
         self._busy = False
 
     # -- set-up
@@ -226,6 +232,14 @@ class LabSession:
         for manifest in self.pages.values():
             argv += ["--manifest", manifest]
         argv += ["--tls-dir", self.tls_dir, "--tcp-cc", spec.transport.tcp_cc, "--lab", self.lab.name or "lab"]
+        argv += ["--quic-cc", spec.transport.quic_cc]
+        if self.mptcp:
+            # MPTCP listeners also take plain TCP clients (they fall back to TCP).
+            argv += ["--mptcp"]
+        if spec.artifacts.samples:
+            # The server samples every connection; each run takes its connections' files.
+            argv += ["--samples", self.server_samples,
+                     "--sample-interval-ms", str(spec.artifacts.sample_interval_ms)]
         log = self.ctx.workdir / "serve.stdout"
         errors = self.ctx.workdir / "serve.stderr"
         with log.open("wb") as out, errors.open("wb") as err:
@@ -317,23 +331,57 @@ class LabSession:
         if outcome.status != "ok" and not outcome.error:
             outcome.error = f"load status {status!r}"
         if spec.artifacts.samples:
+            self._take_server_samples(page_load, run_dir / "samples")
             outcome.samples = read_samples(run_dir / "samples")
         return outcome
 
+    def _take_server_samples(self, page_load: dict[str, Any], directory: Path) -> None:
+        """Moves the server's samples of this load's connections next to the client's. The
+        server ends a file when it sees the connection closed (within one interval of the
+        load's end), so wait briefly for the files to stop growing."""
+        ids = [c.get("conn_id") for c in page_load.get("connections") or [] if isinstance(c, dict)]
+        files = [self.server_samples / f"server-{file_safe(i)}.ndjson" for i in ids if isinstance(i, str)]
+        deadline = time.monotonic() + SERVER_SAMPLES_SETTLE_S
+        sizes: list[int] = []
+        while time.monotonic() < deadline:
+            now = [f.stat().st_size if f.exists() else -1 for f in files]
+            if now == sizes:
+                break
+            sizes = now
+            time.sleep(0.05)
+        directory.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            with contextlib.suppress(OSError):
+                f.replace(directory / f.name)
+
+
+def file_safe(conn_id: str) -> str:
+    """A connection id as sample file names carry it (as `instrument::file_safe` in Rust)."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in conn_id)
+    return "conn" if not safe or set(safe) == {"."} else safe
+
 
 def read_samples(directory: Path) -> list[dict[str, Any]]:
-    """Every NDJSON sample line with a `t_unix_ns` under a samples directory."""
+    """Every sample row (a line with `t_unix_ns`) of the samples files under a directory
+    (docs/samples.md), with its file header's `conn`, `role` and `transport`; TCP's `retrans`
+    is the store's `retransmits`."""
     samples: list[dict[str, Any]] = []
     if not directory.is_dir():
         return samples
-    for file in sorted(directory.rglob("*")):
-        if not file.is_file():
-            continue
+    for file in sorted(directory.rglob("*.ndjson")):
+        header: dict[str, Any] = {}
         for line in file.read_text(errors="replace").splitlines():
             with contextlib.suppress(json.JSONDecodeError):
                 value = json.loads(line)
-                if isinstance(value, dict) and isinstance(value.get("t_unix_ns"), int):
-                    samples.append(value)
+                if not isinstance(value, dict):
+                    continue
+                if value.get("schema") == "protolab.samples":
+                    header = {k: value.get(k) for k in ("conn", "role", "transport")}
+                elif isinstance(value.get("t_unix_ns"), int):
+                    row = {**header, **value}
+                    if "retrans" in row:
+                        row["retransmits"] = row.pop("retrans")
+                    samples.append(row)
     return samples
 
 
@@ -361,12 +409,17 @@ class LabExecutor:
         binary = self.binary
         pages = write_pages(experiment, results_dir)
         addresses = sorted({address for page in experiment.pages.values() for address in page.addresses})
+        mptcp = uses_mptcp(experiment.axes["mode"])
+        if mptcp:
+            addresses.append(MPTCP_SIGNAL_ADDRESS)
         spec = experiment.spec
         topology = experiment.scenario.topology(self.lab_name, experiment.params, addresses, spec.seed)
         topology["tcp_congestion"] = spec.transport.tcp_cc
         workdir = Path(tempfile.mkdtemp(prefix="protolab-run-"))
         try:
             with Lab(topology, binary=binary, emu_args=self.emu_args) as lab:
+                if mptcp:
+                    lab.enable_mptcp(experiment.scenario.client, experiment.scenario.server, MPTCP_SIGNAL_ADDRESS)
                 session = LabSession(experiment, lab, binary, pages, workdir)
                 session.start_server()
                 experiment.scenario.start(session.ctx, experiment.params)

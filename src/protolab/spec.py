@@ -19,7 +19,7 @@ import json
 import math
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -60,6 +60,7 @@ class ModeInfo:
 
     description: str
     parallel: bool = False  # takes ":N" (connections per origin)
+    mptcp: bool = False  # needs MPTCP listeners and the lab's `ip mptcp` set-up
 
 
 MODES: dict[str, ModeInfo] = {
@@ -67,7 +68,7 @@ MODES: dict[str, ModeInfo] = {
     "h1": ModeInfo("HTTP/1.1 over TLS, up to h1_connections per origin"),
     "h2": ModeInfo("HTTP/2 over TLS, one connection per origin"),
     "h2-parallel": ModeInfo("HTTP/2 over TLS, N connections per origin", parallel=True),
-    "h2-mptcp": ModeInfo("HTTP/2 over MPTCP + TLS, one connection per origin"),
+    "h2-mptcp": ModeInfo("HTTP/2 over MPTCP + TLS, one connection per origin, two subflows", mptcp=True),
     "h3": ModeInfo("HTTP/3 over QUIC, one connection per origin"),
     "h3-parallel": ModeInfo("HTTP/3 over QUIC, N connections per origin", parallel=True),
 }
@@ -85,8 +86,13 @@ QUIC_CONGESTION_CONTROLS: dict[str, str] = {
 }
 SCHEDULERS: dict[str, str] = {
     "round-robin": "requests assigned to the N connections in turn (001)",
-    "least-outstanding": "request goes to the connection with the fewest outstanding requests",
+    "least-outstanding": "request goes to the connection with the fewest outstanding response bytes",
 }
+
+
+def uses_mptcp(modes: Iterable[str]) -> bool:
+    """Whether any of these (checked) modes runs over MPTCP."""
+    return any(MODES[mode.partition(":")[0]].mptcp for mode in modes)
 
 
 def known_modes() -> str:

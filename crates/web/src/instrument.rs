@@ -172,6 +172,7 @@ where
     let mut out = BufWriter::with_capacity(64 * 1024, file);
     serde_json::to_writer(&mut out, &header)?;
     out.write_all(b"\n")?;
+    out.flush()?;
     let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let mut rows = 0u64;
@@ -186,7 +187,10 @@ where
                     break;
                 }
                 _ = ticker.tick() => {
-                    match sample(&mut out) {
+                    // Flushed every row: readers (the runner) see a file that is current, and a
+                    // file that stopped growing belongs to a connection that is closed.
+                    let sampled = sample(&mut out).and_then(|closed| out.flush().map(|()| closed));
+                    match sampled {
                         Ok(false) => rows += 1,
                         // Closed, or the socket is gone: that row was the last one.
                         Ok(true) | Err(_) => break,

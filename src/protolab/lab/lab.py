@@ -362,6 +362,23 @@ class Lab:
         self._spawned.append(process)
         return process
 
+    def enable_mptcp(self, client: str, server: str, signal_address: str, port: int = 443, subflows: int = 2) -> None:
+        """Let MPTCP connections from `client` to `server` open `subflows` subflows.
+
+        The server announces `signal_address` (one of its addresses, not an origin's) with
+        `port` (ADD_ADDR); the client accepts the announcement and joins it, so an MPTCP
+        connection gets a second subflow from the same client address to another server
+        address: a different 5-tuple that ECMP may route over another path, as 001's ndiffports
+        subflows were. Namespaces are the lab's own, so the settings go with the lab.
+        """
+        if signal_address not in self.addresses(server):
+            raise LabError(f"MPTCP: {signal_address} is not an address of host {server!r}")
+        extra = str(subflows - 1)
+        self.run(server, ["ip", "mptcp", "limits", "set", "subflow", extra, "add_addr_accepted", "0"])
+        self.run(server, ["ip", "mptcp", "endpoint", "flush"])
+        self.run(server, ["ip", "mptcp", "endpoint", "add", signal_address, "dev", "pl0", "port", str(port), "signal"])
+        self.run(client, ["ip", "mptcp", "limits", "set", "subflow", extra, "add_addr_accepted", extra])
+
     # ----------------------------------------------------------------- control
 
     def request(self, request: Mapping[str, Any]) -> dict[str, Any]:

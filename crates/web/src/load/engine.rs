@@ -15,10 +15,14 @@ use tokio::task::JoinSet;
 
 use super::conn::{connect_within, fetch, Connected, Fetched, Sender, Target};
 use super::mode::{Pool, Protocol, Scheduler};
-use super::{ConnectionResult, LoadResult, LoadStatus, Loader, ObjectResult, SCHEMA_VERSION};
+use super::{ConnectionResult, LoadResult, LoadStatus, Loader, ObjectResult, SubflowResult, SCHEMA_VERSION};
 
 /// How often the MPTCP subflow count is read while a connection lives.
 const SUBFLOW_POLL: Duration = Duration::from_millis(5);
+
+/// How long the end of a load waits for QUIC endpoints to send their CONNECTION_CLOSE (the
+/// draining period after it is not waited for).
+const QUIC_CLOSE_GRACE: Duration = Duration::from_millis(20);
 
 struct Obj {
     origin: usize,
@@ -154,6 +158,21 @@ pub(super) async fn run(loader: &Loader) -> LoadResult {
             }
         }
     }
+    // Close QUIC connections now and give the endpoints a moment to send CONNECTION_CLOSE, so
+    // that servers see the end of the load at once instead of after their idle timeout.
+    let mut closing = Vec::new();
+    for conn in &mut engine.conns {
+        if let Some(e) = conn.endpoint.take() {
+            e.close(quinn::VarInt::from_u32(0), b"page loaded");
+            closing.push(e);
+        }
+    }
+    let _ = tokio::time::timeout(QUIC_CLOSE_GRACE, async {
+        for e in &closing {
+            e.wait_idle().await;
+        }
+    })
+    .await;
     engine.finish(status, start_unix_ns)
 }
 
@@ -596,12 +615,26 @@ impl<'a> Engine<'a> {
             }
         }
         // Last subflow reading, then stop everything this load started.
+        let mut subflow_details: Vec<Option<Vec<SubflowResult>>> = Vec::with_capacity(self.conns.len());
         for conn in &self.conns {
+            let mut details = None;
             if let (Some(fd), Some(count)) = (&conn.mptcp_fd, &conn.subflows) {
                 if let Some(n) = read_subflows(fd) {
                     count.fetch_max(n, Ordering::Relaxed);
                 }
+                details = crate::sockopt::mptcp_subflow_tcp_infos(fd.as_fd()).ok().map(|subs| {
+                    subs.iter()
+                        .map(|s| SubflowResult {
+                            local: s.local.map(|a| a.to_string()),
+                            remote: s.remote.map(|a| a.to_string()),
+                            bytes_received: s.tcp.bytes_received,
+                            bytes_acked: s.tcp.bytes_acked,
+                            rtt_us: s.tcp.rtt_us,
+                        })
+                        .collect()
+                });
             }
+            subflow_details.push(details);
         }
         self.tasks.abort_all();
         for conn in &mut self.conns {
@@ -642,8 +675,9 @@ impl<'a> Engine<'a> {
         let connections = self
             .conns
             .iter()
+            .zip(subflow_details)
             .enumerate()
-            .map(|(id, c)| ConnectionResult {
+            .map(|(id, (c, subflow_details))| ConnectionResult {
                 id,
                 origin: self.origins[c.origin].hostname.clone(),
                 protocol,
@@ -656,6 +690,7 @@ impl<'a> Engine<'a> {
                 requests: c.requests,
                 bytes: c.received.load(Ordering::Relaxed),
                 subflows: c.subflows.as_ref().map(|s| s.load(Ordering::Relaxed)).filter(|&n| n > 0),
+                subflow_details,
                 error: c.error.clone(),
                 conn_id: c.conn_id.clone(),
                 samples_file: c.samples_file.clone(),

@@ -230,6 +230,8 @@ pub struct ConnectionResult {
     pub bytes: u64,
     /// MPTCP: most subflows seen at once, the initial one included (`mptcpi_subflows` + 1).
     pub subflows: Option<u8>,
+    /// MPTCP: every subflow alive at the end of the load, with what it carried.
+    pub subflow_details: Option<Vec<SubflowResult>>,
     /// Why the connection failed.
     pub error: Option<String>,
     /// Its id in sample and qlog file names: `<transport>-<client addr>-<server addr>`; the
@@ -239,6 +241,21 @@ pub struct ConnectionResult {
     pub samples_file: Option<String>,
     /// Its qlog file (`--qlog`), for QUIC connections.
     pub qlog_file: Option<String>,
+}
+
+/// One MPTCP subflow at the end of a load (from `MPTCP_TCPINFO` and `MPTCP_SUBFLOW_ADDRS`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SubflowResult {
+    /// Local address.
+    pub local: Option<String>,
+    /// Remote address.
+    pub remote: Option<String>,
+    /// `tcpi_bytes_received`: bytes this subflow delivered to the client.
+    pub bytes_received: u64,
+    /// `tcpi_bytes_acked`: bytes the client sent on it that the server acknowledged.
+    pub bytes_acked: u64,
+    /// Smoothed RTT, microseconds.
+    pub rtt_us: u32,
 }
 
 /// The result document (docs/load.md).
