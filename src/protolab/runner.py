@@ -303,6 +303,8 @@ class LabSession:
             "--timeout-ms", str(int(spec.timeout_s * 1000)),
             "--tcp-cc", spec.transport.tcp_cc, "--quic-cc", spec.transport.quic_cc,
         ]
+        if self.scenario.seeded_source_ports(self.params):
+            argv += ["--source-port-seed", str(run.link_seed)]
         if spec.artifacts.samples:
             argv += ["--samples", (run_dir / "samples").resolve(),
                      "--sample-interval-ms", str(spec.artifacts.sample_interval_ms)]

@@ -46,6 +46,10 @@ pub struct LoadArgs {
     /// TCP congestion control of every TCP/MPTCP socket.
     #[arg(long, value_enum, default_value = "cubic")]
     tcp_cc: TcpCc,
+    /// Draw TCP and UDP source ports from a generator with this seed instead of the kernel's
+    /// choice (Linux's connect() takes even ports only, which fixes the parity of a flow hash).
+    #[arg(long)]
+    source_port_seed: Option<u64>,
     #[command(flatten)]
     quic: crate::options::QuicArgs,
     #[command(flatten)]
@@ -79,6 +83,7 @@ pub fn command(args: LoadArgs) -> anyhow::Result<ExitCode> {
         ca,
         manifest_label: args.manifest.display().to_string(),
         instrument: args.instrument.options()?,
+        source_port_seed: args.source_port_seed,
     };
     let instrument = options.instrument.clone();
     let loader = Loader::new(manifest, options)?;

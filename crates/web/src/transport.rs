@@ -86,7 +86,33 @@ fn new_socket(addr: SocketAddr, options: &TcpOptions) -> Result<Socket, Transpor
 
 /// Connects a TCP (or MPTCP) stream with `TCP_CONGESTION` set before the SYN and `TCP_NODELAY`.
 pub async fn tcp_connect(addr: SocketAddr, options: &TcpOptions) -> Result<TcpStream, TransportError> {
+    tcp_connect_from(addr, options, None).await
+}
+
+/// The kernel's ephemeral port range (`net.ipv4.ip_local_port_range`; Linux's default if
+/// unreadable).
+pub fn ephemeral_port_range() -> (u16, u16) {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut it = text.split_whitespace().filter_map(|v| v.parse::<u16>().ok());
+    match (it.next(), it.next()) {
+        (Some(low), Some(high)) if low <= high && low > 0 => (low, high),
+        _ => (32768, 60999),
+    }
+}
+
+/// [`tcp_connect`] from a chosen source port (bound before the SYN); `None` lets the kernel
+/// choose. Linux's `connect()` picks even ports (odd ones are left to `bind`), so every
+/// connection a client makes to one server port has the same 5-tuple parity; a chosen port
+/// gives a flow hash such as ECMP's `SA^DA^SP^DP^PT mod 2` its randomness back.
+pub async fn tcp_connect_from(addr: SocketAddr, options: &TcpOptions, source_port: Option<u16>) -> Result<TcpStream, TransportError> {
     let socket = new_socket(addr, options)?;
+    if let Some(port) = source_port {
+        let any: SocketAddr = match addr {
+            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, port).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, port).into(),
+        };
+        socket.bind(&any.into()).map_err(|error| TransportError::Socket { op: "bind", addr: any, error })?;
+    }
     let std_stream: std::net::TcpStream = socket.into();
     let socket = TcpSocket::from_std_stream(std_stream);
     let stream = socket.connect(addr).await.map_err(|error| TransportError::Socket { op: "connect", addr, error })?;

@@ -139,6 +139,12 @@ class Scenario:
     def leave(self, ctx: Context, params: Any, condition: Condition) -> None:
         """After the last run of a condition."""
 
+    def seeded_source_ports(self, params: Any) -> bool:
+        """Whether the client draws its source ports from the run's seed (`protolab-net load
+        --source-port-seed`) instead of taking the kernel's even connect() ports, so that a
+        flow hash spreads its connections over paths."""
+        return False
+
     def busy(self, params: Any, condition: Condition) -> bool:
         """Whether background traffic runs during the condition (the queues never drain)."""
         return False

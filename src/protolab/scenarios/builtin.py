@@ -117,6 +117,10 @@ class EcmpParams(BaseModel):
     cross_load: float = Field(0.9, gt=0, le=1.0, description="their total rate as a share of the path (001: 90%)")
     congested_path: Literal["p0", "p1"] = "p1"
     cross_cc: str = "cubic"
+    source_ports: Literal["seeded", "kernel"] = Field(
+        "seeded", description="client source ports: drawn from the run's seed (both parities, as the seed's "
+        "2017 kernel chose them) or the kernel's (even only: every connection to one server port hashes alike)"
+    )
 
 
 class EcmpCongestion(Scenario):
@@ -178,6 +182,9 @@ class EcmpCongestion(Scenario):
             for side in ("forward", "reverse"):
                 links[f"{path_name}.{side}"] = direction(params.path_mbps, delay, 0, path_queue)
         return links
+
+    def seeded_source_ports(self, params: EcmpParams) -> bool:
+        return params.source_ports == "seeded"
 
     def start(self, ctx: Context, params: EcmpParams) -> None:
         log = ctx.workdir / "iperf3-server.log"

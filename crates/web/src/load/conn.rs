@@ -20,7 +20,7 @@ use tokio_rustls::TlsConnector;
 
 use super::mode::{Protocol, Transport};
 use crate::instrument::{self, InstrumentOptions, Role, SamplerHandle};
-use crate::transport::{tcp_connect, QuicOptions, TcpOptions};
+use crate::transport::{tcp_connect_from, QuicOptions, TcpOptions, TransportError};
 
 /// HTTP/2 initial stream window (`SETTINGS_INITIAL_WINDOW_SIZE`), as Chrome: 6 MiB.
 pub const H2_STREAM_WINDOW: u32 = 6 * 1024 * 1024;
@@ -46,6 +46,34 @@ pub(crate) struct Connector {
     pub quic_options: QuicOptions,
     /// Samples and qlog per connection.
     pub instrument: InstrumentOptions,
+    /// Source ports drawn from this seeded generator instead of the kernel's choice.
+    pub source_ports: Option<SourcePorts>,
+}
+
+/// Seeded source ports from the ephemeral range (`--source-port-seed`), so that a flow hash
+/// over the 5-tuple spreads connections as it did before Linux chose even ports for connect().
+pub(crate) struct SourcePorts {
+    rng: std::sync::Mutex<rand_chacha::ChaCha8Rng>,
+    range: (u16, u16),
+}
+
+/// Tries before giving up on finding a free source port.
+const SOURCE_PORT_TRIES: usize = 32;
+
+impl SourcePorts {
+    pub fn new(seed: u64) -> SourcePorts {
+        use rand::SeedableRng;
+        SourcePorts { rng: std::sync::Mutex::new(rand_chacha::ChaCha8Rng::seed_from_u64(seed)), range: crate::transport::ephemeral_port_range() }
+    }
+
+    fn next(&self) -> u16 {
+        use rand::Rng;
+        // A poisoned lock only means another draw panicked, which random_range does not.
+        match self.rng.lock() {
+            Ok(mut rng) => rng.random_range(self.range.0..=self.range.1),
+            Err(poisoned) => poisoned.into_inner().random_range(self.range.0..=self.range.1),
+        }
+    }
 }
 
 /// A request sender of an established connection.
@@ -105,7 +133,7 @@ impl Connector {
     }
 
     async fn connect_tcp(&self, hostname: &str, addr: SocketAddr) -> Result<Connected, String> {
-        let tcp = tcp_connect(addr, &self.tcp).await.map_err(|e| e.to_string())?;
+        let tcp = self.tcp_connect(addr).await?;
         let tcp_connected = Some(Instant::now());
         let local = tcp.local_addr().ok();
         let conn_id = instrument::connection_id(self.transport.name(), local, Some(addr));
@@ -130,6 +158,19 @@ impl Connector {
         check_alpn(self.protocol, negotiated.as_deref(), addr)?;
         let (sender, driver) = self.http_handshake(stream).await?;
         Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, conn_id, sampler, qlog: None })
+    }
+
+    async fn tcp_connect(&self, addr: SocketAddr) -> Result<tokio::net::TcpStream, String> {
+        let Some(ports) = &self.source_ports else {
+            return tcp_connect_from(addr, &self.tcp, None).await.map_err(|e| e.to_string());
+        };
+        for _ in 0..SOURCE_PORT_TRIES {
+            match tcp_connect_from(addr, &self.tcp, Some(ports.next())).await {
+                Err(TransportError::Socket { op: "bind" | "connect", error, .. }) if error.kind() == std::io::ErrorKind::AddrInUse => continue,
+                other => return other.map_err(|e| e.to_string()),
+            }
+        }
+        Err(format!("connect to {addr}: no free source port in {SOURCE_PORT_TRIES} tries"))
     }
 
     async fn http_handshake<T>(&self, io: T) -> Result<(Sender, JoinHandle<()>), String>
@@ -167,11 +208,26 @@ impl Connector {
         };
         // Bound to the source address the route to the server picks, so that the result (and
         // the samples) name the local address as TCP connections do.
-        let bind = SocketAddr::new(route_source(addr).unwrap_or(match addr {
+        let ip = route_source(addr).unwrap_or(match addr {
             SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-        }), 0);
-        let endpoint = quinn::Endpoint::client(bind).map_err(|e| format!("UDP socket: {e}"))?;
+        });
+        let endpoint = match &self.source_ports {
+            None => quinn::Endpoint::client(SocketAddr::new(ip, 0)).map_err(|e| format!("UDP socket: {e}"))?,
+            Some(ports) => {
+                let mut bound = Err(format!("UDP socket: no free source port in {SOURCE_PORT_TRIES} tries"));
+                for _ in 0..SOURCE_PORT_TRIES {
+                    match quinn::Endpoint::client(SocketAddr::new(ip, ports.next())) {
+                        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+                        other => {
+                            bound = other.map_err(|e| format!("UDP socket: {e}"));
+                            break;
+                        }
+                    }
+                }
+                bound?
+            }
+        };
         let local = endpoint.local_addr().ok().filter(|a| !a.ip().is_unspecified());
         let conn_id = instrument::connection_id("quic", local, Some(addr));
         let mut config = config.clone();

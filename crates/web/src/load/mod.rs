@@ -76,6 +76,9 @@ pub struct LoadOptions {
     pub manifest_label: String,
     /// Per-connection samples and qlog (client side).
     pub instrument: InstrumentOptions,
+    /// Draw TCP and UDP source ports from a generator with this seed instead of letting the
+    /// kernel choose (docs/load.md: flow hashes and Linux's even connect() ports).
+    pub source_port_seed: Option<u64>,
 }
 
 impl Default for LoadOptions {
@@ -93,6 +96,7 @@ impl Default for LoadOptions {
             ca: None,
             manifest_label: String::new(),
             instrument: InstrumentOptions::default(),
+            source_port_seed: None,
         }
     }
 }
@@ -165,6 +169,8 @@ pub struct LoadConfig {
     pub sample_interval_ms: f64,
     /// qlog directory (null = no qlog).
     pub qlog_dir: Option<String>,
+    /// Seed of the source ports (null = the kernel's choice).
+    pub source_port_seed: Option<u64>,
 }
 
 /// One object of the result.
@@ -342,6 +348,7 @@ impl Loader {
             quic,
             quic_options: options.quic.clone(),
             instrument: options.instrument.clone(),
+            source_ports: options.source_port_seed.map(conn::SourcePorts::new),
         };
         Ok(Loader { manifest, options, connector: Arc::new(connector), addrs })
     }
@@ -370,6 +377,7 @@ impl Loader {
             samples_dir: o.instrument.samples_dir.as_ref().map(|d| d.display().to_string()),
             sample_interval_ms: o.instrument.interval.as_secs_f64() * 1e3,
             qlog_dir: o.instrument.qlog_dir.as_ref().map(|d| d.display().to_string()),
+            source_port_seed: o.source_port_seed,
         }
     }
 
