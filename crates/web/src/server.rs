@@ -440,7 +440,31 @@ impl Body for H3Body {
     }
 }
 
-async fn serve_h3_request(req: Request<()>, stream: H3Stream, ctx: &Ctx, local_ip: Option<IpAddr>, peer: SocketAddr, limited: Option<Duration>) {
+/// Request bodies of methods that carry none (GET, HEAD, ...) are read and discarded up to this
+/// many bytes; more is a bad request.
+const H3_IGNORED_BODY_LIMIT: usize = 64 * 1024;
+
+async fn serve_h3_request(req: Request<()>, mut stream: H3Stream, ctx: &Ctx, local_ip: Option<IpAddr>, peer: SocketAddr, limited: Option<Duration>) {
+    if req.method() != Method::POST && req.method() != Method::PUT {
+        // Wait for the end of the request (its FIN follows the HEADERS at once) before
+        // answering: closing the receive side earlier makes quinn send STOP_SENDING, and a
+        // client still finishing its request stream sees an error instead of the response.
+        let drained = tokio::time::timeout(ctx.limits.handshake_timeout, async {
+            let mut ignored = 0usize;
+            while let Ok(Some(chunk)) = stream.recv_data().await {
+                ignored += chunk.remaining();
+                if ignored > H3_IGNORED_BODY_LIMIT {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+        if drained != Ok(true) {
+            stream.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);
+            return;
+        }
+    }
     let (mut send, recv) = stream.split();
     let response = match limited {
         Some(wait) => too_many_requests(wait),
