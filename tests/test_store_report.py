@@ -387,6 +387,11 @@ def test_median_ci_order_statistics() -> None:
     assert (s.ci_low, s.ci_high) == (10.0, 21.0)
     assert summarize([3.0, 1.0, 2.0]).ci_low is None
     assert summarize([]).n == 0
+    # t interval of the mean: mean 2, s = 1, n = 3: 2 +- 4.3027 / sqrt(3)
+    three = summarize([3.0, 1.0, 2.0])
+    assert three.mean_ci_low == pytest.approx(2 - 4.302653 / 3**0.5, rel=1e-6)
+    assert three.mean_ci_high == pytest.approx(2 + 4.302653 / 3**0.5, rel=1e-6)
+    assert summarize([5.0]).mean_ci_low is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,7 +417,7 @@ def test_report_contents(report: Path) -> None:
         "http://purl.org/dc/", "").replace("http://creativecommons.org/", "")  # nothing fetched
     assert "<script" not in text and "<link " not in text
     for needle in ("Experiment wifi-loss", "Experiment bw-rtt-grid", "Test CPU @ 2.0GHz", "6.8.0-test",
-                   "e67b1bd", "Statistics per cell", "95% CI of median", "Failed runs",
+                   "e67b1bd", "Statistics per cell", "95% CI of median", "95% CI of mean", "Failed runs",
                    "page load failed: object /obj3: connection reset", "timeout",
                    "Achieved versus configured", "p0.forward", "loss 2%", "loss 0%", "h2-parallel:2",
                    "Experiment spec", "Generated "):

@@ -491,14 +491,17 @@ class Builder:
             failed = sum(1 for r in runs if r.status != "ok")
             ci = (f"{_num(s.ci_low)} – {_num(s.ci_high)} <small>({s.ci_coverage:.1%})</small>"
                   if s.ci_low is not None and s.ci_coverage is not None else "n/a")
+            mean_ci = (f"{_num(s.mean_ci_low)} – {_num(s.mean_ci_high)}"
+                       if s.mean_ci_low is not None and s.mean_ci_high is not None else "n/a")
             rows.append([_esc(condition_label(exp, cond)), _esc(page), _esc(mode), str(s.n), str(failed),
-                         _num(s.median), _num(s.mean), _num(s.q1), _num(s.q3), ci])
+                         _num(s.median), _num(s.mean), _num(s.q1), _num(s.q3), mean_ci, ci])
         caption = (f"PLT in ms of successful loads per condition x page x protocol. Q1/Q3: linear interpolation. "
-                   f"CI: distribution-free {CI_LEVEL:.0%} interval of the median from order statistics "
+                   f"CI of mean: Student-t {CI_LEVEL:.0%} interval (n >= 2). "
+                   f"CI of median: distribution-free {CI_LEVEL:.0%} interval from order statistics "
                    "(binomial, exact coverage in brackets); n/a when n < 6, where no such interval exists.")
         return (f'<p class="caption">{_esc(caption)}</p>' +
                 _table(["condition", "page", "mode", "n ok", "n failed", "median", "mean", "Q1", "Q3",
-                        f"{CI_LEVEL:.0%} CI of median"], rows, numeric_from=3, css="data"))
+                        f"{CI_LEVEL:.0%} CI of mean", f"{CI_LEVEL:.0%} CI of median"], rows, numeric_from=3, css="data"))
 
     def failed_table(self, exp: Experiment, name: str) -> str:
         failed = [r for r in exp.runs if r.status != "ok"]

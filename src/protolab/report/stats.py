@@ -1,4 +1,5 @@
-"""Statistics of the report: cell summaries with a distribution-free CI of the median."""
+"""Statistics of the report: cell summaries with a distribution-free CI of the median and a
+Student-t CI of the mean."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom
+from scipy.stats import binom, t
 
 CI_LEVEL = 0.95
 
@@ -22,6 +23,8 @@ class Summary:
     ci_low: float | None      # None when n is too small for a CI_LEVEL interval
     ci_high: float | None
     ci_coverage: float | None  # exact coverage of the order-statistic interval
+    mean_ci_low: float | None = None   # Student-t interval of the mean; None when n < 2
+    mean_ci_high: float | None = None
 
 
 def median_ci_ranks(n: int, level: float = CI_LEVEL) -> tuple[int, int, float] | None:
@@ -41,8 +44,20 @@ def median_ci_ranks(n: int, level: float = CI_LEVEL) -> tuple[int, int, float] |
     return best
 
 
+def mean_ci(data: np.ndarray, level: float = CI_LEVEL) -> tuple[float, float] | None:
+    """mean +- t(n-1) x s / sqrt(n): the `level` interval of the mean, assuming the mean is about
+    normally distributed (few repetitions give wide intervals, as they should). None when n < 2."""
+    n = int(data.size)
+    if n < 2:
+        return None
+    half = float(t.ppf(0.5 + level / 2, n - 1)) * float(data.std(ddof=1)) / math.sqrt(n)
+    mean = float(data.mean())
+    return mean - half, mean + half
+
+
 def summarize(values: Sequence[float], level: float = CI_LEVEL) -> Summary:
-    """n, median, mean, quartiles (linear interpolation) and the order-statistic CI of the median."""
+    """n, median, mean, quartiles (linear interpolation), the order-statistic CI of the median and
+    the t CI of the mean."""
     data = np.sort(np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float))
     n = int(data.size)
     if n == 0:
@@ -54,7 +69,9 @@ def summarize(values: Sequence[float], level: float = CI_LEVEL) -> Summary:
         low = high = coverage = None
     else:
         low, high, coverage = float(data[ranks[0] - 1]), float(data[ranks[1] - 1]), ranks[2]
-    return Summary(n, median, float(data.mean()), q1, q3, low, high, coverage)
+    interval = mean_ci(data, level)
+    return Summary(n, median, float(data.mean()), q1, q3, low, high, coverage,
+                   interval[0] if interval else None, interval[1] if interval else None)
 
 
 def median(values: Sequence[float]) -> float:
