@@ -124,7 +124,6 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
     let mut default_sans = vec!["localhost".to_string()];
     default_sans.extend(listen.iter().filter(|a| !a.is_unspecified()).map(IpAddr::to_string));
     let material = web::TlsMaterial::generate(&args.lab, &origins, &default_sans)?;
-    material.write(&args.tls_dir)?;
     let tls = material.server_config(&[b"h2", b"http/1.1"])?;
     let options = web::ServeOptions {
         listen,
@@ -147,6 +146,8 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let server = web::Server::bind(&options, Arc::new(site), tls)?;
+        // Written once every socket is bound: a server that cannot start leaves no files.
+        material.write(&args.tls_dir)?;
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use web::instrument::{InstrumentOptions, MIN_INTERVAL};
-use web::transport::{QuicController, QuicOptions};
+use web::transport::{QuicController, QuicOptions, TransportError};
 
 /// QUIC transport options (docs/transport.md).
 #[derive(Args, Debug, Clone)]
@@ -47,7 +47,10 @@ impl QuicArgs {
             ..QuicOptions::default()
         };
         // Checked here so that bad values are bad input, before anything starts.
-        options.transport_config().map_err(|e| anyhow::anyhow!("--quic-*: {e}"))?;
+        options.transport_config().map_err(|e| match e {
+            TransportError::QuicOption { option, why } => anyhow::anyhow!("--quic-{}: {why}", option.replace('_', "-")),
+            other => anyhow::anyhow!("--quic-*: {other}"),
+        })?;
         Ok(options)
     }
 }

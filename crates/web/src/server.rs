@@ -195,7 +195,6 @@ impl Server {
         listen_addrs.dedup();
         let tcp = TcpOptions { congestion: options.tcp_congestion.clone(), mptcp: options.mptcp };
         let limits = options.limits.clone();
-        options.instrument.prepare().map_err(ServeError::Instrument)?;
         let quic_config = quic_server_config(&tls, &limits, &options.quic, None)?;
         let mut http = Vec::new();
         let mut https = Vec::new();
@@ -213,6 +212,8 @@ impl Server {
             https.push(tls_listener);
             quic.push(endpoint);
         }
+        // Created once every socket is bound: a server that cannot start leaves no directories.
+        options.instrument.prepare().map_err(ServeError::Instrument)?;
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
