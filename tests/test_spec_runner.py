@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -581,3 +583,56 @@ def test_end_to_end_samples_of_both_ends_and_mptcp(emu_binary: Path, lab_name: C
         assert all(s["cwnd"] > 0 and s["rtt_us"] > 0 for s in mine if s["role"] == "server")
     subflows = {json.loads(s["fields"]).get("subflow") for s in samples if s["mode"] == "h2-mptcp"}
     assert subflows == {0, 1}
+
+
+INTERRUPT_SPEC = """
+schema_version = 1
+name = "interrupted"
+scenario = "wifi-loss"
+seed = 5
+repetitions = 4
+timeout_s = 30
+
+[axes]
+bandwidth_mbps = [20]
+rtt_ms = [20]
+loss_pct = [0]
+mode = ["h1", "h2", "h3"]
+page = ["baidu"]
+"""
+
+
+@pytest.mark.lab
+def test_ctrl_c_tears_down_and_a_rerun_resumes(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
+    """SIGINT to `protolab run` (what Ctrl-C sends): exit 130, the lab's namespaces and processes
+    are gone, the run in progress is not recorded; the same command again does only the rest."""
+    from conftest import lab_namespaces
+
+    file = tmp_path / "spec.toml"
+    file.write_text(INTERRUPT_SPEC)
+    results = tmp_path / "results"
+    name = lab_name()
+    argv = [sys.executable, "-m", "protolab", "run", str(file), "--results", str(results), "--lab", name,
+            "--binary", str(emu_binary)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    # Interrupt once a few runs have a directory (3 of 12 started).
+    while len(list((results / "runs").glob("*"))) < 3:
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        assert time.monotonic() < deadline, "no progress"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out and "Traceback" not in out, out
+    assert lab_namespaces(name) == []
+    leftovers = subprocess.run(["pgrep", "-f", f"pl-{name}-|--lab {name}"], capture_output=True, text=True, check=False)
+    assert leftovers.stdout.strip() == "", leftovers.stdout
+    recorded = {r["run_key"] for r in _rows(results, "SELECT run_key FROM runs")}
+    assert 1 <= len(recorded) < 12
+    # Every recorded run has its directory; an interrupted one left none.
+    assert {p.name for p in (results / "runs").iterdir()} == recorded
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"resuming: {len(recorded)} of 12 runs already recorded" in done.stdout
+    assert len(_rows(results, "SELECT run_key FROM runs WHERE status = 'ok'")) == 12
