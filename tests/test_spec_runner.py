@@ -557,6 +557,7 @@ page = ["wikipedia"]
 [artifacts]
 samples = true
 sample_interval_ms = 5
+qlog = true
 """
 
 
@@ -583,6 +584,11 @@ def test_end_to_end_samples_of_both_ends_and_mptcp(emu_binary: Path, lab_name: C
         assert all(s["cwnd"] > 0 and s["rtt_us"] > 0 for s in mine if s["role"] == "server")
     subflows = {json.loads(s["fields"]).get("subflow") for s in samples if s["mode"] == "h2-mptcp"}
     assert subflows == {0, 1}
+    # qlog of both ends for the QUIC run, none for the MPTCP one
+    for run in _rows(results, "SELECT mode, artifacts_dir FROM runs"):
+        qlogs = sorted(p.name.split("-", 1)[0] for p in (results / run["artifacts_dir"] / "qlog").glob("*.qlog"))
+        n_conns = sum(1 for c in conns if c["mode"] == run["mode"])
+        assert qlogs == ([] if run["mode"] == "h2-mptcp" else ["client"] * n_conns + ["server"] * n_conns), (run, qlogs)
 
 
 INTERRUPT_SPEC = """

@@ -222,6 +222,7 @@ class LabSession:
         self.params = experiment.params
         self.mptcp = uses_mptcp(experiment.axes["mode"])
         self.server_samples = workdir / "server-samples"
+        self.server_qlog = workdir / "server-qlog"
         self._busy = False
 
     # -- set-up
@@ -240,6 +241,8 @@ class LabSession:
             # The server samples every connection; each run takes its connections' files.
             argv += ["--samples", self.server_samples,
                      "--sample-interval-ms", str(spec.artifacts.sample_interval_ms)]
+        if spec.artifacts.qlog:
+            argv += ["--qlog", self.server_qlog]
         log = self.ctx.workdir / "serve.stdout"
         errors = self.ctx.workdir / "serve.stderr"
         with log.open("wb") as out, errors.open("wb") as err:
@@ -308,6 +311,8 @@ class LabSession:
         if spec.artifacts.samples:
             argv += ["--samples", (run_dir / "samples").resolve(),
                      "--sample-interval-ms", str(spec.artifacts.sample_interval_ms)]
+        if spec.artifacts.qlog:
+            argv += ["--qlog", (run_dir / "qlog").resolve()]
         try:
             completed = self.lab.run(client, argv, timeout=spec.timeout_s + LOAD_GRACE_S, check=False)
         finally:
@@ -333,16 +338,19 @@ class LabSession:
         if outcome.status != "ok" and not outcome.error:
             outcome.error = f"load status {status!r}"
         if spec.artifacts.samples:
-            self._take_server_samples(page_load, run_dir / "samples")
+            self._take_server_files(page_load, self.server_samples, ".ndjson", run_dir / "samples")
             outcome.samples = read_samples(run_dir / "samples")
+        if spec.artifacts.qlog:
+            self._take_server_files(page_load, self.server_qlog, ".qlog", run_dir / "qlog")
         return outcome
 
-    def _take_server_samples(self, page_load: dict[str, Any], directory: Path) -> None:
-        """Moves the server's samples of this load's connections next to the client's. The
-        server ends a file when it sees the connection closed (within one interval of the
+    def _take_server_files(self, page_load: dict[str, Any], source: Path, suffix: str, directory: Path) -> None:
+        """Moves the server's files (samples or qlogs) of this load's connections next to the
+        client's. The server ends a file when it sees the connection closed (soon after the
         load's end), so wait briefly for the files to stop growing."""
         ids = [c.get("conn_id") for c in page_load.get("connections") or [] if isinstance(c, dict)]
-        files = [self.server_samples / f"server-{file_safe(i)}.ndjson" for i in ids if isinstance(i, str)]
+        files = [source / f"server-{file_safe(i)}{suffix}" for i in ids if isinstance(i, str)]
+        files = [f for f in files if suffix != ".qlog" or f.name.startswith("server-quic-")]
         deadline = time.monotonic() + SERVER_SAMPLES_SETTLE_S
         sizes: list[int] = []
         while time.monotonic() < deadline:

@@ -283,8 +283,9 @@ class Artifacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pcap: bool = False  # client capture per run (runs/<key>/client.pcap)
-    samples: bool = False  # TCP_INFO / QUIC samples (runs/<key>/samples/)
+    samples: bool = False  # TCP_INFO / QUIC samples of both ends (runs/<key>/samples/)
     sample_interval_ms: Annotated[int, Field(ge=1, le=10_000)] = 10
+    qlog: bool = False  # qlog of every QUIC connection, both ends (runs/<key>/qlog/)
 
 
 class Spec(BaseModel):
