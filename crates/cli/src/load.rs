@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use web::load::{self, LoadOptions, LoadStatus, Loader, Mode, Scheduler};
+use web::load::{self, LoadOptions, Loader, Mode, Scheduler};
 
 use crate::TcpCc;
 
@@ -88,30 +88,34 @@ pub fn command(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let instrument = options.instrument.clone();
     let loader = Loader::new(manifest, options)?;
     crate::options::prepare(&instrument)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::options::client_runtime()?;
     let result = runtime.block_on(loader.run());
     // Connections are aborted by the engine; do not wait for stragglers.
     runtime.shutdown_timeout(Duration::from_millis(100));
-    let mut json = serde_json::to_string_pretty(&result).context("cannot serialize the result")?;
+    let json = serde_json::to_string_pretty(&result).context("cannot serialize the result")?;
+    let status = serde_json::to_value(result.status).context("cannot serialize the status")?;
+    emit_result("load", args.out.as_deref(), json, &status, result.error.as_deref())
+}
+
+/// Writes a result document (to `out` atomically, else to stdout); when the status is not
+/// `ok`, says why on stderr. Exit 0 for `ok`, else 1.
+pub(crate) fn emit_result(command: &str, out: Option<&Path>, mut json: String, status: &serde_json::Value, error: Option<&str>) -> anyhow::Result<ExitCode> {
     json.push('\n');
-    match &args.out {
+    match out {
         Some(out) => write_atomically(out, json.as_bytes())?,
         None => std::io::stdout().write_all(json.as_bytes()).context("cannot write the result to stdout")?,
     }
-    if result.status != LoadStatus::Ok {
-        if let Some(e) = &result.error {
-            eprintln!("protolab-net load: {}: {e}", serde_json::to_value(result.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default());
+    if status.as_str() != Some("ok") {
+        if let Some(e) = error {
+            eprintln!("protolab-net {command}: {}: {e}", status.as_str().unwrap_or_default());
         }
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn check_writable_dir(out: &Path) -> anyhow::Result<()> {
+/// `--out` must name a file in an existing directory (checked before anything runs).
+pub(crate) fn check_writable_dir(out: &Path) -> anyhow::Result<()> {
     let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
         bail!("--out: {}: directory {} does not exist", out.display(), dir.display());

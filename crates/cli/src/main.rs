@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod bulk;
 mod load;
 mod options;
 
@@ -28,6 +29,8 @@ enum Command {
     Serve(ServeArgs),
     /// Load a page manifest from a cold start over h1c, h1, h2, h2-parallel:N, h2-mptcp, h3 or h3-parallel:N; docs/load.md.
     Load(load::LoadArgs),
+    /// Download or upload N bytes, or for a duration, over raw TCP, h1c, h1, h2 or h3, optionally paced; docs/bulk.md.
+    Bulk(bulk::BulkArgs),
 }
 
 /// TCP congestion controls the lab uses.
@@ -80,6 +83,9 @@ struct ServeArgs {
     /// Close a connection after this many milliseconds without traffic.
     #[arg(long, default_value_t = 30_000)]
     idle_timeout_ms: u64,
+    /// Port of the raw bulk protocol (protolab-net bulk --protocol tcp) on TCP; "off" = none.
+    #[arg(long, default_value_t = RawPort(Some(web::raw::DEFAULT_PORT)), value_parser = parse_raw_port)]
+    raw_port: RawPort,
     /// Most open connections; more are closed at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
@@ -94,6 +100,26 @@ struct ServeArgs {
     quic: options::QuicArgs,
     #[command(flatten)]
     instrument: options::InstrumentArgs,
+}
+
+/// `--raw-port`: a port number, or `off`.
+#[derive(Clone, Copy, Debug)]
+struct RawPort(Option<u16>);
+
+impl std::fmt::Display for RawPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(p) => write!(f, "{p}"),
+            None => f.write_str("off"),
+        }
+    }
+}
+
+fn parse_raw_port(text: &str) -> Result<RawPort, String> {
+    if text == "off" {
+        return Ok(RawPort(None));
+    }
+    text.parse::<u16>().map(|p| RawPort(Some(p))).map_err(|_| format!("{text:?} is neither a port number nor \"off\""))
 }
 
 fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
@@ -133,6 +159,7 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
         mptcp: args.mptcp,
         quic,
         instrument,
+        raw_port: args.raw_port.0,
         limits: web::Limits {
             max_header_bytes: args.max_header_bytes,
             max_concurrent_streams: args.max_concurrent_streams,
@@ -156,6 +183,7 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
             "http": server.http_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
             "https": server.https_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
             "h3": server.h3_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "raw": server.raw_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
             "tcp_cc": args.tcp_cc.name(),
             "mptcp": args.mptcp,
             "quic_cc": args.quic.quic_cc,
@@ -286,6 +314,10 @@ fn main() -> ExitCode {
         Command::Emu(c) => emu_command(c),
         Command::Serve(args) => serve_command(args),
         Command::Load(args) => match load::command(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Bulk(args) => match bulk::command(args) {
             Ok(code) => return code,
             Err(e) => Err(e),
         },

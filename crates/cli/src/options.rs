@@ -86,3 +86,9 @@ impl InstrumentArgs {
         Ok(InstrumentOptions { samples_dir: self.samples.clone(), interval, qlog_dir: self.qlog.clone() })
     }
 }
+
+/// The async runtime of a client command (`load`, `bulk`): two workers, as the machine's cores.
+pub fn client_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("cannot start the async runtime")
+}

@@ -8,12 +8,16 @@
 //! compression), and cost no CPU to produce beyond reference counting.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use rand::{RngCore, SeedableRng};
+use tokio::time::Instant;
+
+use crate::pace::Pacer;
 
 /// Bytes in the repeated block (1 MiB).
 pub const BLOCK_SIZE: usize = 1 << 20;
@@ -38,8 +42,9 @@ impl Block {
         Block { doubled: Bytes::from(v) }
     }
 
-    /// `len` bytes of the endless repetition starting at `offset` (`len` <= [`BLOCK_SIZE`]).
-    fn window(&self, offset: usize, len: usize) -> Bytes {
+    /// `len` bytes of the endless repetition starting at `offset` (at most [`BLOCK_SIZE`]: a
+    /// longer `len` is cut to that), without copying.
+    pub fn window(&self, offset: usize, len: usize) -> Bytes {
         let start = offset % BLOCK_SIZE;
         let len = len.min(BLOCK_SIZE);
         self.doubled.slice(start..start + len)
@@ -71,7 +76,8 @@ pub fn object_offset(hostname: &str, path: &str) -> usize {
     (h % BLOCK_SIZE as u64) as usize
 }
 
-/// A response body: empty, fixed bytes, or a window of a [`Block`] streamed in chunks.
+/// A response body: empty, fixed bytes, or a window of a [`Block`] streamed in chunks (at
+/// full speed, or paced to a rate).
 #[derive(Debug)]
 pub enum ResponseBody {
     /// No bytes.
@@ -87,6 +93,101 @@ pub enum ResponseBody {
         /// Bytes still to send.
         remaining: u64,
     },
+    /// Like `Pattern`, released at a fixed rate (`GET /bytes?rate=`). Boxed: it is three
+    /// times the size of the other variants, and every response carries a `ResponseBody`.
+    Paced(Box<PatternStream>),
+}
+
+/// A window of a [`Block`] produced chunk by chunk (at most [`CHUNK_SIZE`] bytes each),
+/// optionally paced by a [`Pacer`] and optionally cut at a deadline. The paced response body
+/// of `GET /bytes?rate=`, the raw protocol's server and bulk uploads all send through it. Uses
+/// tokio timers (and tokio's clock, so that tests can pause it): poll it inside a runtime.
+#[derive(Debug)]
+pub struct PatternStream {
+    block: Block,
+    offset: usize,
+    remaining: u64,
+    pacer: Option<Pacer>,
+    /// Time origin of the pacer.
+    start: Instant,
+    deadline: Option<Instant>,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl PatternStream {
+    /// `size` bytes of `block`'s repetition starting at `offset`, as fast as they are taken.
+    pub fn new(block: &Block, offset: usize, size: u64) -> PatternStream {
+        PatternStream {
+            block: block.clone(),
+            offset: offset % BLOCK_SIZE,
+            remaining: size,
+            pacer: None,
+            start: Instant::now(),
+            deadline: None,
+            sleep: None,
+        }
+    }
+
+    /// Released at `rate_bps` bit/s (see [`crate::pace`]), pacing from now.
+    pub fn paced(mut self, rate_bps: u64) -> PatternStream {
+        self.start = Instant::now();
+        self.pacer = Some(Pacer::new(rate_bps, std::time::Duration::ZERO));
+        self
+    }
+
+    /// Ends at `deadline` even if bytes remain.
+    pub fn until(mut self, deadline: Instant) -> PatternStream {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Bytes not produced yet.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// The next chunk, or `None` at the end (all bytes produced, or the deadline passed).
+    pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        loop {
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.remaining = 0;
+            }
+            if self.remaining == 0 {
+                self.sleep = None;
+                return Poll::Ready(None);
+            }
+            if let Some(sleep) = self.sleep.as_mut() {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.sleep = None;
+            }
+            let want = self.remaining.min(CHUNK_SIZE as u64);
+            let granted = match &mut self.pacer {
+                None => Ok(want),
+                Some(p) => p.take(self.start.elapsed(), want),
+            };
+            match granted {
+                Ok(n) => {
+                    // n <= want <= CHUNK_SIZE: fits in usize.
+                    let n = usize::try_from(n).unwrap_or(CHUNK_SIZE);
+                    let chunk = self.block.window(self.offset, n);
+                    self.offset = (self.offset + n) % BLOCK_SIZE;
+                    self.remaining -= n as u64;
+                    return Poll::Ready(Some(chunk));
+                }
+                Err(at) => {
+                    let wake = self.deadline.map_or(self.start + at, |d| d.min(self.start + at));
+                    self.sleep = Some(Box::pin(tokio::time::sleep_until(wake)));
+                }
+            }
+        }
+    }
+
+    /// [`PatternStream::poll_chunk`] as a future.
+    pub async fn next_chunk(&mut self) -> Option<Bytes> {
+        std::future::poll_fn(|cx| self.poll_chunk(cx)).await
+    }
 }
 
 impl ResponseBody {
@@ -99,13 +200,19 @@ impl ResponseBody {
     pub fn pattern(block: &Block, offset: usize, size: u64) -> ResponseBody {
         ResponseBody::Pattern { block: block.clone(), offset: offset % BLOCK_SIZE, remaining: size }
     }
+
+    /// A generated body like [`ResponseBody::pattern`], released at `rate_bps` bit/s (see
+    /// [`crate::pace`]); pacing starts now.
+    pub fn paced(block: &Block, offset: usize, size: u64, rate_bps: u64) -> ResponseBody {
+        ResponseBody::Paced(Box::new(PatternStream::new(block, offset, size).paced(rate_bps)))
+    }
 }
 
 impl Body for ResponseBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
         match this {
             ResponseBody::Empty => Poll::Ready(None),
@@ -120,6 +227,7 @@ impl Body for ResponseBody {
                 *remaining -= n as u64;
                 Poll::Ready(Some(Ok(Frame::data(chunk))))
             }
+            ResponseBody::Paced(p) => p.poll_chunk(cx).map(|c| c.map(|c| Ok(Frame::data(c)))),
         }
     }
 
@@ -128,6 +236,7 @@ impl Body for ResponseBody {
             ResponseBody::Empty => true,
             ResponseBody::Full(b) => b.as_ref().is_none_or(|b| b.is_empty()),
             ResponseBody::Pattern { remaining, .. } => *remaining == 0,
+            ResponseBody::Paced(p) => p.remaining() == 0,
         }
     }
 
@@ -136,6 +245,7 @@ impl Body for ResponseBody {
             ResponseBody::Empty => SizeHint::with_exact(0),
             ResponseBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             ResponseBody::Pattern { remaining, .. } => SizeHint::with_exact(*remaining),
+            ResponseBody::Paced(p) => SizeHint::with_exact(p.remaining()),
         }
     }
 }
@@ -179,5 +289,47 @@ mod tests {
         }
         let empty = ResponseBody::full(Bytes::new());
         assert!(empty.is_end_stream());
+    }
+
+    #[test]
+    fn response_body_stays_small() {
+        assert!(std::mem::size_of::<ResponseBody>() <= 64, "{}", std::mem::size_of::<ResponseBody>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn paced_body_has_the_same_bytes_at_the_rate() {
+        let block = Block::new(3);
+        let size = 1_000_000u64;
+        let start = tokio::time::Instant::now();
+        let body = ResponseBody::paced(&block, 17, size, 8_000_000); // 1 MB/s
+        assert_eq!(body.size_hint().exact(), Some(size));
+        let got = body.collect().await.unwrap().to_bytes();
+        assert!(got[..] == block.expected(17, size)[..]);
+        // The paused clock advances only through the pacer's sleeps: 1 MB at 1 MB/s, less the
+        // first quantum (5 ms) sent at once.
+        let took = start.elapsed().as_secs_f64();
+        assert!((0.99..=1.0).contains(&took), "{took}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pattern_stream_stops_at_its_deadline() {
+        let block = Block::new(3);
+        let start = tokio::time::Instant::now();
+        let mut s = PatternStream::new(&block, 0, u64::MAX).paced(8_000_000).until(start + std::time::Duration::from_millis(500));
+        let mut got = 0u64;
+        while let Some(c) = s.next_chunk().await {
+            got += c.len() as u64;
+        }
+        // 1 MB/s for 0.5 s, plus the first quantum; the last wait is cut at the deadline.
+        assert!((500_000..=505_000).contains(&got), "{got}");
+        assert_eq!(start.elapsed(), std::time::Duration::from_millis(500));
+        assert_eq!(s.remaining(), 0);
+        // Unpaced: everything, in chunks of at most CHUNK_SIZE.
+        let mut s = PatternStream::new(&block, 5, 200_000);
+        let mut sizes = Vec::new();
+        while let Some(c) = s.next_chunk().await {
+            sizes.push(c.len());
+        }
+        assert_eq!(sizes, vec![CHUNK_SIZE, CHUNK_SIZE, CHUNK_SIZE, 200_000 - 3 * CHUNK_SIZE]);
     }
 }

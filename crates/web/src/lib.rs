@@ -1,13 +1,16 @@
 //! protolab's HTTP endpoints: page manifests (docs/manifest.md), generated bodies, TLS material
-//! (docs/tls.md) and the multi-origin server (docs/server.md).
+//! (docs/tls.md), the multi-origin server (docs/server.md) and bulk transfers (docs/bulk.md).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod body;
+pub mod bulk;
 pub mod instrument;
 pub mod load;
 pub mod manifest;
 pub mod ratelimit;
+pub mod pace;
+pub mod raw;
 pub mod server;
 pub mod site;
 pub mod sockopt;

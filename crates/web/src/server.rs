@@ -4,8 +4,9 @@
 //! `Alt-Svc: h3=":<port>"`.
 //!
 //! Serves manifest objects by (Host or :authority, path) and the synthetic endpoints
-//! `GET /bytes?n=N`, `POST /upload`, `GET /empty`. Everything else is 404. Both transports go
-//! through the same routing code ([`handle`]).
+//! `GET /bytes?n=N[&rate=BPS]`, `POST /upload`, `GET /empty`. Everything else is 404. Both
+//! transports go through the same routing code ([`handle`]). The raw bulk protocol
+//! (`crate::raw`) has its own TCP port.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -138,6 +139,9 @@ pub struct ServeOptions {
     pub quic: QuicOptions,
     /// Per-connection samples and qlog (server side).
     pub instrument: InstrumentOptions,
+    /// Port of the raw bulk protocol on TCP (`crate::raw`; 0 = any free port); `None` (the
+    /// default here; `protolab-net serve` listens on 5300) = no raw listener.
+    pub raw_port: Option<u16>,
     /// Limits.
     pub limits: Limits,
 }
@@ -152,6 +156,7 @@ impl Default for ServeOptions {
             mptcp: false,
             quic: QuicOptions::default(),
             instrument: InstrumentOptions::default(),
+            raw_port: None,
             limits: Limits::default(),
         }
     }
@@ -162,6 +167,7 @@ pub struct Server {
     http: Vec<TcpListener>,
     https: Vec<TcpListener>,
     quic: Vec<quinn::Endpoint>,
+    raw: Vec<TcpListener>,
     ctx: Arc<Ctx>,
 }
 
@@ -199,9 +205,13 @@ impl Server {
         let mut http = Vec::new();
         let mut https = Vec::new();
         let mut quic = Vec::new();
+        let mut raw = Vec::new();
         let mut alt_svc = HashMap::new();
         for ip in &listen_addrs {
             http.push(tcp_listen(SocketAddr::new(*ip, options.http_port), &tcp)?);
+            if let Some(port) = options.raw_port {
+                raw.push(tcp_listen(SocketAddr::new(*ip, port), &tcp)?);
+            }
             let (tls_listener, udp) = listen_tcp_udp(*ip, options.https_port, &tcp)?;
             let addr = udp.local_addr().map_err(|error| ServeError::Listen { addr: SocketAddr::new(*ip, options.https_port), error })?;
             let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(quic_config.clone()), udp, Arc::new(quinn::TokioRuntime))
@@ -244,7 +254,7 @@ impl Server {
             epoch: Instant::now(),
             alt_svc,
         };
-        Ok(Server { http, https, quic, ctx: Arc::new(ctx) })
+        Ok(Server { http, https, quic, raw, ctx: Arc::new(ctx) })
     }
 
     /// Bound HTTP/3 (UDP) addresses.
@@ -262,9 +272,14 @@ impl Server {
         self.https.iter().filter_map(|l| l.local_addr().ok()).collect()
     }
 
-    /// The listening sockets (h1c then TLS), e.g. to inspect socket options.
+    /// Bound raw-protocol addresses (empty without a raw port).
+    pub fn raw_addrs(&self) -> Vec<SocketAddr> {
+        self.raw.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+
+    /// The listening sockets (h1c, TLS, then raw), e.g. to inspect socket options.
     pub fn listeners(&self) -> impl Iterator<Item = &TcpListener> {
-        self.http.iter().chain(self.https.iter())
+        self.http.iter().chain(self.https.iter()).chain(self.raw.iter())
     }
 
     /// Serves until `shutdown` completes; then closes every listener and connection.
@@ -278,6 +293,11 @@ impl Server {
         }
         for e in &self.quic {
             tasks.spawn(quic_accept_loop(e.clone(), self.ctx.clone()));
+        }
+        let c = &self.ctx;
+        let raw_config = crate::raw::RawConfig::new(&c.limits, c.connections.clone(), c.tcp.congestion.clone(), c.bytes_block.clone());
+        for l in self.raw {
+            tasks.spawn(crate::raw::serve_raw(l, raw_config.clone()));
         }
         shutdown.await;
         // Dropping an accept loop drops its JoinSet of connections, which aborts them.
@@ -787,7 +807,19 @@ where
                     _ => return text(StatusCode::BAD_REQUEST, &format!("n must be an integer from 0 to {MAX_BYTES_N}")),
                 },
             };
-            let mut r = reply(StatusCode::OK, ResponseBody::pattern(&ctx.bytes_block, 0, n));
+            // Optional application pacing of the body (docs/bulk.md, "Pacing").
+            let rate = match req.uri().query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("rate="))) {
+                None => None,
+                Some(v) => match v.parse::<u64>().map_err(|_| format!("rate {v:?} is not an integer")).and_then(crate::pace::check_rate) {
+                    Ok(r) => Some(r),
+                    Err(e) => return text(StatusCode::BAD_REQUEST, &format!("{e} (rate= is in bit/s)")),
+                },
+            };
+            let body = match rate {
+                Some(r) => ResponseBody::paced(&ctx.bytes_block, 0, n, r),
+                None => ResponseBody::pattern(&ctx.bytes_block, 0, n),
+            };
+            let mut r = reply(StatusCode::OK, body);
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
             r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             head_of(r, is_head)

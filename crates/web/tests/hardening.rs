@@ -1,83 +1,26 @@
 //! Hardening of the server on loopback (the in-process server of tests/common): malformed
 //! requests beyond those of serve.rs, an HTTP/2 rapid-reset flood (HEADERS + RST_STREAM as fast
 //! as the client can), slow clients (slowloris on every TCP entry point, slow readers of big
-//! responses) and the server's memory across repeated abuse rounds. Limits are shortened so
+//! responses) and the request-rate limit (the server's memory across repeated abuse rounds is
+//! tests/memory.rs, alone in its process). Limits are shortened so
 //! every test ends within seconds; no test asserts a wall-clock time beyond generous deadlines
 //! that only detect a hung server.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
-use tokio_rustls::rustls::pki_types::ServerName;
-use tokio_rustls::TlsConnector;
 use web::Limits;
 
 mod common;
+use common::abuse::*;
 use common::Lab;
-
-/// Short limits: header/handshake reads end after 600 ms, idle connections after 800 ms.
-fn short_limits() -> Limits {
-    Limits { handshake_timeout: Duration::from_millis(600), idle_timeout: Duration::from_millis(800), ..Limits::default() }
-}
-
-async fn tls(lab: &Lab, alpn: &[u8], host: &str) -> TlsStream<TcpStream> {
-    let connector = TlsConnector::from(Arc::new(lab.material.client_config(&[alpn]).unwrap()));
-    let tcp = TcpStream::connect(lab.https).await.unwrap();
-    let s = connector.connect(ServerName::try_from(host.to_string()).unwrap(), tcp).await.unwrap();
-    assert_eq!(s.get_ref().1.alpn_protocol(), Some(alpn));
-    s
-}
-
-/// One GET over a fresh connection of hyper's client (h2 over TLS, or h1c); returns status and
-/// body length. Panics (test failure) when the server does not answer within 10 s.
-async fn probe(lab: &Lab, h2: bool, target: &str) -> (u16, usize) {
-    let fut = async {
-        if h2 {
-            let io = tls(lab, b"h2", "www.a.test").await;
-            let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io)).await.unwrap();
-            tokio::spawn(conn);
-            let r = send.send_request(Request::get(format!("https://www.a.test{target}")).body(Empty::<Bytes>::new()).unwrap()).await.unwrap();
-            let status = r.status().as_u16();
-            (status, r.into_body().collect().await.unwrap().to_bytes().len())
-        } else {
-            let io = TcpStream::connect(lab.http).await.unwrap();
-            let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.unwrap();
-            tokio::spawn(conn);
-            let r = send.send_request(Request::get(target).header("host", "www.a.test").body(Empty::<Bytes>::new()).unwrap()).await.unwrap();
-            let status = r.status().as_u16();
-            (status, r.into_body().collect().await.unwrap().to_bytes().len())
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), fut).await.expect("server did not answer a normal client within 10 s")
-}
-
-async fn assert_serving(lab: &Lab) {
-    assert_eq!(probe(lab, false, "/").await, (200, 14000));
-    assert_eq!(probe(lab, true, "/").await, (200, 14000));
-}
-
-/// Everything the server sends until it closes the connection (or `limit` elapses: then
-/// `closed` is false).
-async fn drain<S: AsyncRead + Unpin>(s: &mut S, limit: Duration) -> (Vec<u8>, bool) {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    let deadline = Instant::now() + limit;
-    loop {
-        match tokio::time::timeout_at(deadline.into(), s.read(&mut buf)).await {
-            Err(_) => return (out, false),
-            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-        }
-    }
-}
 
 /// Sends raw bytes on the h1c port and returns the reply (up to the server's close).
 async fn raw_h1(lab: &Lab, bytes: &[u8]) -> String {
@@ -163,17 +106,6 @@ async fn malformed_http1_requests_get_4xx_and_the_server_lives_on() {
     lab.stop().await;
 }
 
-/// An HTTP/2 frame: 9-byte header and payload.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
-    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    f.extend_from_slice(&(stream & 0x7fff_ffff).to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
-
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_http2_frames_end_only_their_connection() {
     let lab = Lab::start(short_limits()).await;
@@ -206,50 +138,6 @@ async fn malformed_http2_frames_end_only_their_connection() {
     lab.stop().await;
 }
 
-/// Opens an HTTP/2 connection with the h2 crate and sends HEADERS + RST_STREAM pairs as fast as
-/// it can, up to `max_streams`. Returns (streams sent, whether the server ended the connection).
-async fn rapid_reset(lab: &Lab, max_streams: u64) -> (u64, bool) {
-    let io = tls(lab, b"h2", "www.a.test").await;
-    let (mut client, conn) = h2::client::Builder::new().handshake::<_, Bytes>(io).await.unwrap();
-    let driver = tokio::spawn(conn);
-    let mut sent = 0u64;
-    let mut ended = false;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while sent < max_streams && Instant::now() < deadline {
-        client = match tokio::time::timeout(Duration::from_secs(5), client.clone().ready()).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(_)) => {
-                ended = true;
-                break;
-            }
-            Err(_) => break, // throttled: no stream credit for 5 s
-        };
-        let req = Request::get("https://www.a.test/static/none").body(()).unwrap();
-        let req = if sent % 2 == 0 { req } else { Request::get("https://www.a.test/bytes?n=1000000").body(()).unwrap() };
-        match client.send_request(req, true) {
-            Ok((response, mut stream)) => {
-                stream.send_reset(h2::Reason::CANCEL);
-                drop(response);
-                sent += 1;
-            }
-            Err(_) => {
-                ended = true;
-                break;
-            }
-        }
-        if sent % 256 == 0 {
-            tokio::task::yield_now().await;
-        }
-    }
-    drop(client);
-    // The connection task ends with the server's GOAWAY (an error) or when we drop our side.
-    let outcome = tokio::time::timeout(Duration::from_secs(5), driver).await;
-    if let Ok(Ok(Err(e))) = &outcome {
-        ended |= e.is_go_away() || e.is_io() || e.reason().is_some();
-    }
-    (sent, ended)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rapid_reset_flood_is_cut_off_and_others_are_served() {
     let lab = Arc::new(Lab::start(short_limits()).await);
@@ -280,34 +168,6 @@ async fn rapid_reset_flood_is_cut_off_and_others_are_served() {
     assert_serving(&lab).await;
     Arc::try_unwrap(lab).ok().unwrap().stop().await;
 }
-
-/// A slow client: sends `first`, then one byte of `rest` every `every`, until the server closes
-/// the connection or `limit` elapses. Returns whether the server closed it, and when.
-async fn trickle<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, first: &[u8], rest: &[u8], every: Duration, limit: Duration) -> Option<Duration> {
-    let start = Instant::now();
-    if s.write_all(first).await.is_err() {
-        return Some(start.elapsed());
-    }
-    let mut i = 0;
-    let mut buf = [0u8; 4096];
-    while start.elapsed() < limit {
-        // Read (answers are drained) for `every`, then write one more byte.
-        match tokio::time::timeout(every, s.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return Some(start.elapsed()),
-            Ok(Ok(_)) => continue,
-            Err(_) => {}
-        }
-        let byte = rest[i % rest.len()];
-        i += 1;
-        if s.write_all(&[byte]).await.is_err() || s.flush().await.is_err() {
-            return Some(start.elapsed());
-        }
-    }
-    None
-}
-
-const SLOW_HEAD: &[u8] = b"GET / HTTP/1.1\r\nHost: www.a.test\r\n";
-const SLOW_FIELD: &[u8] = b"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_on_h1c_tls_and_h1_is_closed_by_the_head_timeout() {
@@ -359,14 +219,6 @@ async fn slowloris_on_h2_is_closed() {
     let closed = trickle(t, &first, &[0x40], Duration::from_millis(150), Duration::from_secs(8)).await;
     assert!(closed.is_some(), "an h2 client trickling a HEADERS frame was never closed");
     lab.stop().await;
-}
-
-/// A client that requests a big response and does not read it.
-async fn stalled_reader(lab: &Lab, h2: bool) -> TcpStream {
-    assert!(!h2);
-    let mut s = TcpStream::connect(lab.http).await.unwrap();
-    s.write_all(b"GET /bytes?n=1000000000 HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
-    s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -423,71 +275,6 @@ async fn slow_readers_of_big_responses_do_not_block_others_and_are_closed() {
     trickle_task.await.unwrap();
     assert_serving(&lab).await;
     lab.stop().await;
-}
-
-fn vm_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
-/// One round of abuse: a rapid-reset flood, 90 slowloris clients, 20 stalled readers, 200
-/// normal requests; returns when the server has closed every abusive connection.
-async fn abuse_round(lab: &Arc<Lab>) {
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..90 {
-        let lab = lab.clone();
-        tasks.spawn(async move {
-            let every = Duration::from_millis(100);
-            let limit = Duration::from_secs(8);
-            let closed = if i % 2 == 0 {
-                trickle(TcpStream::connect(lab.http).await.unwrap(), SLOW_HEAD, SLOW_FIELD, every, limit).await
-            } else {
-                trickle(tls(&lab, b"http/1.1", "www.a.test").await, SLOW_HEAD, SLOW_FIELD, every, limit).await
-            };
-            assert!(closed.is_some());
-        });
-    }
-    for _ in 0..20 {
-        let lab = lab.clone();
-        tasks.spawn(async move {
-            let mut s = stalled_reader(&lab, false).await;
-            tokio::time::sleep(Duration::from_millis(2500)).await;
-            let (got, closed) = drain(&mut s, Duration::from_secs(10)).await;
-            assert!(closed && got.len() < 100_000_000, "stalled reader: closed {closed}, {} bytes", got.len());
-        });
-    }
-    let (_, ended) = rapid_reset(lab, 50_000).await;
-    assert!(ended);
-    for i in 0..100 {
-        assert_eq!(probe(lab, i % 2 == 0, "/").await, (200, 14000));
-    }
-    while let Some(r) = tasks.join_next().await {
-        r.unwrap();
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_stays_bounded_across_abuse_rounds() {
-    let lab = Arc::new(Lab::start(short_limits()).await);
-    let mut rss = Vec::new();
-    // PL_HARDENING_ROUNDS=N runs more rounds (to watch the trend); the bound compares 2 and 5.
-    let rounds = std::env::var("PL_HARDENING_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5usize).max(5);
-    for round in 1..=rounds {
-        abuse_round(&lab).await;
-        // Let the server finish closing (graceful close has a 1 s grace).
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-        let kib = vm_rss_kib();
-        eprintln!("round {round}: VmRSS {kib} KiB");
-        rss.push(kib);
-    }
-    let growth = rss[4] as i64 - rss[1] as i64;
-    assert!(growth < 20 * 1024, "VmRSS grew by {growth} KiB between round 2 and round 5: {rss:?}");
-    assert_serving(&lab).await;
-    Arc::try_unwrap(lab).ok().unwrap().stop().await;
 }
 
 /// A connection that makes requests faster than `max_requests_per_second` gets 429 with

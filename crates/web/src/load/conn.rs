@@ -10,10 +10,13 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Empty};
+use hyper::body::Body;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
+use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
@@ -76,16 +79,17 @@ impl SourcePorts {
     }
 }
 
-/// A request sender of an established connection.
-pub(crate) enum Sender {
-    H1(http1::SendRequest<Empty<Bytes>>),
-    H2(http2::SendRequest<Empty<Bytes>>),
+/// A request sender of an established connection; `B` is the request body type (bulk uploads
+/// stream one; the page-load engine sends none).
+pub(crate) enum Sender<B = Empty<Bytes>> {
+    H1(http1::SendRequest<B>),
+    H2(http2::SendRequest<B>),
     H3(h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>),
 }
 
-impl Sender {
+impl<B> Sender<B> {
     /// A sender for another concurrent request (HTTP/2 and HTTP/3); HTTP/1.1 has none.
-    pub fn clone_multiplexed(&self) -> Option<Sender> {
+    pub fn clone_multiplexed(&self) -> Option<Sender<B>> {
         match self {
             Sender::H1(_) => None,
             Sender::H2(s) => Some(Sender::H2(s.clone())),
@@ -149,14 +153,11 @@ impl Connector {
             _ => None,
         };
         let Some(tls) = &self.tls else {
-            let (sender, driver) = self.http_handshake(tcp).await?;
+            let (sender, driver) = http_handshake(self.protocol, tcp).await?;
             return Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, conn_id, sampler, qlog: None });
         };
-        let name = ServerName::try_from(hostname.to_string()).map_err(|e| format!("{hostname:?} is not a TLS server name: {e}"))?;
-        let stream = TlsConnector::from(tls.clone()).connect(name, tcp).await.map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
-        let negotiated = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-        check_alpn(self.protocol, negotiated.as_deref(), addr)?;
-        let (sender, driver) = self.http_handshake(stream).await?;
+        let stream = tls_connect(tls.clone(), self.protocol, hostname, addr, tcp).await?;
+        let (sender, driver) = http_handshake(self.protocol, stream).await?;
         Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, conn_id, sampler, qlog: None })
     }
 
@@ -173,51 +174,16 @@ impl Connector {
         Err(format!("connect to {addr}: no free source port in {SOURCE_PORT_TRIES} tries"))
     }
 
-    async fn http_handshake<T>(&self, io: T) -> Result<(Sender, JoinHandle<()>), String>
-    where
-        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let io = TokioIo::new(io);
-        if self.protocol == Protocol::H2 {
-            let (sender, conn) = http2::Builder::new(TokioExecutor::new())
-                .initial_stream_window_size(H2_STREAM_WINDOW)
-                .initial_connection_window_size(H2_CONNECTION_WINDOW)
-                .adaptive_window(false)
-                .header_table_size(H2_HEADER_TABLE)
-                .max_header_list_size(H2_MAX_HEADER_LIST)
-                .handshake(io)
-                .await
-                .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
-            let driver = tokio::spawn(async move {
-                // Errors reach the requests in flight; nothing else to do with them here.
-                let _ = conn.await;
-            });
-            Ok((Sender::H2(sender), driver))
-        } else {
-            let (sender, conn) = http1::Builder::new().handshake(io).await.map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
-            let driver = tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            Ok((Sender::H1(sender), driver))
-        }
-    }
-
     async fn connect_quic(&self, hostname: &str, addr: SocketAddr) -> Result<Connected, String> {
         let Some(config) = &self.quic else {
             return Err("no QUIC configuration".into());
         };
-        // Bound to the source address the route to the server picks, so that the result (and
-        // the samples) name the local address as TCP connections do.
-        let ip = route_source(addr).unwrap_or(match addr {
-            SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-        });
         let endpoint = match &self.source_ports {
-            None => quinn::Endpoint::client(SocketAddr::new(ip, 0)).map_err(|e| format!("UDP socket: {e}"))?,
+            None => quic_endpoint(addr, 0).map_err(|e| format!("UDP socket: {e}"))?,
             Some(ports) => {
                 let mut bound = Err(format!("UDP socket: no free source port in {SOURCE_PORT_TRIES} tries"));
                 for _ in 0..SOURCE_PORT_TRIES {
-                    match quinn::Endpoint::client(SocketAddr::new(ip, ports.next())) {
+                    match quic_endpoint(addr, ports.next()) {
                         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
                         other => {
                             bound = other.map_err(|e| format!("UDP socket: {e}"));
@@ -239,47 +205,127 @@ impl Connector {
             config.transport_config(Arc::new(transport));
             qlog = Some(instrument::qlog_path(dir, Role::Client, &conn_id));
         }
-        let result = async {
-            let connecting = endpoint.connect_with(config, addr, hostname).map_err(|e| format!("QUIC connect to {addr}: {e}"))?;
-            let conn = connecting.await.map_err(|e| format!("QUIC handshake with {addr}: {e}"))?;
-            let negotiated = conn
-                .handshake_data()
-                .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
-                .and_then(|d| d.protocol);
-            check_alpn(Protocol::H3, negotiated.as_deref(), addr)?;
-            let (mut driver, sender) =
-                h3::client::new(h3_quinn::Connection::new(conn.clone())).await.map_err(|e| format!("HTTP/3 setup: {e}"))?;
-            let driver = tokio::spawn(async move {
-                let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
-            });
-            Ok::<_, String>((conn, sender, driver))
-        }
-        .await;
-        let (conn, sender, driver) = match result {
-            Ok(r) => r,
-            Err(e) => {
-                endpoint.close(quinn::VarInt::from_u32(0), b"");
-                return Err(e);
-            }
-        };
+        let q = quic_connect(endpoint, config, hostname, addr).await?;
         let sampler = match &self.instrument.samples_dir {
             Some(dir) => Some(
-                instrument::spawn_quic_sampler(&conn, &conn_id, Role::Client, self.quic_options.controller.name(), self.instrument.interval, dir)
+                instrument::spawn_quic_sampler(&q.conn, &conn_id, Role::Client, self.quic_options.controller.name(), self.instrument.interval, dir)
                     .map_err(|e| format!("samples of {conn_id}: {e}"))?,
             ),
             None => None,
         };
         Ok(Connected {
-            sender: Sender::H3(sender),
-            local,
+            sender: Sender::H3(q.sender),
+            local: q.local,
             tcp_connected: None,
             mptcp_fd: None,
-            drivers: vec![driver],
-            endpoint: Some(endpoint),
+            drivers: vec![q.driver],
+            endpoint: Some(q.endpoint),
             conn_id,
             sampler,
             qlog,
         })
+    }
+}
+
+/// TLS over a connected TCP stream with SNI `hostname`, requiring the ALPN of `protocol`.
+pub(crate) async fn tls_connect(
+    tls: Arc<rustls::ClientConfig>,
+    protocol: Protocol,
+    hostname: &str,
+    addr: SocketAddr,
+    tcp: TcpStream,
+) -> Result<TlsStream<TcpStream>, String> {
+    let name = ServerName::try_from(hostname.to_string()).map_err(|e| format!("{hostname:?} is not a TLS server name: {e}"))?;
+    let stream = TlsConnector::from(tls).connect(name, tcp).await.map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
+    let negotiated = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    check_alpn(protocol, negotiated.as_deref(), addr)?;
+    Ok(stream)
+}
+
+/// The HTTP/2 (`protocol` H2) or HTTP/1.1 client handshake over `io`, with Chrome's HTTP/2
+/// windows; the connection is driven by a spawned task (the returned handle).
+pub(crate) async fn http_handshake<T, B>(protocol: Protocol, io: T) -> Result<(Sender<B>, JoinHandle<()>), String>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    B: Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let io = TokioIo::new(io);
+    if protocol == Protocol::H2 {
+        let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+            .initial_stream_window_size(H2_STREAM_WINDOW)
+            .initial_connection_window_size(H2_CONNECTION_WINDOW)
+            .adaptive_window(false)
+            .header_table_size(H2_HEADER_TABLE)
+            .max_header_list_size(H2_MAX_HEADER_LIST)
+            .handshake(io)
+            .await
+            .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+        let driver = tokio::spawn(async move {
+            // Errors reach the requests in flight; nothing else to do with them here.
+            let _ = conn.await;
+        });
+        Ok((Sender::H2(sender), driver))
+    } else {
+        let (sender, conn) = http1::Builder::new().handshake(io).await.map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok((Sender::H1(sender), driver))
+    }
+}
+
+/// An established QUIC connection with its HTTP/3 session.
+pub(crate) struct QuicConnected {
+    /// The client endpoint (one UDP socket per connection); close it when done.
+    pub endpoint: quinn::Endpoint,
+    pub conn: quinn::Connection,
+    pub sender: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    /// Drives the HTTP/3 connection.
+    pub driver: JoinHandle<()>,
+    /// The endpoint's bound address (the route's source address).
+    pub local: Option<SocketAddr>,
+}
+
+/// A client endpoint (one UDP socket) for a connection to `addr`, bound to the source address
+/// the route to `addr` picks and to `port` (0: the kernel's choice), so that results and
+/// samples name the local address as TCP connections do.
+pub(crate) fn quic_endpoint(addr: SocketAddr, port: u16) -> std::io::Result<quinn::Endpoint> {
+    let ip = route_source(addr).unwrap_or(match addr {
+        SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    });
+    quinn::Endpoint::client(SocketAddr::new(ip, port))
+}
+
+/// QUIC from `endpoint` to `addr` with `config` (ALPN `h3` required), then the HTTP/3 set-up.
+/// On failure the endpoint is closed.
+pub(crate) async fn quic_connect(endpoint: quinn::Endpoint, config: quinn::ClientConfig, hostname: &str, addr: SocketAddr) -> Result<QuicConnected, String> {
+    let result = async {
+        let connecting = endpoint.connect_with(config, addr, hostname).map_err(|e| format!("QUIC connect to {addr}: {e}"))?;
+        let conn = connecting.await.map_err(|e| format!("QUIC handshake with {addr}: {e}"))?;
+        let negotiated = conn
+            .handshake_data()
+            .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+            .and_then(|d| d.protocol);
+        check_alpn(Protocol::H3, negotiated.as_deref(), addr)?;
+        let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(conn.clone())).await.map_err(|e| format!("HTTP/3 setup: {e}"))?;
+        let driver = tokio::spawn(async move {
+            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        Ok::<_, String>((conn, sender, driver))
+    }
+    .await;
+    match result {
+        Ok((conn, sender, driver)) => {
+            let local = endpoint.local_addr().ok().filter(|a| !a.ip().is_unspecified());
+            Ok(QuicConnected { endpoint, conn, sender, driver, local })
+        }
+        Err(e) => {
+            endpoint.close(quinn::VarInt::from_u32(0), b"");
+            Err(e)
+        }
     }
 }
 
@@ -403,9 +449,7 @@ async fn fetch_h3(
         .map_err(|e| format!("request: {e}"))?;
     out.started = Some(Instant::now());
     let mut stream = s.send_request(req).await.map_err(|e| format!("request: {e}"))?;
-    // A server may answer and stop reading before our FIN is out (RFC 9114 §4.1.2): then
-    // finishing fails while the response is fine; a real failure shows in recv_response.
-    let _ = stream.finish().await;
+    finish_h3_request(&mut stream).await?;
     let response = stream.recv_response().await.map_err(|e| format!("response: {e}"))?;
     out.first_byte = Some(Instant::now());
     out.status = Some(response.status().as_u16());
@@ -416,6 +460,18 @@ async fn fetch_h3(
         received.fetch_add(n as u64, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// Ends the request side of an HTTP/3 request stream. A server that answers without reading
+/// the rest of the request may stop the stream before the client's FIN (RFC 9114 §4.1: the
+/// response still counts). protolab's server does so for every GET: it drops the empty body at
+/// once, and quinn then sends STOP_SENDING with code 0. So a stop by the peer is no error here;
+/// the response (and, for uploads, the server's byte count) decides.
+pub(crate) async fn finish_h3_request(stream: &mut h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>) -> Result<(), String> {
+    match stream.finish().await {
+        Ok(()) | Err(h3::error::StreamError::RemoteTerminate { .. }) => Ok(()),
+        Err(e) => Err(format!("request: {e}")),
+    }
 }
 
 /// A connect attempt bounded by `timeout`.

@@ -5,7 +5,7 @@
 //! [`Loader::new`] checks everything that can be checked without the network (bad input);
 //! [`Loader::run`] then always produces a [`LoadResult`], whatever happens on the wire.
 
-mod conn;
+pub(crate) mod conn;
 mod engine;
 pub mod mode;
 

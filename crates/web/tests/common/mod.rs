@@ -2,6 +2,8 @@
 //! the kernel, TCP congestion control reno so that tests can check it is applied).
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod abuse;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +33,8 @@ pub struct Lab {
     pub https: SocketAddr,
     /// HTTP/3: UDP on the HTTPS port number.
     pub h3: SocketAddr,
+    /// The raw bulk protocol (TCP).
+    pub raw: SocketAddr,
     pub material: TlsMaterial,
     pub manifest: Manifest,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -48,6 +52,7 @@ impl Lab {
             http_port: 0,
             https_port: 0,
             tcp_congestion: Some("reno".into()),
+            raw_port: Some(0),
             limits,
             ..ServeOptions::default()
         };
@@ -58,12 +63,13 @@ impl Lab {
         let http = server.http_addrs()[0];
         let https = server.https_addrs()[0];
         let h3 = server.h3_addrs()[0];
+        let raw = server.raw_addrs()[0];
         assert_eq!(h3, https, "HTTP/3 listens on the HTTPS port number");
         let (tx, rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(server.run(async move {
             let _ = rx.await;
         }));
-        Lab { http, https, h3, material, manifest, stop: Some(tx), task: Some(task) }
+        Lab { http, https, h3, raw, material, manifest, stop: Some(tx), task: Some(task) }
     }
 
     pub async fn stop(mut self) {

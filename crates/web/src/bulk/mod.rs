@@ -1,0 +1,534 @@
+//! Bulk transfers (docs/bulk.md): download or upload N bytes, or for a duration, over raw TCP,
+//! HTTP/1.1 (cleartext or TLS), HTTP/2 or HTTP/3, with a chosen congestion controller,
+//! optionally at a fixed application sending rate, logging bytes per interval.
+//!
+//! [`Bulk::new`] checks everything that can be checked without the network (bad input);
+//! [`Bulk::run`] then always produces a [`BulkResult`], whatever happens on the wire.
+//!
+//! Who paces with `rate_bps`: the sender. Downloads ask the server to pace (`GET
+//! /bytes?n=N&rate=R`, or the raw protocol's rate field); uploads pace in the client.
+
+pub mod log;
+mod transfer;
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::CertificateDer;
+
+pub use log::{IntervalLog, IntervalRow};
+
+use crate::load::Protocol;
+use crate::transport::{QuicOptions, TcpOptions};
+
+/// Version of the result JSON.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Default interval of the log.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+/// Smallest interval of the log.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+/// Longest transfer by duration (a day).
+pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
+
+/// Bad input: the transfer cannot start. Names the option.
+#[derive(Debug, thiserror::Error)]
+pub enum BulkError {
+    /// An option is out of range or inconsistent.
+    #[error("{option}: {why}")]
+    Option {
+        /// The option (`--protocol`, `--rate`, ...).
+        option: &'static str,
+        /// Why.
+        why: String,
+    },
+}
+
+fn bad(option: &'static str, why: impl Into<String>) -> BulkError {
+    BulkError::Option { option, why: why.into() }
+}
+
+/// What carries the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkProtocol {
+    /// The raw protocol on TCP (`crate::raw`), no HTTP.
+    Tcp,
+    /// HTTP/1.1 over cleartext TCP.
+    H1c,
+    /// HTTP/1.1 over TLS.
+    H1,
+    /// HTTP/2 over TLS.
+    H2,
+    /// HTTP/3 over QUIC.
+    H3,
+}
+
+impl BulkProtocol {
+    const REGISTRY: &'static [(&'static str, BulkProtocol)] = &[
+        ("tcp", BulkProtocol::Tcp),
+        ("h1c", BulkProtocol::H1c),
+        ("h1", BulkProtocol::H1),
+        ("h2", BulkProtocol::H2),
+        ("h3", BulkProtocol::H3),
+    ];
+
+    /// Known names, in registry order.
+    pub fn names() -> Vec<&'static str> {
+        Self::REGISTRY.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// The protocol of that name.
+    pub fn from_name(name: &str) -> Result<BulkProtocol, BulkError> {
+        Self::REGISTRY
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, p)| *p)
+            .ok_or_else(|| bad("--protocol", format!("unknown protocol {name:?} (known: {})", Self::names().join(", "))))
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        Self::REGISTRY.iter().find(|(_, p)| *p == self).map_or("tcp", |(n, _)| n)
+    }
+
+    /// The HTTP version, if any.
+    pub fn http(self) -> Option<Protocol> {
+        match self {
+            BulkProtocol::Tcp => None,
+            BulkProtocol::H1c => Some(Protocol::H1c),
+            BulkProtocol::H1 => Some(Protocol::H1),
+            BulkProtocol::H2 => Some(Protocol::H2),
+            BulkProtocol::H3 => Some(Protocol::H3),
+        }
+    }
+}
+
+impl fmt::Display for BulkProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Who sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// The server sends.
+    Download,
+    /// The client sends.
+    Upload,
+}
+
+impl Direction {
+    /// The direction of that name (`download`, `upload`).
+    pub fn from_name(name: &str) -> Result<Direction, BulkError> {
+        match name {
+            "download" => Ok(Direction::Download),
+            "upload" => Ok(Direction::Upload),
+            _ => Err(bad("--direction", format!("unknown direction {name:?} (known: download, upload)"))),
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Download => "download",
+            Direction::Upload => "upload",
+        }
+    }
+}
+
+/// How much to move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amount {
+    /// Exactly this many bytes.
+    Bytes(u64),
+    /// As many bytes as the path carries in this time.
+    Duration(Duration),
+}
+
+/// How to transfer.
+#[derive(Debug, Clone)]
+pub struct BulkOptions {
+    /// Protocol.
+    pub protocol: BulkProtocol,
+    /// Direction.
+    pub direction: Direction,
+    /// Bytes or duration.
+    pub amount: Amount,
+    /// The sender's application rate, bit/s; `None` = as fast as the transport goes.
+    pub rate_bps: Option<u64>,
+    /// Interval of the log.
+    pub interval: Duration,
+    /// Server address.
+    pub server: IpAddr,
+    /// Hostname for SNI and `Host`/`:authority` (a hostname or an IP literal); empty = the
+    /// server address.
+    pub host: String,
+    /// Port of cleartext HTTP/1.1 (`h1c`).
+    pub http_port: u16,
+    /// Port of TLS on TCP and of QUIC on UDP (`h1`, `h2`, `h3`).
+    pub https_port: u16,
+    /// Port of the raw protocol (`tcp`).
+    pub raw_port: u16,
+    /// TCP congestion control and MPTCP (every protocol but `h3`).
+    pub tcp: TcpOptions,
+    /// QUIC knobs (`h3`); `qlog_dir` writes `client-<conn id>.qlog` there.
+    pub quic: QuicOptions,
+    /// The CA to trust (`h1`, `h2`, `h3`).
+    pub ca: Option<CertificateDer<'static>>,
+    /// Write `client-<conn id>.ndjson` samples (TCP_INFO or quinn stats) here.
+    pub samples_dir: Option<PathBuf>,
+    /// Sampling interval.
+    pub sample_interval: Duration,
+    /// The whole run (connect + transfer) ends with status `timeout` after this long; `None`:
+    /// 120 s for a byte count, the duration + 30 s for a duration.
+    pub timeout: Option<Duration>,
+    /// Connection set-up (TCP + TLS + HTTP, or QUIC + HTTP/3) fails after this long.
+    pub connect_timeout: Duration,
+}
+
+impl Default for BulkOptions {
+    fn default() -> Self {
+        BulkOptions {
+            protocol: BulkProtocol::Tcp,
+            direction: Direction::Download,
+            amount: Amount::Bytes(10_000_000),
+            rate_bps: None,
+            interval: DEFAULT_INTERVAL,
+            server: IpAddr::from([127, 0, 0, 1]),
+            host: String::new(),
+            http_port: 80,
+            https_port: 443,
+            raw_port: crate::raw::DEFAULT_PORT,
+            tcp: TcpOptions::default(),
+            quic: QuicOptions::default(),
+            ca: None,
+            samples_dir: None,
+            sample_interval: crate::instrument::DEFAULT_INTERVAL,
+            timeout: None,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Outcome of a transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BulkStatus {
+    /// Every byte moved (byte count), or the transfer ran until its deadline (duration).
+    Ok,
+    /// The connection or the transfer failed.
+    Failed,
+    /// The run did not end within the timeout.
+    Timeout,
+}
+
+/// The effective configuration, carried into the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct BulkConfig {
+    /// Protocol name.
+    pub protocol: &'static str,
+    /// `download` or `upload`.
+    pub direction: Direction,
+    /// Byte count (null in duration mode).
+    pub bytes: Option<u64>,
+    /// Duration (null in byte-count mode), ms.
+    pub duration_ms: Option<f64>,
+    /// Application rate, bit/s (null = unpaced).
+    pub rate_bps: Option<u64>,
+    /// Who paces: `server` (downloads), `client` (uploads), null.
+    pub pacing: Option<&'static str>,
+    /// Log interval, ms.
+    pub interval_ms: f64,
+    /// Server address and port used.
+    pub server: String,
+    /// SNI / Host.
+    pub host: String,
+    /// `TCP_CONGESTION` asked for (null = namespace default; not used by h3).
+    pub tcp_cc: Option<String>,
+    /// MPTCP socket asked for.
+    pub mptcp: bool,
+    /// QUIC controller (h3).
+    pub quic_cc: &'static str,
+    /// QUIC initial window, bytes (null = quinn's default).
+    pub quic_initial_window: Option<u64>,
+    /// Samples directory.
+    pub samples_dir: Option<String>,
+    /// Sampling interval, ms.
+    pub sample_interval_ms: f64,
+    /// qlog directory (h3).
+    pub qlog_dir: Option<String>,
+    /// Timeout of the run, ms.
+    pub timeout_ms: u64,
+    /// Connect timeout, ms.
+    pub connect_timeout_ms: u64,
+}
+
+/// The connection of the result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectionInfo {
+    /// Local address.
+    pub local: Option<String>,
+    /// Remote address.
+    pub remote: String,
+    /// `tcp`, `h1c`, `h1`, `h2`, `h3`.
+    pub protocol: &'static str,
+    /// `tcp`, `mptcp` or `quic`.
+    pub transport: &'static str,
+    /// `TCP_CONGESTION` read back from the socket (TCP transports).
+    pub tcp_cc: Option<String>,
+    /// MPTCP: whether the connection fell back to plain TCP (the server does not speak MPTCP).
+    pub mptcp_fallback: Option<bool>,
+    /// The connection's id in sample and qlog file names, shared with the server's files
+    /// (`<transport>-<client addr>-<server addr>`, docs/samples.md).
+    pub conn_id: String,
+}
+
+/// What the server reported for an upload.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ServerCount {
+    /// Bytes it received.
+    pub bytes: u64,
+    /// Its receive time, ms (HTTP: from the request head to the end of the body; raw: from
+    /// the request header to the last byte).
+    pub duration_ms: f64,
+}
+
+/// The result document (docs/bulk.md).
+#[derive(Debug, Clone, Serialize)]
+pub struct BulkResult {
+    /// Version.
+    pub schema_version: u32,
+    /// `bulk`.
+    pub kind: &'static str,
+    /// Effective configuration.
+    pub config: BulkConfig,
+    /// Outcome.
+    pub status: BulkStatus,
+    /// What went wrong.
+    pub error: Option<String>,
+    /// Unix time the transfer started (request sent), ns; the connection attempt's start when
+    /// no transfer began.
+    pub start_unix_ns: u64,
+    /// From the connection attempt to the connection being ready, ms.
+    pub handshake_ms: Option<f64>,
+    /// Bytes moved: received (download) or handed to the transport (upload).
+    pub bytes: u64,
+    /// From the start to the end of the transfer, ms.
+    pub duration_ms: Option<f64>,
+    /// `bytes` x 8 / duration, bit/s.
+    pub goodput_bps: Option<f64>,
+    /// Bytes per interval.
+    pub intervals: Vec<IntervalRow>,
+    /// The connection, once established.
+    pub connection: Option<ConnectionInfo>,
+    /// Uploads: the server's own count.
+    pub server: Option<ServerCount>,
+    /// The samples file written.
+    pub samples: Option<String>,
+    /// The qlog file written.
+    pub qlog: Option<String>,
+}
+
+/// A checked transfer, ready to run.
+pub struct Bulk {
+    options: BulkOptions,
+    host: String,
+    addr: SocketAddr,
+    timeout: Duration,
+    /// TLS with the protocol's ALPN (h1, h2, h3).
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// A samples or qlog directory: missing is fine (the caller creates it before running, as the
+/// CLI does once every option is checked), anything else than a directory is not.
+fn check_dir(option: &'static str, dir: &Option<PathBuf>) -> Result<(), BulkError> {
+    match dir {
+        Some(d) if d.exists() && !d.is_dir() => Err(bad(option, format!("{} is not a directory", d.display()))),
+        _ => Ok(()),
+    }
+}
+
+impl Bulk {
+    /// Checks the options and builds the TLS configuration. No network I/O.
+    pub fn new(options: BulkOptions) -> Result<Bulk, BulkError> {
+        let o = &options;
+        match o.amount {
+            Amount::Bytes(0) => return Err(bad("--bytes", "must be positive")),
+            Amount::Bytes(n) if o.direction == Direction::Download && o.protocol != BulkProtocol::Tcp && n > crate::server::MAX_BYTES_N => {
+                return Err(bad("--bytes", format!("{n} is more than an HTTP download can ask for ({})", crate::server::MAX_BYTES_N)));
+            }
+            Amount::Bytes(n) if n == crate::raw::UNTIL_CLOSED => return Err(bad("--bytes", format!("{n} is too large"))),
+            Amount::Duration(d) if d.is_zero() || d > MAX_DURATION => {
+                return Err(bad("--duration-ms", format!("{} ms is not from 1 ms to {} ms", d.as_millis(), MAX_DURATION.as_millis())));
+            }
+            _ => {}
+        }
+        if let Some(r) = o.rate_bps {
+            crate::pace::check_rate(r).map_err(|e| bad("--rate", e))?;
+        }
+        if o.interval < MIN_INTERVAL {
+            return Err(bad("--interval-ms", format!("must be at least {} ms", MIN_INTERVAL.as_millis())));
+        }
+        if o.sample_interval < crate::instrument::MIN_INTERVAL {
+            return Err(bad("--sample-interval-ms", format!("must be at least {} ms", crate::instrument::MIN_INTERVAL.as_millis())));
+        }
+        if o.connect_timeout.is_zero() {
+            return Err(bad("--connect-timeout-ms", "must be positive"));
+        }
+        let timeout = match (o.timeout, o.amount) {
+            (Some(t), _) if t.is_zero() => return Err(bad("--timeout-ms", "must be positive")),
+            (Some(t), Amount::Duration(d)) if t <= d => {
+                return Err(bad("--timeout-ms", format!("{} ms is not longer than the duration ({} ms)", t.as_millis(), d.as_millis())));
+            }
+            (Some(t), _) => t,
+            (None, Amount::Bytes(_)) => Duration::from_secs(120),
+            (None, Amount::Duration(d)) => d + Duration::from_secs(30),
+        };
+        check_dir("--samples", &o.samples_dir)?;
+        check_dir("--qlog", &o.quic.qlog_dir)?;
+        if o.quic.qlog_dir.is_some() && o.protocol != BulkProtocol::H3 {
+            return Err(bad("--qlog", format!("only HTTP/3 has a qlog, not {}", o.protocol)));
+        }
+        if o.tcp.mptcp && o.protocol == BulkProtocol::H3 {
+            return Err(bad("--mptcp", "HTTP/3 runs over QUIC, not MPTCP"));
+        }
+        let host = if o.host.is_empty() { o.server.to_string() } else { o.host.trim_end_matches('.').to_ascii_lowercase() };
+        let is_ip = host.parse::<IpAddr>().is_ok();
+        if !is_ip && !crate::manifest::valid_hostname(&host) {
+            return Err(bad("--host", format!("{:?} is neither a hostname nor an IP address", o.host)));
+        }
+        let tls = match o.protocol.http().and_then(Protocol::alpn) {
+            Some(alpn) => {
+                let Some(ca) = &o.ca else {
+                    return Err(bad("--ca", format!("protocol {} uses TLS and needs the lab's CA", o.protocol)));
+                };
+                let mut config = crate::tls::client_config_for_ca(ca, &[alpn]).map_err(|e| bad("--ca", e.to_string()))?;
+                if o.protocol == BulkProtocol::H3 {
+                    // QUIC has no early data without a session to resume; keep the handshake full.
+                    config.enable_early_data = false;
+                }
+                Some(Arc::new(config))
+            }
+            None => None,
+        };
+        if o.protocol == BulkProtocol::H3 {
+            // Checked here; built again per run, because a qlog stream belongs to one connection.
+            o.quic.transport_config().map_err(|e| bad("--quic-*", e.to_string()))?;
+        }
+        let port = match o.protocol {
+            BulkProtocol::Tcp => o.raw_port,
+            BulkProtocol::H1c => o.http_port,
+            BulkProtocol::H1 | BulkProtocol::H2 | BulkProtocol::H3 => o.https_port,
+        };
+        if port == 0 {
+            return Err(bad("--*-port", format!("port 0 for protocol {}", o.protocol)));
+        }
+        let addr = SocketAddr::new(o.server, port);
+        Ok(Bulk { host, addr, timeout, tls, options })
+    }
+
+    /// The effective configuration.
+    pub fn config(&self) -> BulkConfig {
+        let o = &self.options;
+        let (bytes, duration_ms) = match o.amount {
+            Amount::Bytes(n) => (Some(n), None),
+            Amount::Duration(d) => (None, Some(d.as_secs_f64() * 1e3)),
+        };
+        BulkConfig {
+            protocol: o.protocol.name(),
+            direction: o.direction,
+            bytes,
+            duration_ms,
+            rate_bps: o.rate_bps,
+            pacing: o.rate_bps.map(|_| match o.direction {
+                Direction::Download => "server",
+                Direction::Upload => "client",
+            }),
+            interval_ms: o.interval.as_secs_f64() * 1e3,
+            server: self.addr.to_string(),
+            host: self.host.clone(),
+            tcp_cc: if o.protocol == BulkProtocol::H3 { None } else { o.tcp.congestion.clone() },
+            mptcp: o.tcp.mptcp,
+            quic_cc: o.quic.controller.name(),
+            quic_initial_window: o.quic.initial_window,
+            samples_dir: o.samples_dir.as_ref().map(|d| d.display().to_string()),
+            sample_interval_ms: o.sample_interval.as_secs_f64() * 1e3,
+            qlog_dir: o.quic.qlog_dir.as_ref().map(|d| d.display().to_string()),
+            timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+            connect_timeout_ms: u64::try_from(o.connect_timeout.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Runs the transfer once. Never fails: problems on the wire end up in the result.
+    pub async fn run(&self) -> BulkResult {
+        transfer::run(self, None).await
+    }
+
+    /// Like [`Bulk::run`], sending every interval row to `progress` as soon as it closes.
+    pub async fn run_with_progress(&self, progress: UnboundedSender<IntervalRow>) -> BulkResult {
+        transfer::run(self, Some(progress)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_registry_round_trips() {
+        for name in BulkProtocol::names() {
+            assert_eq!(BulkProtocol::from_name(name).unwrap().name(), name);
+        }
+        let e = BulkProtocol::from_name("quic").unwrap_err().to_string();
+        assert!(e.starts_with("--protocol: unknown protocol \"quic\"") && e.contains("tcp, h1c, h1, h2, h3"), "{e}");
+        assert_eq!(Direction::from_name("upload").unwrap(), Direction::Upload);
+        assert!(Direction::from_name("up").unwrap_err().to_string().contains("--direction"));
+    }
+
+    fn option_of(o: BulkOptions) -> String {
+        match Bulk::new(o) {
+            Err(BulkError::Option { option, .. }) => option.to_string(),
+            Ok(_) => "ok".into(),
+        }
+    }
+
+    #[test]
+    fn bad_options_name_their_flag() {
+        let base = BulkOptions::default;
+        assert_eq!(option_of(base()), "ok");
+        assert_eq!(option_of(BulkOptions { amount: Amount::Bytes(0), ..base() }), "--bytes");
+        assert_eq!(option_of(BulkOptions { amount: Amount::Duration(Duration::ZERO), ..base() }), "--duration-ms");
+        assert_eq!(option_of(BulkOptions { rate_bps: Some(0), ..base() }), "--rate");
+        assert_eq!(option_of(BulkOptions { interval: Duration::from_micros(10), ..base() }), "--interval-ms");
+        assert_eq!(option_of(BulkOptions { protocol: BulkProtocol::H2, ..base() }), "--ca");
+        assert_eq!(option_of(BulkOptions { host: "a b".into(), ..base() }), "--host");
+        assert_eq!(option_of(BulkOptions { raw_port: 0, ..base() }), "--*-port");
+        assert_eq!(option_of(BulkOptions { amount: Amount::Duration(Duration::from_secs(5)), timeout: Some(Duration::from_secs(5)), ..base() }), "--timeout-ms");
+        assert_eq!(option_of(BulkOptions { samples_dir: Some("/proc/self/status".into()), ..base() }), "--samples");
+        let qlog = QuicOptions { qlog_dir: Some(std::env::temp_dir()), ..QuicOptions::default() };
+        assert_eq!(option_of(BulkOptions { quic: qlog, ..base() }), "--qlog");
+        assert_eq!(
+            option_of(BulkOptions { protocol: BulkProtocol::H1c, amount: Amount::Bytes(crate::server::MAX_BYTES_N + 1), ..base() }),
+            "--bytes"
+        );
+        // A raw download may ask for more than HTTP's limit.
+        assert_eq!(option_of(BulkOptions { amount: Amount::Bytes(crate::server::MAX_BYTES_N + 1), ..base() }), "ok");
+    }
+
+    #[test]
+    fn config_states_who_paces() {
+        let b = Bulk::new(BulkOptions { rate_bps: Some(5_000_000), direction: Direction::Upload, ..BulkOptions::default() }).unwrap();
+        let c = b.config();
+        assert_eq!(c.pacing, Some("client"));
+        assert_eq!(c.server, format!("127.0.0.1:{}", crate::raw::DEFAULT_PORT));
+        assert_eq!(c.host, "127.0.0.1");
+        assert_eq!(c.timeout_ms, 120_000);
+    }
+}
