@@ -38,6 +38,10 @@ pub struct BulkArgs {
     /// The sender's application rate: bit/s as an integer, or with a unit (500kbit, 5mbit, 1gbit).
     #[arg(long)]
     rate: Option<String>,
+    /// HTTP downloads: request this path instead of /bytes?n=N (e.g. a file of nginx or caddy);
+    /// with --bytes N the response must be exactly N bytes.
+    #[arg(long)]
+    path: Option<String>,
     /// Interval of the byte log, ms.
     #[arg(long, default_value_t = 100)]
     interval_ms: u64,
@@ -47,6 +51,9 @@ pub struct BulkArgs {
     /// Open an MPTCP socket instead of TCP.
     #[arg(long)]
     mptcp: bool,
+    /// SO_RCVBUF of the client socket in bytes (default: autotuned from net.ipv4.tcp_rmem).
+    #[arg(long)]
+    tcp_rcvbuf: Option<usize>,
     #[command(flatten)]
     quic: crate::options::QuicArgs,
     /// The lab's CA certificate (TLS_DIR/ca.pem or ca.der); h1, h2 and h3 need it.
@@ -113,13 +120,14 @@ pub fn command(args: BulkArgs) -> anyhow::Result<ExitCode> {
         direction,
         amount,
         rate_bps,
+        path: args.path.clone(),
         interval: Duration::from_millis(args.interval_ms),
         server: args.server,
         host: args.host.clone().unwrap_or_default(),
         http_port: args.http_port,
         https_port: args.https_port,
         raw_port: args.raw_port,
-        tcp: TcpOptions { congestion: Some(args.tcp_cc.name().to_string()), mptcp: args.mptcp },
+        tcp: TcpOptions { congestion: Some(args.tcp_cc.name().to_string()), mptcp: args.mptcp, rcvbuf: args.tcp_rcvbuf },
         quic: QuicOptions { qlog_dir: instrument.qlog_dir.clone(), ..quic },
         ca,
         samples_dir: instrument.samples_dir.clone(),

@@ -46,6 +46,9 @@ pub struct LoadArgs {
     /// TCP congestion control of every TCP/MPTCP socket.
     #[arg(long, value_enum, default_value = "cubic")]
     tcp_cc: TcpCc,
+    /// SO_RCVBUF of every TCP/MPTCP socket in bytes (default: autotuned from net.ipv4.tcp_rmem).
+    #[arg(long)]
+    tcp_rcvbuf: Option<usize>,
     /// Draw TCP and UDP source ports from a generator with this seed instead of the kernel's
     /// choice (Linux's connect() takes even ports only, which fixes the parity of a flow hash).
     #[arg(long)]
@@ -79,6 +82,7 @@ pub fn command(args: LoadArgs) -> anyhow::Result<ExitCode> {
         http_port: args.http_port,
         https_port: args.https_port,
         tcp_cc: Some(args.tcp_cc.name().to_string()),
+        tcp_rcvbuf: args.tcp_rcvbuf,
         quic,
         ca,
         manifest_label: args.manifest.display().to_string(),

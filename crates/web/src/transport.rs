@@ -57,6 +57,9 @@ pub struct TcpOptions {
     /// Open an MPTCP socket (`IPPROTO_MPTCP`) instead of TCP; subflows follow the namespace's
     /// `ip mptcp` endpoints and limits.
     pub mptcp: bool,
+    /// `SO_RCVBUF` in bytes (the kernel doubles it, and receive-buffer autotuning stops);
+    /// `None` = autotuned from `net.ipv4.tcp_rmem`.
+    pub rcvbuf: Option<usize>,
 }
 
 /// The kernel's available congestion controls, for error messages.
@@ -79,6 +82,9 @@ fn new_socket(addr: SocketAddr, options: &TcpOptions) -> Result<Socket, Transpor
             error,
             available: available_tcp_congestion(),
         })?;
+    }
+    if let Some(bytes) = options.rcvbuf {
+        socket.set_recv_buffer_size(bytes).map_err(|error| TransportError::Socket { op: "SO_RCVBUF", addr, error })?;
     }
     socket.set_nonblocking(true).map_err(|error| TransportError::Socket { op: "set_nonblocking", addr, error })?;
     Ok(socket)
@@ -305,11 +311,11 @@ mod tests {
 
     #[tokio::test]
     async fn tcp_connect_sets_congestion_control() {
-        let listener = tcp_listen("127.0.0.1:0".parse().unwrap(), &TcpOptions { congestion: Some("reno".into()), mptcp: false }).unwrap();
+        let listener = tcp_listen("127.0.0.1:0".parse().unwrap(), &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None }).unwrap();
         let addr = listener.local_addr().unwrap();
-        let stream = tcp_connect(addr, &TcpOptions { congestion: Some("reno".into()), mptcp: false }).await.unwrap();
+        let stream = tcp_connect(addr, &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None }).await.unwrap();
         assert_eq!(tcp_congestion_of(&stream).unwrap(), "reno");
-        let err = tcp_connect(addr, &TcpOptions { congestion: Some("nosuchcc".into()), mptcp: false }).await.unwrap_err();
+        let err = tcp_connect(addr, &TcpOptions { congestion: Some("nosuchcc".into()), mptcp: false, rcvbuf: None }).await.unwrap_err();
         assert!(err.to_string().contains("nosuchcc"), "{err}");
     }
 }

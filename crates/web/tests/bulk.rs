@@ -28,7 +28,7 @@ fn options(lab: &Lab, protocol: &str, direction: Direction, amount: Amount) -> B
         http_port: lab.http.port(),
         https_port: lab.https.port(),
         raw_port: lab.raw.port(),
-        tcp: TcpOptions { congestion: Some("reno".into()), mptcp: false },
+        tcp: TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None },
         ca: Some(lab.material.ca_der.clone()),
         connect_timeout: Duration::from_secs(5),
         ..BulkOptions::default()
@@ -350,5 +350,44 @@ async fn server_checks_rate_and_raw_headers() {
     let mut rest = Vec::new();
     let n = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest)).await.unwrap().unwrap_or(0);
     assert_eq!(n, 0);
+    lab.stop().await;
+}
+
+/// `path`: an HTTP download of a given object (here a manifest object; with nginx or caddy a
+/// file) instead of `/bytes`; the byte count must match; bad combinations are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_is_downloaded_instead_of_bytes() {
+    let lab = Lab::start(Limits::default()).await;
+    for protocol in ["h1c", "h1", "h2", "h3"] {
+        let r = run(BulkOptions {
+            host: "static.a.test".into(),
+            path: Some("/big.jpg".into()),
+            ..options(&lab, protocol, Direction::Download, Amount::Bytes(2_500_000))
+        })
+        .await;
+        check_ok(&r);
+        assert_eq!(r.bytes, 2_500_000, "{protocol}");
+        assert_eq!(r.config.path.as_deref(), Some("/big.jpg"));
+        let wrong = run(BulkOptions {
+            host: "static.a.test".into(),
+            path: Some("/big.jpg".into()),
+            ..options(&lab, protocol, Direction::Download, Amount::Bytes(2_500_001))
+        })
+        .await;
+        assert_eq!(wrong.status, BulkStatus::Failed, "{protocol}");
+        assert!(wrong.error.as_deref().unwrap().contains("2500000 of 2500001"), "{protocol}: {:?}", wrong.error);
+        let missing = run(BulkOptions { path: Some("/nothing".into()), ..options(&lab, protocol, Direction::Download, Amount::Bytes(10)) }).await;
+        assert_eq!(missing.status, BulkStatus::Failed);
+        assert!(missing.error.as_deref().unwrap().contains("404"), "{protocol}: {:?}", missing.error);
+    }
+    for (bad, why) in [
+        (BulkOptions { path: Some("/x".into()), ..options(&lab, "h2", Direction::Upload, Amount::Bytes(10)) }, "only HTTP downloads"),
+        (BulkOptions { path: Some("/x".into()), ..options(&lab, "tcp", Direction::Download, Amount::Bytes(10)) }, "only HTTP downloads"),
+        (BulkOptions { path: Some("/x".into()), rate_bps: Some(1_000_000), ..options(&lab, "h2", Direction::Download, Amount::Bytes(10)) }, "not paced"),
+        (BulkOptions { path: Some("x y".into()), ..options(&lab, "h2", Direction::Download, Amount::Bytes(10)) }, "absolute"),
+    ] {
+        let e = Bulk::new(bad).err().unwrap().to_string();
+        assert!(e.starts_with("--path: ") && e.contains(why), "{e}");
+    }
     lab.stop().await;
 }

@@ -163,6 +163,10 @@ pub struct BulkOptions {
     pub amount: Amount,
     /// The sender's application rate, bit/s; `None` = as fast as the transport goes.
     pub rate_bps: Option<u64>,
+    /// HTTP downloads: request this path instead of `/bytes?n=N` (an object of a manifest, or a
+    /// file of another server such as nginx or caddy); with a byte count, the response must be
+    /// exactly that long. `None` = the synthetic endpoint.
+    pub path: Option<String>,
     /// Interval of the log.
     pub interval: Duration,
     /// Server address.
@@ -200,6 +204,7 @@ impl Default for BulkOptions {
             direction: Direction::Download,
             amount: Amount::Bytes(10_000_000),
             rate_bps: None,
+            path: None,
             interval: DEFAULT_INTERVAL,
             server: IpAddr::from([127, 0, 0, 1]),
             host: String::new(),
@@ -244,6 +249,8 @@ pub struct BulkConfig {
     pub rate_bps: Option<u64>,
     /// Who paces: `server` (downloads), `client` (uploads), null.
     pub pacing: Option<&'static str>,
+    /// The path downloaded instead of `/bytes` (null = `/bytes`).
+    pub path: Option<String>,
     /// Log interval, ms.
     pub interval_ms: f64,
     /// Server address and port used.
@@ -373,6 +380,17 @@ impl Bulk {
         if let Some(r) = o.rate_bps {
             crate::pace::check_rate(r).map_err(|e| bad("--rate", e))?;
         }
+        if let Some(path) = &o.path {
+            if o.direction != Direction::Download || o.protocol == BulkProtocol::Tcp {
+                return Err(bad("--path", "only HTTP downloads request a path"));
+            }
+            if o.rate_bps.is_some() {
+                return Err(bad("--path", "--rate is paced by protolab's /bytes endpoint; a path is not paced"));
+            }
+            if !path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err() {
+                return Err(bad("--path", format!("{path:?} is not an absolute request path")));
+            }
+        }
         if o.interval < MIN_INTERVAL {
             return Err(bad("--interval-ms", format!("must be at least {} ms", MIN_INTERVAL.as_millis())));
         }
@@ -451,6 +469,7 @@ impl Bulk {
                 Direction::Download => "server",
                 Direction::Upload => "client",
             }),
+            path: o.path.clone(),
             interval_ms: o.interval.as_secs_f64() * 1e3,
             server: self.addr.to_string(),
             host: self.host.clone(),

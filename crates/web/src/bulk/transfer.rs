@@ -515,11 +515,12 @@ fn authority(bulk: &Bulk, default_port: u16) -> String {
 }
 
 /// The request target: `/bytes?n=N[&rate=R]` for downloads (N = the count, or the server's
-/// largest for a duration), `/upload` for uploads.
+/// largest for a duration) or the path asked for, `/upload` for uploads.
 fn target(bulk: &Bulk) -> String {
     let o = &bulk.options;
     match o.direction {
         Direction::Upload => "/upload".to_string(),
+        Direction::Download if o.path.is_some() => o.path.clone().unwrap_or_default(),
         Direction::Download => {
             let n = match o.amount {
                 Amount::Bytes(n) => n,

@@ -68,6 +68,8 @@ pub struct LoadOptions {
     pub https_port: u16,
     /// `TCP_CONGESTION` of every TCP/MPTCP socket; `None` = namespace default.
     pub tcp_cc: Option<String>,
+    /// `SO_RCVBUF` of every TCP/MPTCP socket; `None` = autotuned.
+    pub tcp_rcvbuf: Option<usize>,
     /// QUIC transport knobs (h3 modes).
     pub quic: QuicOptions,
     /// The CA to trust (every TLS mode needs it; `h1c` does not).
@@ -92,6 +94,7 @@ impl Default for LoadOptions {
             http_port: 80,
             https_port: 443,
             tcp_cc: None,
+            tcp_rcvbuf: None,
             quic: QuicOptions::default(),
             ca: None,
             manifest_label: String::new(),
@@ -171,6 +174,8 @@ pub struct LoadConfig {
     pub qlog_dir: Option<String>,
     /// Seed of the source ports (null = the kernel's choice).
     pub source_port_seed: Option<u64>,
+    /// `SO_RCVBUF` of TCP/MPTCP sockets (null = autotuned).
+    pub tcp_rcvbuf: Option<usize>,
 }
 
 /// One object of the result.
@@ -337,7 +342,7 @@ impl Loader {
         } else {
             None
         };
-        let tcp = TcpOptions { congestion: options.tcp_cc.clone(), mptcp: options.mode.transport == Transport::Mptcp };
+        let tcp = TcpOptions { congestion: options.tcp_cc.clone(), mptcp: options.mode.transport == Transport::Mptcp, rcvbuf: options.tcp_rcvbuf };
         let port = if protocol == Protocol::H1c { options.http_port } else { options.https_port };
         let addrs = manifest.origins.iter().map(|o| SocketAddr::new(o.address.into(), port)).collect();
         let connector = conn::Connector {
@@ -378,6 +383,7 @@ impl Loader {
             sample_interval_ms: o.instrument.interval.as_secs_f64() * 1e3,
             qlog_dir: o.instrument.qlog_dir.as_ref().map(|d| d.display().to_string()),
             source_port_seed: o.source_port_seed,
+            tcp_rcvbuf: o.tcp_rcvbuf,
         }
     }
 
