@@ -117,3 +117,32 @@ def test_serve_bad_input(emu_binary: Path, tmp_path: Path, page: Path) -> None:
         _bad(_run(emu_binary, "serve", "--tls-dir", tls, "--samples", samples, "--listen", "127.0.0.1",
                   "--http-port", str(port), "--https-port", "0"), f"127.0.0.1:{port}")
     assert not tls.exists() and not samples.exists()
+
+
+def test_bulk_bad_input(emu_binary: Path, tmp_path: Path, ca: Path) -> None:
+    out = tmp_path / "bulk.json"
+    samples = tmp_path / "samples"
+    base = ["bulk", "--server", "127.0.0.9", "--out", out, "--samples", samples]
+    _bad(_run(emu_binary, *base, "--protocol", "h4", "--bytes", "10"), "unknown protocol", "h4")
+    _bad(_run(emu_binary, *base, "--protocol", "h2", "--direction", "sideways", "--bytes", "10", "--ca", ca), "sideways")
+    _bad(_run(emu_binary, *base, "--protocol", "h2", "--bytes", "10"), "--ca")
+    _bad(_run(emu_binary, *base, "--protocol", "tcp", "--bytes", "10", "--rate", "0"), "--rate")
+    _bad(_run(emu_binary, *base, "--protocol", "tcp", "--bytes", "10", "--rate", "fast"), "--rate")
+    _bad(_run(emu_binary, *base, "--protocol", "tcp", "--bytes", "0"), "--bytes")
+    _bad(_run(emu_binary, *base, "--protocol", "h2", "--bytes", "10", "--ca", ca, "--qlog", tmp_path / "q"), "--qlog")
+    _bad(_run(emu_binary, *base, "--protocol", "h2", "--direction", "upload", "--bytes", "10", "--ca", ca, "--path", "/x"), "--path")
+    _bad(_run(emu_binary, *base, "--protocol", "h3", "--bytes", "10", "--ca", ca, "--quic-cc", "fast"), "--quic-cc")
+    both = _run(emu_binary, *base, "--protocol", "tcp", "--bytes", "10", "--duration-ms", "10")
+    assert both.returncode == 2 and "--duration-ms" in both.stderr and "panicked" not in both.stderr
+    assert not out.exists() and not samples.exists() and not (tmp_path / "q").exists()
+
+
+def test_bulk_to_an_unreachable_server_fails_with_a_result(emu_binary: Path, tmp_path: Path, ca: Path) -> None:
+    for protocol in ("tcp", "h2", "h3"):
+        out = tmp_path / f"{protocol}.json"
+        done = _run(emu_binary, "bulk", "--server", "127.0.0.9", "--protocol", protocol, "--bytes", "1000", "--ca", ca,
+                    "--raw-port", "9", "--https-port", "9", "--connect-timeout-ms", "300", "--out", out)
+        assert done.returncode == 1, done.stderr
+        assert "panicked" not in done.stderr and "127.0.0.9:9" in done.stderr, done.stderr
+        result = json.loads(out.read_text())
+        assert result["status"] == "failed" and result["bytes"] == 0 and "127.0.0.9:9" in result["error"]

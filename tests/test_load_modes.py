@@ -131,3 +131,41 @@ def test_h2_mptcp_uses_two_subflows(served: Any, emu_binary: Path) -> None:
     for r in server_rows:
         sent[r["subflow"]] = r["bytes_acked"]
     assert set(sent) == {0, 1} and all(v > 0 for v in sent.values()), sent
+
+
+def _bulk(lab: Lab, binary: Path, work: Path, manifest: dict[str, Any], *args: str) -> dict[str, Any]:
+    """`protolab-net bulk` against the page's first origin."""
+    out = work / "bulk.json"
+    origin = manifest["origins"][0]
+    done = lab.run("client", [binary, "bulk", "--server", origin["address"], "--host", origin["hostname"],
+                              "--ca", work / "tls" / "ca.pem", "--out", out, *args], check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+@pytest.mark.parametrize("protocol", ["tcp", "h2", "h3"])
+def test_bulk_through_the_emulator(served: Any, emu_binary: Path, protocol: str) -> None:
+    """Unpaced downloads fill most of the 100 Mbit/s path and no more; paced transfers (003's
+    "limited" tests) hold 20 Mbit/s in both directions; the bytes crossed the emulator."""
+    lab, work, manifest = served
+    lab.reset_counters()
+    r = _bulk(lab, emu_binary, work, manifest, "--protocol", protocol, "--bytes", "6000000")
+    assert r["status"] == "ok" and r["bytes"] == 6_000_000, r["error"]
+    assert 40e6 < r["goodput_bps"] <= 100e6, r["goodput_bps"]
+    assert lab.counters()["paths"]["p0"]["reverse"]["delivered_bytes"] >= 6_000_000
+    for direction in ("download", "upload"):
+        r = _bulk(lab, emu_binary, work, manifest, "--protocol", protocol, "--direction", direction, "--duration-ms", "2500",
+                  "--rate", "20mbit", "--interval-ms", "250")
+        assert r["status"] == "ok", r["error"]
+        assert r["goodput_bps"] == pytest.approx(20e6, rel=0.1), (direction, r["goodput_bps"])
+        # Steady state: the middle intervals hold the rate too, not just the average.
+        middle = sorted(row["rate_bps"] for row in r["intervals"][2:-1])
+        assert middle[len(middle) // 2] == pytest.approx(20e6, rel=0.1), (direction, middle)
+
+
+def test_bulk_over_mptcp_uses_the_servers_mptcp(served: Any, emu_binary: Path) -> None:
+    lab, work, manifest = served
+    r = _bulk(lab, emu_binary, work, manifest, "--protocol", "h2", "--mptcp", "--bytes", "3000000")
+    assert r["status"] == "ok", r["error"]
+    assert r["connection"]["transport"] == "mptcp" and r["connection"]["mptcp_fallback"] is False, r["connection"]
