@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from protolab import __version__, provenance
+from protolab.files import write_text_atomically
 from protolab.errors import ProtolabError, ToolError
 from protolab.lab import Lab, dumbbell, gbit, ideal_link, ms
 from protolab.measure.tools import IperfResult, parse_iperf3
@@ -212,10 +212,7 @@ def main(
         console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(1) from exc
     console.print(render(report))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".partial") as partial:
-        json.dump(report, partial, indent=2)
-    Path(partial.name).replace(out)
+    write_text_atomically(out, json.dumps(report, indent=2))
     console.print(f"wrote {out}")
     if not report["ok"]:
         raise typer.Exit(1)

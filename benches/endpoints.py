@@ -57,6 +57,7 @@ from peers.helpers import (  # noqa: E402
 )
 
 from protolab import __version__, provenance  # noqa: E402
+from protolab.files import write_text_atomically  # noqa: E402
 
 SCHEMA = "protolab.bench.endpoints"
 SCHEMA_VERSION = 1
@@ -252,10 +253,7 @@ def main(
         raise typer.Exit(1) from exc
     for table in render(report):
         console.print(table)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".partial") as partial:
-        json.dump(report, partial, indent=2)
-    Path(partial.name).replace(out)
+    write_text_atomically(out, json.dumps(report, indent=2))
     console.print(f"wrote {out}")
     if not report["ok"]:
         raise typer.Exit(1)

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from protolab import provenance
 from protolab.errors import LabError, ProtolabError, ToolError
+from protolab.files import write_text_atomically
 from protolab.lab import Lab, find_binary
 from protolab.scenarios import Condition, Context
 from protolab.spec import STANDARD_AXES, Experiment, Page, uses_mptcp
@@ -184,10 +185,7 @@ class Executor(Protocol):
 
 
 def _write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(value, indent=2, sort_keys=True))
-    partial.replace(path)
+    write_text_atomically(path, json.dumps(value, indent=2, sort_keys=True))
 
 
 def write_pages(experiment: Experiment, results_dir: Path) -> dict[str, Path]:
@@ -338,19 +336,20 @@ class LabSession:
         if outcome.status != "ok" and not outcome.error:
             outcome.error = f"load status {status!r}"
         if spec.artifacts.samples:
-            self._take_server_files(page_load, self.server_samples, ".ndjson", run_dir / "samples")
+            self._take_server_files(page_load, "samples_file", self.server_samples, run_dir / "samples")
             outcome.samples = read_samples(run_dir / "samples")
         if spec.artifacts.qlog:
-            self._take_server_files(page_load, self.server_qlog, ".qlog", run_dir / "qlog")
+            self._take_server_files(page_load, "qlog_file", self.server_qlog, run_dir / "qlog")
         return outcome
 
-    def _take_server_files(self, page_load: dict[str, Any], source: Path, suffix: str, directory: Path) -> None:
+    def _take_server_files(self, page_load: dict[str, Any], field: str, source: Path, directory: Path) -> None:
         """Moves the server's files (samples or qlogs) of this load's connections next to the
-        client's. The server ends a file when it sees the connection closed (soon after the
+        client's: both ends name a connection's files by the same connection id, so the
+        server's file is the client's (`connections[].samples_file`, `qlog_file`) with the
+        other role. The server ends a file when it sees the connection closed (soon after the
         load's end), so wait briefly for the files to stop growing."""
-        ids = [c.get("conn_id") for c in page_load.get("connections") or [] if isinstance(c, dict)]
-        files = [source / f"server-{file_safe(i)}{suffix}" for i in ids if isinstance(i, str)]
-        files = [f for f in files if suffix != ".qlog" or f.name.startswith("server-quic-")]
+        client_files = [c.get(field) for c in page_load.get("connections") or [] if isinstance(c, dict)]
+        files = [source / ("server-" + Path(f).name.removeprefix("client-")) for f in client_files if isinstance(f, str)]
         deadline = time.monotonic() + SERVER_SAMPLES_SETTLE_S
         sizes: list[int] = []
         while time.monotonic() < deadline:
@@ -363,12 +362,6 @@ class LabSession:
         for f in files:
             with contextlib.suppress(OSError):
                 f.replace(directory / f.name)
-
-
-def file_safe(conn_id: str) -> str:
-    """A connection id as sample file names carry it (as `instrument::file_safe` in Rust)."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in conn_id)
-    return "conn" if not safe or set(safe) == {"."} else safe
 
 
 def read_samples(directory: Path) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from protolab import __version__, provenance
 from protolab.errors import ToolError
+from protolab.files import write_text_atomically
 from protolab.lab import Lab, dumbbell, host, ideal_link, mbit, ms
 from protolab.measure.events import paths_per_flow, xor_path_index
 from protolab.measure.stats import clopper_pearson
@@ -680,11 +681,7 @@ def run_validation(
 
 
 def write_report(report: ValidationReport, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Write next to the target and rename, so a crash never leaves a half-written result.
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(report.to_json())
-    partial.replace(path)
+    write_text_atomically(path, report.to_json())
 
 
 def load_report(path: Path) -> ValidationReport:

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use web::bulk::{Amount, Bulk, BulkOptions, BulkProtocol, Direction};
 use web::load;
-use web::transport::{QuicOptions, TcpOptions};
+use web::transport::TcpOptions;
 
 use crate::load::{check_writable_dir, emit_result};
 use crate::TcpCc;
@@ -128,10 +128,9 @@ pub fn command(args: BulkArgs) -> anyhow::Result<ExitCode> {
         https_port: args.https_port,
         raw_port: args.raw_port,
         tcp: TcpOptions { congestion: Some(args.tcp_cc.name().to_string()), mptcp: args.mptcp, rcvbuf: args.tcp_rcvbuf },
-        quic: QuicOptions { qlog_dir: instrument.qlog_dir.clone(), ..quic },
+        quic,
         ca,
-        samples_dir: instrument.samples_dir.clone(),
-        sample_interval: instrument.interval,
+        instrument: instrument.clone(),
         timeout: args.timeout_ms.map(Duration::from_millis),
         connect_timeout: Duration::from_millis(args.connect_timeout_ms),
     };

@@ -60,6 +60,42 @@ impl InstrumentOptions {
         }
         Ok(())
     }
+
+    /// A sampler of a TCP (or MPTCP) connection when samples are asked for
+    /// ([`spawn_tcp_sampler`]).
+    pub fn tcp_sampler(&self, stream: &impl AsFd, conn_id: &str, role: Role, mptcp: bool) -> io::Result<Option<SamplerHandle>> {
+        self.samples_dir.as_ref().map(|dir| spawn_tcp_sampler(stream, conn_id, role, mptcp, self.interval, dir)).transpose()
+    }
+
+    /// A sampler of a QUIC connection when samples are asked for ([`spawn_quic_sampler`]).
+    pub fn quic_sampler(&self, conn: &quinn::Connection, conn_id: &str, role: Role, controller: &str) -> io::Result<Option<SamplerHandle>> {
+        self.samples_dir.as_ref().map(|dir| spawn_quic_sampler(conn, conn_id, role, controller, self.interval, dir)).transpose()
+    }
+
+    /// The qlog stream of one QUIC connection and its file, when qlogs are asked for.
+    pub fn qlog(&self, role: Role, conn_id: &str) -> io::Result<Option<(quinn::QlogStream, PathBuf)>> {
+        self.qlog_dir.as_ref().map(|dir| Ok((qlog_stream(dir, role, conn_id)?, qlog_path(dir, role, conn_id)))).transpose()
+    }
+
+    /// As results carry it (`config` of load and bulk results).
+    pub fn config(&self) -> InstrumentConfig {
+        InstrumentConfig {
+            samples_dir: self.samples_dir.as_ref().map(|d| d.display().to_string()),
+            sample_interval_ms: self.interval.as_secs_f64() * 1e3,
+            qlog_dir: self.qlog_dir.as_ref().map(|d| d.display().to_string()),
+        }
+    }
+}
+
+/// [`InstrumentOptions`] in a result's `config` (flattened into it).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct InstrumentConfig {
+    /// Samples directory (null = no samples).
+    pub samples_dir: Option<String>,
+    /// Sampling interval.
+    pub sample_interval_ms: f64,
+    /// qlog directory (null = no qlog).
+    pub qlog_dir: Option<String>,
 }
 
 /// The id of a connection as both ends name it: transport, client address and server address

@@ -369,12 +369,18 @@ fn quic_transport(limits: &Limits, quic: &QuicOptions, qlog: Option<quinn::QlogS
 /// A copy of the QUIC server configuration whose transport writes a qlog of this connection,
 /// when qlogs are asked for. A qlog that cannot be opened is reported and skipped.
 fn qlog_config(ctx: &Ctx, conn_id: &str) -> Option<quinn::ServerConfig> {
-    let dir = ctx.instrument.qlog_dir.as_ref()?;
-    let stream = instrument::qlog_stream(dir, Role::Server, conn_id).map_err(|e| eprintln!("protolab-net serve: qlog of {conn_id}: {e}")).ok()?;
+    let (stream, _) = ctx.instrument.qlog(Role::Server, conn_id).unwrap_or_else(|e| report_skipped("qlog", conn_id, e))?;
     let mut config = ctx.quic_config.clone();
     // The options were checked when the server was bound; they cannot fail now.
     config.transport_config(Arc::new(quic_transport(&ctx.limits, &ctx.quic, Some(stream)).ok()?));
     Some(config)
+}
+
+/// A connection's samples or qlog could not be written (disk full, directory removed): the
+/// server says so and serves the connection without them.
+fn report_skipped<T>(what: &str, conn_id: &str, error: io::Error) -> Option<T> {
+    eprintln!("protolab-net serve: {what} of {conn_id}: {error}");
+    None
 }
 
 type H3Connection = h3::server::Connection<h3_quinn::Connection, Bytes>;
@@ -404,11 +410,10 @@ async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
             };
             let Ok(connecting) = connecting else { return };
             let Ok(Ok(conn)) = tokio::time::timeout(ctx.limits.handshake_timeout, connecting).await else { return };
-            let sampler = ctx.instrument.samples_dir.as_ref().and_then(|dir| {
-                instrument::spawn_quic_sampler(&conn, &conn_id, Role::Server, ctx.quic.controller.name(), ctx.instrument.interval, dir)
-                    .map_err(|e| eprintln!("protolab-net serve: samples of {conn_id}: {e}"))
-                    .ok()
-            });
+            let sampler = ctx
+                .instrument
+                .quic_sampler(&conn, &conn_id, Role::Server, ctx.quic.controller.name())
+                .unwrap_or_else(|e| report_skipped("samples", &conn_id, e));
             serve_h3(conn, peer, local_ip, ctx).await;
             if let Some(s) = sampler {
                 let _ = s.stop().await;
@@ -529,13 +534,9 @@ async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>, tls: bool) {
             let _ = SockRef::from(&stream).set_tcp_congestion(cc.as_bytes());
         }
         let local = stream.local_addr().ok();
-        let sampler = ctx.instrument.samples_dir.as_ref().and_then(|dir| {
-            let transport = if ctx.tcp.mptcp { "mptcp" } else { "tcp" };
-            let conn_id = instrument::connection_id(transport, Some(peer), local);
-            instrument::spawn_tcp_sampler(&stream, &conn_id, Role::Server, ctx.tcp.mptcp, ctx.instrument.interval, dir)
-                .map_err(|e| eprintln!("protolab-net serve: samples of {conn_id}: {e}"))
-                .ok()
-        });
+        let transport = if ctx.tcp.mptcp { "mptcp" } else { "tcp" };
+        let conn_id = instrument::connection_id(transport, Some(peer), local);
+        let sampler = ctx.instrument.tcp_sampler(&stream, &conn_id, Role::Server, ctx.tcp.mptcp).unwrap_or_else(|e| report_skipped("samples", &conn_id, e));
         let ctx = ctx.clone();
         connections.spawn(async move {
             let _permit = permit;

@@ -202,10 +202,6 @@ pub struct QuicOptions {
     pub idle_timeout: Option<Duration>,
     /// Maximum concurrent bidirectional streams the peer may open.
     pub max_concurrent_bidi_streams: Option<u32>,
-    /// Write a qlog file per connection into this directory (`<role>-<conn_id>.qlog`,
-    /// docs/samples.md). Not applied by [`QuicOptions::transport_config`]: a qlog stream
-    /// belongs to one connection, see `instrument::qlog_stream`.
-    pub qlog_dir: Option<std::path::PathBuf>,
 }
 
 impl QuicOptions {

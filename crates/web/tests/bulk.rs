@@ -13,7 +13,8 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use web::bulk::{Amount, Bulk, BulkOptions, BulkProtocol, BulkResult, BulkStatus, Direction};
 use web::raw::{RawRequest, REPLY_LEN};
-use web::transport::{QuicOptions, TcpOptions};
+use web::instrument::InstrumentOptions;
+use web::transport::TcpOptions;
 use web::Limits;
 
 const PROTOCOLS: [&str; 5] = ["tcp", "h1c", "h1", "h2", "h3"];
@@ -196,8 +197,7 @@ async fn samples_and_qlog_are_written_when_asked() {
     let lab = Lab::start(Limits::default()).await;
     let tcp_dir = tempdir("tcp-samples");
     let r = run(BulkOptions {
-        samples_dir: Some(tcp_dir.clone()),
-        sample_interval: Duration::from_millis(2),
+        instrument: InstrumentOptions { samples_dir: Some(tcp_dir.clone()), interval: Duration::from_millis(2), qlog_dir: None },
         rate_bps: Some(20_000_000),
         ..options(&lab, "h2", Direction::Download, Amount::Bytes(500_000))
     })
@@ -217,8 +217,7 @@ async fn samples_and_qlog_are_written_when_asked() {
 
     let quic_dir = tempdir("quic");
     let r = run(BulkOptions {
-        samples_dir: Some(quic_dir.clone()),
-        quic: QuicOptions { qlog_dir: Some(quic_dir.clone()), ..QuicOptions::default() },
+        instrument: InstrumentOptions { samples_dir: Some(quic_dir.clone()), qlog_dir: Some(quic_dir.clone()), ..InstrumentOptions::default() },
         ..options(&lab, "h3", Direction::Upload, Amount::Bytes(2_000_000))
     })
     .await;

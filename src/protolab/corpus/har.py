@@ -8,7 +8,6 @@ returned `HarImport`; nothing is dropped silently.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import re
 from collections import Counter
@@ -20,7 +19,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from protolab.corpus.build import AddressPlan, check_seed
-from protolab.corpus.errors import CorpusError, HarError
+from protolab.corpus.errors import CorpusError, HarError, read_json_file
 from protolab.corpus.manifest import (
     MAX_DELAY_MS,
     MAX_OBJECT_SIZE,
@@ -190,15 +189,8 @@ def _url_key(url: str) -> str:
 
 
 def read_har(path: str | os.PathLike[str]) -> Any:
-    label = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HarError(label, "(file)", f"cannot read: {exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise HarError(label, "(document)", f"not JSON: {exc}") from None
+    # DevTools writes a byte-order mark on some platforms.
+    return read_json_file(path, HarError, encoding="utf-8-sig")
 
 
 def import_har_file(path: str | os.PathLike[str], name: str | None = None, seed: int = 1,

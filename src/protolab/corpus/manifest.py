@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from protolab.corpus.errors import CorpusError, ManifestError
+from protolab.corpus.errors import CorpusError, ManifestError, read_json_file
 
 SCHEMA_VERSION = 1
 MAX_OBJECT_SIZE = 1 << 30
@@ -238,16 +238,7 @@ def validate_manifest(data: Any, file: str | os.PathLike[str] = "manifest.json")
 
 def load_manifest(path: str | os.PathLike[str]) -> Manifest:
     """Read and validate a manifest file."""
-    label = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(label, "(file)", f"cannot read: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ManifestError(label, "(document)", f"not JSON: {exc}") from None
-    return validate_manifest(data, label)
+    return validate_manifest(read_json_file(path, ManifestError), str(path))
 
 
 def manifest_json(manifest: dict[str, Any]) -> str:

@@ -177,26 +177,24 @@ def _hashable(value: Any) -> Any:
 # Formatting
 
 
+# How a run parameter reads in labels; others read `name=value`.
+PARAM_FORMATS = {
+    "bandwidth_mbps": "{:g} Mbit/s",
+    "rtt_ms": "RTT {:g} ms",
+    "loss_pct": "loss {:g}%",
+    "buffer_bytes": "buffer {} B",
+    "buffer": "buffer {}",
+    "tcp_cc": "TCP {}",
+    "quic_cc": "QUIC {}",
+    "scenario": "{}",
+}
+
+
 def fmt_param(name: str, value: Any) -> str:
     if value is None:
         return f"{name} -"
-    if name == "bandwidth_mbps":
-        return f"{value:g} Mbit/s"
-    if name == "rtt_ms":
-        return f"RTT {value:g} ms"
-    if name == "loss_pct":
-        return f"loss {value:g}%"
-    if name == "buffer_bytes":
-        return f"buffer {value} B"
-    if name == "buffer":
-        return f"buffer {value}"
-    if name == "tcp_cc":
-        return f"TCP {value}"
-    if name == "quic_cc":
-        return f"QUIC {value}"
-    if name == "scenario":
-        return str(value)
-    return f"{name}={value}"
+    template = PARAM_FORMATS.get(name)
+    return template.format(value) if template else f"{name}={value}"
 
 
 def condition_label(exp: Experiment, condition: tuple[Any, ...], skip: Iterable[str] = ()) -> str:

@@ -24,6 +24,7 @@ use tokio_rustls::rustls::pki_types::CertificateDer;
 
 pub use log::{IntervalLog, IntervalRow};
 
+use crate::instrument::{InstrumentConfig, InstrumentOptions};
 use crate::load::Protocol;
 use crate::transport::{QuicOptions, TcpOptions};
 
@@ -182,14 +183,12 @@ pub struct BulkOptions {
     pub raw_port: u16,
     /// TCP congestion control and MPTCP (every protocol but `h3`).
     pub tcp: TcpOptions,
-    /// QUIC knobs (`h3`); `qlog_dir` writes `client-<conn id>.qlog` there.
+    /// QUIC knobs (`h3`).
     pub quic: QuicOptions,
     /// The CA to trust (`h1`, `h2`, `h3`).
     pub ca: Option<CertificateDer<'static>>,
-    /// Write `client-<conn id>.ndjson` samples (TCP_INFO or quinn stats) here.
-    pub samples_dir: Option<PathBuf>,
-    /// Sampling interval.
-    pub sample_interval: Duration,
+    /// Samples (`client-<conn id>.ndjson`: TCP_INFO or quinn stats) and qlog (`h3` only).
+    pub instrument: InstrumentOptions,
     /// The whole run (connect + transfer) ends with status `timeout` after this long; `None`:
     /// 120 s for a byte count, the duration + 30 s for a duration.
     pub timeout: Option<Duration>,
@@ -214,8 +213,7 @@ impl Default for BulkOptions {
             tcp: TcpOptions::default(),
             quic: QuicOptions::default(),
             ca: None,
-            samples_dir: None,
-            sample_interval: crate::instrument::DEFAULT_INTERVAL,
+            instrument: InstrumentOptions::default(),
             timeout: None,
             connect_timeout: Duration::from_secs(10),
         }
@@ -265,12 +263,9 @@ pub struct BulkConfig {
     pub quic_cc: &'static str,
     /// QUIC initial window, bytes (null = quinn's default).
     pub quic_initial_window: Option<u64>,
-    /// Samples directory.
-    pub samples_dir: Option<String>,
-    /// Sampling interval, ms.
-    pub sample_interval_ms: f64,
-    /// qlog directory (h3).
-    pub qlog_dir: Option<String>,
+    /// Samples and qlog.
+    #[serde(flatten)]
+    pub instrument: InstrumentConfig,
     /// Timeout of the run, ms.
     pub timeout_ms: u64,
     /// Connect timeout, ms.
@@ -394,7 +389,7 @@ impl Bulk {
         if o.interval < MIN_INTERVAL {
             return Err(bad("--interval-ms", format!("must be at least {} ms", MIN_INTERVAL.as_millis())));
         }
-        if o.sample_interval < crate::instrument::MIN_INTERVAL {
+        if o.instrument.interval < crate::instrument::MIN_INTERVAL {
             return Err(bad("--sample-interval-ms", format!("must be at least {} ms", crate::instrument::MIN_INTERVAL.as_millis())));
         }
         if o.connect_timeout.is_zero() {
@@ -409,9 +404,9 @@ impl Bulk {
             (None, Amount::Bytes(_)) => Duration::from_secs(120),
             (None, Amount::Duration(d)) => d + Duration::from_secs(30),
         };
-        check_dir("--samples", &o.samples_dir)?;
-        check_dir("--qlog", &o.quic.qlog_dir)?;
-        if o.quic.qlog_dir.is_some() && o.protocol != BulkProtocol::H3 {
+        check_dir("--samples", &o.instrument.samples_dir)?;
+        check_dir("--qlog", &o.instrument.qlog_dir)?;
+        if o.instrument.qlog_dir.is_some() && o.protocol != BulkProtocol::H3 {
             return Err(bad("--qlog", format!("only HTTP/3 has a qlog, not {}", o.protocol)));
         }
         if o.tcp.mptcp && o.protocol == BulkProtocol::H3 {
@@ -477,9 +472,7 @@ impl Bulk {
             mptcp: o.tcp.mptcp,
             quic_cc: o.quic.controller.name(),
             quic_initial_window: o.quic.initial_window,
-            samples_dir: o.samples_dir.as_ref().map(|d| d.display().to_string()),
-            sample_interval_ms: o.sample_interval.as_secs_f64() * 1e3,
-            qlog_dir: o.quic.qlog_dir.as_ref().map(|d| d.display().to_string()),
+            instrument: o.instrument.config(),
             timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
             connect_timeout_ms: u64::try_from(o.connect_timeout.as_millis()).unwrap_or(u64::MAX),
         }
@@ -530,9 +523,10 @@ mod tests {
         assert_eq!(option_of(BulkOptions { host: "a b".into(), ..base() }), "--host");
         assert_eq!(option_of(BulkOptions { raw_port: 0, ..base() }), "--*-port");
         assert_eq!(option_of(BulkOptions { amount: Amount::Duration(Duration::from_secs(5)), timeout: Some(Duration::from_secs(5)), ..base() }), "--timeout-ms");
-        assert_eq!(option_of(BulkOptions { samples_dir: Some("/proc/self/status".into()), ..base() }), "--samples");
-        let qlog = QuicOptions { qlog_dir: Some(std::env::temp_dir()), ..QuicOptions::default() };
-        assert_eq!(option_of(BulkOptions { quic: qlog, ..base() }), "--qlog");
+        let samples = InstrumentOptions { samples_dir: Some("/proc/self/status".into()), ..InstrumentOptions::default() };
+        assert_eq!(option_of(BulkOptions { instrument: samples, ..base() }), "--samples");
+        let qlog = InstrumentOptions { qlog_dir: Some(std::env::temp_dir()), ..InstrumentOptions::default() };
+        assert_eq!(option_of(BulkOptions { instrument: qlog, ..base() }), "--qlog");
         assert_eq!(
             option_of(BulkOptions { protocol: BulkProtocol::H1c, amount: Amount::Bytes(crate::server::MAX_BYTES_N + 1), ..base() }),
             "--bytes"

@@ -285,10 +285,7 @@ async fn connect_tcp(run: &mut Run<'_>) -> Result<TcpStream, String> {
         mptcp_fallback,
         conn_id: conn_id.clone(),
     });
-    if let Some(dir) = &o.samples_dir {
-        let sampler = instrument::spawn_tcp_sampler(&tcp, &conn_id, Role::Client, o.tcp.mptcp, o.sample_interval, dir).map_err(|e| format!("samples: {e}"))?;
-        run.sampler = Some(sampler);
-    }
+    run.sampler = o.instrument.tcp_sampler(&tcp, &conn_id, Role::Client, o.tcp.mptcp).map_err(|e| format!("samples: {e}"))?;
     Ok(tcp)
 }
 
@@ -651,9 +648,9 @@ fn quic_client_config(run: &mut Run<'_>, conn_id: &str) -> Result<quinn::ClientC
     let o = &run.bulk.options;
     let Some(tls) = &run.bulk.tls else { return Err("HTTP/3 needs TLS".into()) };
     let mut transport = o.quic.transport_config().map_err(|e| e.to_string())?;
-    if let Some(dir) = &o.quic.qlog_dir {
-        transport.qlog_stream(Some(instrument::qlog_stream(dir, Role::Client, conn_id).map_err(|e| format!("qlog: {e}"))?));
-        run.qlog = Some(instrument::qlog_path(dir, Role::Client, conn_id));
+    if let Some((stream, path)) = o.instrument.qlog(Role::Client, conn_id).map_err(|e| format!("qlog: {e}"))? {
+        transport.qlog_stream(Some(stream));
+        run.qlog = Some(path);
     }
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.as_ref().clone()).map_err(|e| format!("TLS configuration unusable for QUIC: {e}"))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
@@ -678,11 +675,7 @@ async fn connect_h3(run: &mut Run<'_>) -> Result<h3::client::SendRequest<h3_quin
         conn_id: conn_id.clone(),
     });
     run.drivers.push(q.driver);
-    if let Some(dir) = &o.samples_dir {
-        let sampler = instrument::spawn_quic_sampler(&q.conn, &conn_id, Role::Client, o.quic.controller.name(), o.sample_interval, dir)
-            .map_err(|e| format!("samples: {e}"))?;
-        run.sampler = Some(sampler);
-    }
+    run.sampler = o.instrument.quic_sampler(&q.conn, &conn_id, Role::Client, o.quic.controller.name()).map_err(|e| format!("samples: {e}"))?;
     run.quic = Some((q.endpoint, q.conn));
     Ok(q.sender)
 }

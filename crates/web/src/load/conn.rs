@@ -141,13 +141,10 @@ impl Connector {
         let tcp_connected = Some(Instant::now());
         let local = tcp.local_addr().ok();
         let conn_id = instrument::connection_id(self.transport.name(), local, Some(addr));
-        let sampler = match &self.instrument.samples_dir {
-            Some(dir) => Some(
-                instrument::spawn_tcp_sampler(&tcp, &conn_id, Role::Client, self.transport == Transport::Mptcp, self.instrument.interval, dir)
-                    .map_err(|e| format!("samples of {conn_id}: {e}"))?,
-            ),
-            None => None,
-        };
+        let sampler = self
+            .instrument
+            .tcp_sampler(&tcp, &conn_id, Role::Client, self.transport == Transport::Mptcp)
+            .map_err(|e| format!("samples of {conn_id}: {e}"))?;
         let mptcp_fd = match self.transport {
             Transport::Mptcp => Some(tcp.as_fd().try_clone_to_owned().map_err(|e| format!("dup of the MPTCP socket: {e}"))?),
             _ => None,
@@ -198,21 +195,17 @@ impl Connector {
         let conn_id = instrument::connection_id("quic", local, Some(addr));
         let mut config = config.clone();
         let mut qlog = None;
-        if let Some(dir) = &self.instrument.qlog_dir {
-            let stream = instrument::qlog_stream(dir, Role::Client, &conn_id).map_err(|e| format!("qlog of {conn_id}: {e}"))?;
+        if let Some((stream, path)) = self.instrument.qlog(Role::Client, &conn_id).map_err(|e| format!("qlog of {conn_id}: {e}"))? {
             let mut transport = self.quic_options.transport_config().map_err(|e| e.to_string())?;
             transport.qlog_stream(Some(stream));
             config.transport_config(Arc::new(transport));
-            qlog = Some(instrument::qlog_path(dir, Role::Client, &conn_id));
+            qlog = Some(path);
         }
         let q = quic_connect(endpoint, config, hostname, addr).await?;
-        let sampler = match &self.instrument.samples_dir {
-            Some(dir) => Some(
-                instrument::spawn_quic_sampler(&q.conn, &conn_id, Role::Client, self.quic_options.controller.name(), self.instrument.interval, dir)
-                    .map_err(|e| format!("samples of {conn_id}: {e}"))?,
-            ),
-            None => None,
-        };
+        let sampler = self
+            .instrument
+            .quic_sampler(&q.conn, &conn_id, Role::Client, self.quic_options.controller.name())
+            .map_err(|e| format!("samples of {conn_id}: {e}"))?;
         Ok(Connected {
             sender: Sender::H3(q.sender),
             local: q.local,

@@ -166,12 +166,9 @@ pub struct LoadConfig {
     pub quic_time_threshold: Option<f32>,
     /// ACK frequency asked of the server (null = none).
     pub quic_ack_eliciting_threshold: Option<u32>,
-    /// Samples directory (null = no samples).
-    pub samples_dir: Option<String>,
-    /// Sampling interval.
-    pub sample_interval_ms: f64,
-    /// qlog directory (null = no qlog).
-    pub qlog_dir: Option<String>,
+    /// Samples and qlog.
+    #[serde(flatten)]
+    pub instrument: crate::instrument::InstrumentConfig,
     /// Seed of the source ports (null = the kernel's choice).
     pub source_port_seed: Option<u64>,
     /// `SO_RCVBUF` of TCP/MPTCP sockets (null = autotuned).
@@ -379,9 +376,7 @@ impl Loader {
             quic_packet_threshold: o.quic.packet_threshold,
             quic_time_threshold: o.quic.time_threshold,
             quic_ack_eliciting_threshold: o.quic.ack_eliciting_threshold,
-            samples_dir: o.instrument.samples_dir.as_ref().map(|d| d.display().to_string()),
-            sample_interval_ms: o.instrument.interval.as_secs_f64() * 1e3,
-            qlog_dir: o.instrument.qlog_dir.as_ref().map(|d| d.display().to_string()),
+            instrument: o.instrument.config(),
             source_port_seed: o.source_port_seed,
             tcp_rcvbuf: o.tcp_rcvbuf,
         }
