@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bulk;
+mod cc_cmd;
 mod load;
 mod options;
 
@@ -31,6 +32,9 @@ enum Command {
     Load(load::LoadArgs),
     /// Download or upload N bytes, or for a duration, over raw TCP, h1c, h1, h2 or h3, optionally paced; docs/bulk.md.
     Bulk(bulk::BulkArgs),
+    /// The QUIC congestion controllers: list them, check a NAME[:key=value,...] spec; docs/congestion.md.
+    #[command(subcommand)]
+    Cc(cc_cmd::CcCommand),
 }
 
 /// TCP congestion controls the lab uses.
@@ -130,6 +134,7 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
         bail!("--max-requests-per-second: must be at least 1");
     }
     let quic = args.quic.options()?;
+    let quic_cc_canonical = quic.controller.canonical();
     let instrument = args.instrument.options()?;
     let mut manifests = Vec::new();
     for path in &args.manifests {
@@ -187,6 +192,7 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
             "tcp_cc": args.tcp_cc.name(),
             "mptcp": args.mptcp,
             "quic_cc": args.quic.quic_cc,
+            "quic_cc_canonical": quic_cc_canonical,
             "tls_dir": args.tls_dir.display().to_string(),
             "spki": material.spki_list(),
         });
@@ -321,6 +327,7 @@ fn main() -> ExitCode {
             Ok(code) => return code,
             Err(e) => Err(e),
         },
+        Command::Cc(c) => cc_cmd::command(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,15 +7,17 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use web::instrument::{InstrumentOptions, MIN_INTERVAL};
-use web::transport::{QuicController, QuicOptions, TransportError};
+use web::transport::{QuicOptions, TransportError};
 
 /// QUIC transport options (docs/transport.md).
 #[derive(Args, Debug, Clone)]
 pub struct QuicArgs {
-    /// QUIC congestion controller: cubic, newreno, bbr.
+    /// QUIC congestion controller, NAME[:key=value,...]: cubic, reno, fast, sprout-ewma,
+    /// fixed:rate=R, bbr, gquic39, ... (`protolab-net cc list`; docs/congestion.md).
     #[arg(long, default_value = "cubic")]
     pub quic_cc: String,
-    /// QUIC initial congestion window in bytes (default: quinn's, about 14 720).
+    /// QUIC initial congestion window in bytes (default: the controller's, 10 packets; not
+    /// with a controller's iw=).
     #[arg(long)]
     pub quic_initial_window: Option<u64>,
     /// Loss detection: packet reordering threshold (RFC 9002 kPacketThreshold; default 3).
@@ -36,7 +38,7 @@ pub struct QuicArgs {
 impl QuicArgs {
     /// The checked options (`--quic-*` names in errors).
     pub fn options(&self) -> anyhow::Result<QuicOptions> {
-        let controller = QuicController::from_name(&self.quic_cc).map_err(|e| anyhow::anyhow!("--quic-cc: {e}"))?;
+        let controller = cc::ControllerSpec::parse(&self.quic_cc).map_err(|e| anyhow::anyhow!("--quic-cc: {e}"))?;
         let options = QuicOptions {
             controller,
             initial_window: self.quic_initial_window,

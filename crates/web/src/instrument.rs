@@ -8,7 +8,7 @@ use std::io::{self, BufWriter, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -19,8 +19,9 @@ use crate::sockopt::{self, TcpInfo};
 
 /// `schema` of a samples file.
 pub const SCHEMA: &str = "protolab.samples";
-/// `schema_version` of a samples file.
-pub const SCHEMA_VERSION: u32 = 1;
+/// `schema_version` of a samples file (2: rows carry `event`, `state`, ssthresh, bytes in
+/// flight and pacing rate for every transport, and QUIC files have a row at every state change).
+pub const SCHEMA_VERSION: u32 = 2;
 /// Default sampling interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(10);
 /// Smallest sampling interval accepted.
@@ -256,10 +257,26 @@ fn opt_rate_bps(bytes_per_s: u64) -> Value {
     }
 }
 
+/// The controller state of a TCP sender, from `TCP_INFO` (docs/samples.md): CWR, Recovery and
+/// Loss are recovery; otherwise application-limited when the last delivery-rate sample was,
+/// slow start below ssthresh, congestion avoidance above.
+pub fn tcp_controller_state(i: &TcpInfo) -> cc::State {
+    match i.ca_state {
+        2..=4 => cc::State::Recovery,
+        _ if i.delivery_rate_app_limited => cc::State::ApplicationLimited,
+        _ if i.ssthresh >= TCP_INFINITE_SSTHRESH || i.cwnd < i.ssthresh => cc::State::SlowStart,
+        _ => cc::State::CongestionAvoidance,
+    }
+}
+
 /// One sample row of `TCP_INFO`.
 pub fn tcp_row(t_unix_ns: u64, i: &TcpInfo) -> serde_json::Map<String, Value> {
     let v = json!({
         "t_unix_ns": t_unix_ns,
+        "event": "sample",
+        "cc_state": tcp_controller_state(i).as_str(),
+        "app_limited": i.delivery_rate_app_limited,
+        "bytes_in_flight": u64::from(i.unacked) * u64::from(i.snd_mss),
         "state": i.state,
         "ca_state": i.ca_state,
         "cwnd": i.cwnd,
@@ -343,10 +360,16 @@ pub fn spawn_tcp_sampler(stream: &impl AsFd, conn_id: &str, role: Role, mptcp: b
     })
 }
 
-/// One sample row of quinn's connection statistics.
-pub fn quic_row(t_unix_ns: u64, s: &quinn::ConnectionStats) -> serde_json::Map<String, Value> {
+/// One sample row of quinn's connection statistics, with the controller's state when it is
+/// one of protolab's ([`cc::Adapter`]).
+pub fn quic_row(t_unix_ns: u64, s: &quinn::ConnectionStats, controller: Option<&cc::Snapshot>) -> serde_json::Map<String, Value> {
     let v = json!({
         "t_unix_ns": t_unix_ns,
+        "event": "sample",
+        "cc_state": controller.and_then(|c| c.state).map(cc::State::as_str),
+        "ssthresh": controller.and_then(|c| c.ssthresh),
+        "bytes_in_flight": controller.map(|c| c.bytes_in_flight),
+        "pacing_rate_bps": controller.and_then(|c| c.pacing_rate_bps),
         "cwnd": s.path.cwnd,
         "rtt_us": u64::try_from(s.path.rtt.as_micros()).unwrap_or(u64::MAX),
         "min_rtt_us": u64::try_from(s.path.min_rtt.as_micros()).unwrap_or(u64::MAX),
@@ -384,11 +407,39 @@ pub fn spawn_quic_sampler(conn: &quinn::Connection, conn_id: &str, role: Role, c
         "start_unix_ns": unix_ns(),
     });
     let path = samples_path(dir, role, conn_id);
+    let mut next_transition = 0u64;
     spawn_sampler(path, header, interval, move |out| {
         let closed = conn.close_reason().is_some();
-        write_row(out, &quic_row(unix_ns(), &conn.stats()))?;
+        let (now, t) = (Instant::now(), unix_ns());
+        let snapshot = cc::Adapter::downcast(conn.congestion_state()).map(|a| a.snapshot());
+        if let Some(snapshot) = &snapshot {
+            // A row at every state change since the last sample, on the same time base.
+            let first_new = next_transition;
+            for transition in snapshot.transitions.iter().filter(|tr| tr.seq >= first_new) {
+                let ago = u64::try_from(now.saturating_duration_since(transition.at).as_nanos()).unwrap_or(u64::MAX);
+                write_row(out, &transition_row(t.saturating_sub(ago), transition))?;
+                next_transition = transition.seq + 1;
+            }
+        }
+        write_row(out, &quic_row(t, &conn.stats(), snapshot.as_ref()))?;
         Ok(closed)
     })
+}
+
+/// A row of a QUIC controller's state change (`"event": "state"`).
+pub fn transition_row(t_unix_ns: u64, transition: &cc::Transition) -> serde_json::Map<String, Value> {
+    let v = json!({
+        "t_unix_ns": t_unix_ns,
+        "event": "state",
+        "cc_state": transition.state.as_str(),
+        "cwnd": transition.window,
+        "ssthresh": transition.ssthresh,
+        "bytes_in_flight": transition.bytes_in_flight,
+    });
+    match v {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
 }
 
 /// The qlog file of a QUIC connection: `<dir>/<role>-<conn_id>.qlog` (qlog JSON-SEQ).

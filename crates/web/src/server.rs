@@ -412,7 +412,7 @@ async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
             let Ok(Ok(conn)) = tokio::time::timeout(ctx.limits.handshake_timeout, connecting).await else { return };
             let sampler = ctx
                 .instrument
-                .quic_sampler(&conn, &conn_id, Role::Server, ctx.quic.controller.name())
+                .quic_sampler(&conn, &conn_id, Role::Server, &ctx.quic.controller.given)
                 .unwrap_or_else(|e| report_skipped("samples", &conn_id, e));
             serve_h3(conn, peer, local_ip, ctx).await;
             if let Some(s) = sampler {

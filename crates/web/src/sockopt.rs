@@ -66,6 +66,8 @@ pub struct TcpInfo {
     pub rcv_mss: u32,
     /// `tcpi_delivery_rate`, bytes per second.
     pub delivery_rate: u64,
+    /// `tcpi_delivery_rate_app_limited`: the last delivery-rate sample was application-limited.
+    pub delivery_rate_app_limited: bool,
     /// `tcpi_pacing_rate`, bytes per second (`u64::MAX` = unlimited).
     pub pacing_rate: u64,
     /// `tcpi_bytes_acked`.
@@ -195,6 +197,9 @@ fn parse_tcp_info(bytes: &[u8]) -> io::Result<TcpInfo> {
         snd_mss: f32_!(tcpi_snd_mss),
         rcv_mss: f32_!(tcpi_rcv_mss),
         delivery_rate: f64_!(tcpi_delivery_rate),
+        // The byte after tcpi_snd_wscale/rcv_wscale holds tcpi_delivery_rate_app_limited in
+        // its lowest bit (glibc's struct leaves it unnamed).
+        delivery_rate_app_limited: u8_at(bytes, offset_of!(libc::tcp_info, tcpi_snd_rcv_wscale) + 1) & 1 == 1,
         pacing_rate: f64_!(tcpi_pacing_rate),
         bytes_acked: f64_!(tcpi_bytes_acked),
         bytes_received: f64_!(tcpi_bytes_received),

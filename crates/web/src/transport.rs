@@ -4,7 +4,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
@@ -36,9 +35,6 @@ pub enum TransportError {
         /// Why.
         error: io::Error,
     },
-    /// An unknown QUIC controller name.
-    #[error("unknown QUIC congestion controller {0:?} (known: {known})", known = QuicController::NAMES.join(", "))]
-    UnknownController(String),
     /// A QUIC option out of range.
     #[error("QUIC option {option}: {why}")]
     QuicOption {
@@ -147,45 +143,23 @@ pub fn tcp_congestion_of<S: std::os::fd::AsFd>(socket: &S) -> io::Result<String>
     Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
 }
 
-/// QUIC congestion controllers, looked up by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum QuicController {
-    /// quinn's Cubic (C = 0.4, beta = 0.7, no HyStart).
-    #[default]
-    Cubic,
-    /// quinn's NewReno.
-    NewReno,
-    /// quinn's BBR (v1, experimental in quinn).
-    Bbr,
-}
+/// The QUIC congestion controller of a connection: a checked `NAME[:key=value,...]` spec of
+/// the controller registry (`cc`, docs/congestion.md).
+pub type QuicController = cc::ControllerSpec;
 
-impl QuicController {
-    /// Known names, in the order of the registry.
-    pub const NAMES: &'static [&'static str] = &["cubic", "newreno", "bbr"];
-    const REGISTRY: &'static [(&'static str, QuicController)] =
-        &[("cubic", QuicController::Cubic), ("newreno", QuicController::NewReno), ("bbr", QuicController::Bbr)];
-
-    /// The controller of that name.
-    pub fn from_name(name: &str) -> Result<QuicController, TransportError> {
-        Self::REGISTRY
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, c)| *c)
-            .ok_or_else(|| TransportError::UnknownController(name.to_string()))
-    }
-
-    /// Its name.
-    pub fn name(self) -> &'static str {
-        Self::REGISTRY.iter().find(|(_, c)| *c == self).map(|(n, _)| *n).unwrap_or("cubic")
-    }
+/// The default QUIC controller: our Cubic with its defaults.
+pub fn default_quic_controller() -> QuicController {
+    // "cubic" is the registry's first entry; its defaults are checked by cc's tests.
+    cc::ControllerSpec::parse("cubic").expect("the cubic controller parses with its defaults")
 }
 
 /// QUIC transport knobs; `None` keeps quinn's default.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct QuicOptions {
     /// Congestion controller.
     pub controller: QuicController,
-    /// Initial congestion window in bytes (quinn default: about 10 full-size datagrams).
+    /// Initial congestion window in bytes (default: the controller's, 10 packets); the
+    /// controller's `iw` parameter says the same in packets, so not both.
     pub initial_window: Option<u64>,
     /// Loss detection: packet reordering threshold (RFC 9002 kPacketThreshold, default 3).
     pub packet_threshold: Option<u32>,
@@ -204,39 +178,36 @@ pub struct QuicOptions {
     pub max_concurrent_bidi_streams: Option<u32>,
 }
 
+impl Default for QuicOptions {
+    fn default() -> Self {
+        QuicOptions {
+            controller: default_quic_controller(),
+            initial_window: None,
+            packet_threshold: None,
+            time_threshold: None,
+            initial_rtt: None,
+            ack_eliciting_threshold: None,
+            max_ack_delay: None,
+            idle_timeout: None,
+            max_concurrent_bidi_streams: None,
+        }
+    }
+}
+
 impl QuicOptions {
     /// quinn's transport configuration for these options.
     pub fn transport_config(&self) -> Result<quinn::TransportConfig, TransportError> {
         let mut transport = quinn::TransportConfig::default();
-        let controller: Arc<dyn quinn::congestion::ControllerFactory + Send + Sync> = match self.controller {
-            QuicController::Cubic => {
-                let mut c = quinn::congestion::CubicConfig::default();
-                if let Some(w) = self.initial_window {
-                    c.initial_window(w);
-                }
-                Arc::new(c)
-            }
-            QuicController::NewReno => {
-                let mut c = quinn::congestion::NewRenoConfig::default();
-                if let Some(w) = self.initial_window {
-                    c.initial_window(w);
-                }
-                Arc::new(c)
-            }
-            QuicController::Bbr => {
-                let mut c = quinn::congestion::BbrConfig::default();
-                if let Some(w) = self.initial_window {
-                    c.initial_window(w);
-                }
-                Arc::new(c)
-            }
-        };
-        transport.congestion_controller_factory(controller);
         if let Some(w) = self.initial_window {
             if w < 2 * 1200 {
                 return Err(TransportError::QuicOption { option: "initial_window", why: format!("{w} bytes is below two 1200-byte datagrams") });
             }
         }
+        let factory = self
+            .controller
+            .factory(self.initial_window)
+            .map_err(|e| TransportError::QuicOption { option: "initial_window", why: e.to_string() })?;
+        transport.congestion_controller_factory(factory);
         if let Some(t) = self.packet_threshold {
             if t < 3 {
                 return Err(TransportError::QuicOption { option: "packet_threshold", why: format!("{t} is below RFC 9002's minimum of 3") });
@@ -271,6 +242,45 @@ impl QuicOptions {
         }
         Ok(transport)
     }
+
+    /// The QUIC options as results record them (`config.quic` of load and bulk results).
+    pub fn config(&self) -> QuicConfig {
+        QuicConfig {
+            cc: self.controller.given.clone(),
+            cc_canonical: self.controller.canonical(),
+            initial_window: self.initial_window,
+            packet_threshold: self.packet_threshold,
+            time_threshold: self.time_threshold,
+            ack_eliciting_threshold: self.ack_eliciting_threshold,
+            max_ack_delay_ms: self.max_ack_delay.map(|d| d.as_secs_f64() * 1e3),
+        }
+    }
+}
+
+/// [`QuicOptions`] in a result's `config` (flattened into it: `quic_cc`, ...).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QuicConfig {
+    /// The controller as given (`gquic39`, `cubic:c=0.8`).
+    #[serde(rename = "quic_cc")]
+    pub cc: String,
+    /// The controller with every parameter (`cubic:c=0.4,beta=0.7,n=2,...`).
+    #[serde(rename = "quic_cc_canonical")]
+    pub cc_canonical: String,
+    /// Initial window in bytes, if set apart from the controller (null = the controller's).
+    #[serde(rename = "quic_initial_window")]
+    pub initial_window: Option<u64>,
+    /// Loss detection packet threshold (null = quinn's 3).
+    #[serde(rename = "quic_packet_threshold")]
+    pub packet_threshold: Option<u32>,
+    /// Loss detection time threshold, RTT multiple (null = quinn's 1.125).
+    #[serde(rename = "quic_time_threshold")]
+    pub time_threshold: Option<f32>,
+    /// ACK frequency asked of the peer: ack-eliciting threshold (null = not asked).
+    #[serde(rename = "quic_ack_eliciting_threshold")]
+    pub ack_eliciting_threshold: Option<u32>,
+    /// ACK frequency asked of the peer: maximum ACK delay, ms (null = not asked).
+    #[serde(rename = "quic_max_ack_delay_ms")]
+    pub max_ack_delay_ms: Option<f64>,
 }
 
 #[cfg(test)]
@@ -278,11 +288,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn controller_registry_round_trips() {
-        for name in QuicController::NAMES {
-            assert_eq!(QuicController::from_name(name).unwrap().name(), *name);
+    fn every_registered_controller_builds_a_transport() {
+        for entry in cc::REGISTRY {
+            let spec = if entry.name == "fixed" { "fixed:rate=5mbit".to_string() } else { entry.name.to_string() };
+            let options = QuicOptions { controller: cc::ControllerSpec::parse(&spec).unwrap(), ..Default::default() };
+            assert!(options.transport_config().is_ok(), "{spec}");
         }
-        assert!(matches!(QuicController::from_name("fast"), Err(TransportError::UnknownController(_))));
+        let twice = QuicOptions { controller: cc::ControllerSpec::parse("gquic39").unwrap(), initial_window: Some(20_000), ..Default::default() };
+        let err = twice.transport_config().unwrap_err().to_string();
+        assert!(err.contains("initial window is set twice"), "{err}");
     }
 
     #[test]
@@ -294,7 +308,7 @@ mod tests {
         let bad = QuicOptions { initial_window: Some(100), ..Default::default() };
         assert!(bad.transport_config().is_err());
         let good = QuicOptions {
-            controller: QuicController::Bbr,
+            controller: cc::ControllerSpec::parse("bbr").unwrap(),
             initial_window: Some(100_000),
             packet_threshold: Some(10),
             time_threshold: Some(1.5),

@@ -68,7 +68,7 @@ async fn tcp_transfer(options: TcpOptions, n: usize, dir: &Path) -> (Value, Vec<
 
 fn check_header(h: &Value, role: &str, transport: &str) {
     assert_eq!(h["schema"], "protolab.samples");
-    assert_eq!(h["schema_version"], 1);
+    assert_eq!(h["schema_version"], 2);
     assert_eq!(h["conn"], "c1");
     assert_eq!(h["role"], role);
     assert_eq!(h["transport"], transport);
@@ -90,9 +90,12 @@ fn check_tcp_rows(rows: &[Value], sender: bool, n: u64) {
         assert!((1..100_000).contains(&cwnd), "{r}");
         let rtt = r["rtt_us"].as_u64().unwrap();
         assert!(rtt < 1_000_000, "loopback RTT below 1 s: {r}");
-        for k in ["ssthresh", "rttvar_us", "min_rtt_us", "retrans", "lost", "delivery_rate_bps", "pacing_rate_bps", "bytes_acked"] {
+        for k in ["ssthresh", "rttvar_us", "min_rtt_us", "retrans", "lost", "delivery_rate_bps", "pacing_rate_bps", "bytes_acked", "bytes_in_flight"] {
             assert!(r.get(k).is_some(), "{k} in {r}");
         }
+        assert_eq!(r["event"], "sample");
+        let state = r["cc_state"].as_str().unwrap();
+        assert!(cc::State::ALL.iter().any(|s| s.as_str() == state), "{r}");
     }
     let last = rows.last().unwrap();
     if sender {
@@ -161,7 +164,10 @@ async fn quic_connection_is_sampled_and_qlogged() {
     let mut server_tls = material.server_config(&[b"bulk"]).unwrap();
     server_tls.max_early_data_size = 0;
     let server_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(server_tls).unwrap();
-    let server_config = quinn::ServerConfig::with_crypto(Arc::new(server_crypto));
+    let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(server_crypto));
+    // The server sends with protolab's Cubic, whose state the sampler reads.
+    let options = web::transport::QuicOptions { controller: cc::ControllerSpec::parse("cubic").unwrap(), ..Default::default() };
+    server_config.transport_config(Arc::new(options.transport_config().unwrap()));
     let server = quinn::Endpoint::server(server_config, "127.0.0.1:0".parse().unwrap()).unwrap();
     let saddr = server.local_addr().unwrap();
     let n: usize = 5_000_000;
@@ -203,6 +209,17 @@ async fn quic_connection_is_sampled_and_qlogged() {
     assert_eq!(h["transport"], "quic");
     assert_eq!(h["quic_congestion"], "cubic");
     assert!(h["remote"].as_str().unwrap().starts_with("127.0.0.1:"));
+    let (transitions, rows): (Vec<Value>, Vec<Value>) = rows.into_iter().partition(|r| r["event"] == "state");
+    // The controller starts in slow start; its state changes are rows of their own, in time order.
+    assert!(!transitions.is_empty(), "a row at the first state");
+    assert_eq!(transitions[0]["cc_state"], "slow_start", "{}", transitions[0]);
+    for r in &rows {
+        assert_eq!(r["event"], "sample");
+        let state = r["cc_state"].as_str().unwrap();
+        assert!(cc::State::ALL.iter().any(|s| s.as_str() == state), "{r}");
+        assert!(r["bytes_in_flight"].as_u64().is_some(), "{r}");
+        assert!(r.get("ssthresh").is_some() && r.get("pacing_rate_bps").is_some(), "{r}");
+    }
     let last = rows.last().unwrap();
     assert!(last["udp_tx_bytes"].as_u64().unwrap() >= n as u64, "{last}");
     for r in &rows {

@@ -259,10 +259,9 @@ pub struct BulkConfig {
     pub tcp_cc: Option<String>,
     /// MPTCP socket asked for.
     pub mptcp: bool,
-    /// QUIC controller (h3).
-    pub quic_cc: &'static str,
-    /// QUIC initial window, bytes (null = quinn's default).
-    pub quic_initial_window: Option<u64>,
+    /// QUIC transport of h3 (controller, initial window, loss detection, ACK frequency).
+    #[serde(flatten)]
+    pub quic: crate::transport::QuicConfig,
     /// Samples and qlog.
     #[serde(flatten)]
     pub instrument: InstrumentConfig,
@@ -470,8 +469,7 @@ impl Bulk {
             host: self.host.clone(),
             tcp_cc: if o.protocol == BulkProtocol::H3 { None } else { o.tcp.congestion.clone() },
             mptcp: o.tcp.mptcp,
-            quic_cc: o.quic.controller.name(),
-            quic_initial_window: o.quic.initial_window,
+            quic: o.quic.config(),
             instrument: o.instrument.config(),
             timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
             connect_timeout_ms: u64::try_from(o.connect_timeout.as_millis()).unwrap_or(u64::MAX),

@@ -675,7 +675,7 @@ async fn connect_h3(run: &mut Run<'_>) -> Result<h3::client::SendRequest<h3_quin
         conn_id: conn_id.clone(),
     });
     run.drivers.push(q.driver);
-    run.sampler = o.instrument.quic_sampler(&q.conn, &conn_id, Role::Client, o.quic.controller.name()).map_err(|e| format!("samples: {e}"))?;
+    run.sampler = o.instrument.quic_sampler(&q.conn, &conn_id, Role::Client, &o.quic.controller.given).map_err(|e| format!("samples: {e}"))?;
     run.quic = Some((q.endpoint, q.conn));
     Ok(q.sender)
 }

@@ -204,7 +204,7 @@ impl Connector {
         let q = quic_connect(endpoint, config, hostname, addr).await?;
         let sampler = self
             .instrument
-            .quic_sampler(&q.conn, &conn_id, Role::Client, self.quic_options.controller.name())
+            .quic_sampler(&q.conn, &conn_id, Role::Client, &self.quic_options.controller.given)
             .map_err(|e| format!("samples of {conn_id}: {e}"))?;
         Ok(Connected {
             sender: Sender::H3(q.sender),

@@ -148,10 +148,9 @@ pub struct LoadConfig {
     pub connect_timeout_ms: u64,
     /// TCP congestion control (null = namespace default).
     pub tcp_cc: Option<String>,
-    /// QUIC controller.
-    pub quic_cc: &'static str,
-    /// QUIC initial window, bytes (null = quinn's default).
-    pub quic_initial_window: Option<u64>,
+    /// QUIC transport (controller, initial window, loss detection, ACK frequency).
+    #[serde(flatten)]
+    pub quic: crate::transport::QuicConfig,
     /// Cleartext port.
     pub http_port: u16,
     /// TLS / QUIC port.
@@ -160,12 +159,6 @@ pub struct LoadConfig {
     pub h2_stream_window: u32,
     /// HTTP/2 connection window announced.
     pub h2_connection_window: u32,
-    /// QUIC loss detection packet threshold (null = quinn's 3).
-    pub quic_packet_threshold: Option<u32>,
-    /// QUIC loss detection time threshold, RTT multiple (null = quinn's 1.125).
-    pub quic_time_threshold: Option<f32>,
-    /// ACK frequency asked of the server (null = none).
-    pub quic_ack_eliciting_threshold: Option<u32>,
     /// Samples and qlog.
     #[serde(flatten)]
     pub instrument: crate::instrument::InstrumentConfig,
@@ -367,15 +360,11 @@ impl Loader {
             timeout_ms: o.timeout.as_millis() as u64,
             connect_timeout_ms: o.connect_timeout.as_millis() as u64,
             tcp_cc: o.tcp_cc.clone(),
-            quic_cc: o.quic.controller.name(),
-            quic_initial_window: o.quic.initial_window,
+            quic: o.quic.config(),
             http_port: o.http_port,
             https_port: o.https_port,
             h2_stream_window: H2_STREAM_WINDOW,
             h2_connection_window: H2_CONNECTION_WINDOW,
-            quic_packet_threshold: o.quic.packet_threshold,
-            quic_time_threshold: o.quic.time_threshold,
-            quic_ack_eliciting_threshold: o.quic.ack_eliciting_threshold,
             instrument: o.instrument.config(),
             source_port_seed: o.source_port_seed,
             tcp_rcvbuf: o.tcp_rcvbuf,
