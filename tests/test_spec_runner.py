@@ -21,20 +21,19 @@ from typer.testing import CliRunner
 from protolab.errors import ToolError
 from protolab.runner import (
     Events,
-    LabExecutor,
     PlannedRun,
     RunOutcome,
     conditions,
     plan,
     run_experiment,
 )
+from protolab.session import LabExecutor
 from protolab.scenarios import SCENARIOS, Condition
+from protolab.experiment import load_spec, parse_spec
 from protolab.spec import (
     MIN_BUFFER_BYTES,
     SpecError,
-    load_spec,
     parse_buffer,
-    parse_spec,
 )
 from protolab.store import ResultsStore
 
@@ -120,7 +119,21 @@ BAD_SPECS: list[tuple[str, dict[str, str], str]] = [
     ("bandwidth word", {"bandwidth_mbps = [7]": 'bandwidth_mbps = ["fast"]'}, 'spec.toml: axes.bandwidth_mbps[0]: invalid bandwidth "fast"'),
     ("rtt", {"rtt_ms = [50]": "rtt_ms = [-5]"}, "spec.toml: axes.rtt_ms[0]: invalid RTT"),
     ("scenario", {'scenario = "wifi-loss"': 'scenario = "lte"'},
-     'spec.toml: scenario: unknown scenario "lte" (known: wifi-loss, ecmp-congestion, bw-rtt-grid, single-object)'),
+     'spec.toml: scenario: unknown scenario "lte" (known: wifi-loss, ecmp-congestion, bw-rtt-grid, single-object, '
+     'fairness, cubic-tuning, quic-vs-tcp, cc-suite, slow-start-exit)'),
+    ("quic cc name", {"[axes]": '[transport]\nquic_cc = "cubci"\n[axes]'},
+     'spec.toml: transport.quic_cc: unknown congestion controller "cubci" (known: cubic, reno, fast, sprout-ewma, fixed,'),
+    ("quic cc key", {"[axes]": '[axes]\nquic_cc = ["cubic", "cubic:gamma=2"]'},
+     'spec.toml: axes.quic_cc[1]: cubic: unknown parameter "gamma" (accepted: c, beta, n, iw, hystart,'),
+    ("quic cc value", {"[axes]": '[axes]\nquic_cc = ["cubic:beta=2"]'},
+     'spec.toml: axes.quic_cc[0]: cubic: beta="2": a number in 0.05..1'),
+    ("quic cc % rate, unlimited link", {"bandwidth_mbps = [7]": 'bandwidth_mbps = ["unlimited"]\nquic_cc = ["fixed:rate=50%"]'},
+     'spec.toml: axes.quic_cc[0]: fixed:rate=50% gives a rate in % of the link, but the bandwidth axis has "unlimited"'),
+    ("transport axis value", {"[axes]": "[axes]\nquic_packet_threshold = [3, 2]"},
+     "spec.toml: axes.quic_packet_threshold[1]: Input should be greater than or equal to 3"),
+    ("transport twice", {"[axes]": '[transport]\nquic_cc = "bbr"\n[axes]\nquic_cc = ["cubic"]'},
+     "spec.toml: axes.quic_cc: also set in [transport]; give it in one place"),
+    ("sweep axis", {"[axes]": "[[sweeps]]\nloss_pct = [101]\n[axes]"}, "spec.toml: sweeps[0].loss_pct[0]: invalid loss 101.0"),
     ("no scenario", {'scenario = "wifi-loss"': ""}, "spec.toml: scenario: required key is missing"),
     ("schema", {"schema_version = 1": "schema_version = 2"}, "spec.toml: schema_version: unsupported schema_version 2"),
     ("params key", {"[axes]": "[params]\nbogus = 1\n[axes]"}, "spec.toml: params.bogus: unknown key (known: loss_directions)"),
@@ -573,17 +586,32 @@ def test_end_to_end_samples_of_both_ends_and_mptcp(emu_binary: Path, lab_name: C
     conns = _rows(results, "SELECT r.mode, c.transport, c.subflows, c.bytes FROM connections c JOIN runs r USING (run_key)")
     assert {c["transport"] for c in conns if c["mode"] == "h2-mptcp"} == {"mptcp"}
     assert all(c["subflows"] == 2 for c in conns if c["mode"] == "h2-mptcp"), conns
-    samples = _rows(results, "SELECT r.mode, s.conn, s.role, s.transport, s.cwnd, s.rtt_us, s.fields "
-                             "FROM transport_samples s JOIN runs r USING (run_key)")
+    samples = _rows(results, "SELECT r.mode, s.conn, s.role, s.transport, s.subflow, s.event, s.cc_state, s.cwnd, "
+                             "s.cwnd_bytes, s.rtt_us, s.fields FROM transport_samples s JOIN runs r USING (run_key)")
     for mode, transport in (("h2-mptcp", "mptcp"), ("h3", "quic")):
         mine = [s for s in samples if s["mode"] == mode]
         assert {s["role"] for s in mine} == {"client", "server"}, mode
         assert {s["transport"] for s in mine} == {transport}
         n_conns = sum(1 for c in conns if c["mode"] == mode)
         assert len({s["conn"] for s in mine if s["role"] == "server"}) == n_conns, mode
-        assert all(s["cwnd"] > 0 and s["rtt_us"] > 0 for s in mine if s["role"] == "server")
-    subflows = {json.loads(s["fields"]).get("subflow") for s in samples if s["mode"] == "h2-mptcp"}
-    assert subflows == {0, 1}
+        periodic = [s for s in mine if s["event"] == "sample"]
+        assert all(s["cwnd"] > 0 and s["rtt_us"] > 0 for s in periodic if s["role"] == "server")
+        # Every row carries the controller's state; the window in bytes whatever the transport.
+        assert all(s["cc_state"] is not None and s["cwnd_bytes"] >= s["cwnd"] for s in periodic), mode
+    # The QUIC server (our Cubic) writes a row at each state change, starting in slow start.
+    changes = [s for s in samples if s["mode"] == "h3" and s["role"] == "server" and s["event"] == "state"]
+    assert changes and changes[0]["cc_state"] == "slow_start"
+    assert {s["subflow"] for s in samples if s["mode"] == "h2-mptcp"} == {0, 1}
+    states = _rows(results, "SELECT r.mode, c.role, c.sender, c.frac_slow_start, c.frac_congestion_avoidance, "
+                            "c.frac_application_limited, c.frac_recovery, c.frac_conservative_slow_start "
+                            "FROM connection_states c JOIN runs r USING (run_key)")
+    for mode in ("h2-mptcp", "h3"):
+        senders = [s for s in states if s["mode"] == mode and s["sender"]]
+        assert senders and all(s["role"] == "server" for s in senders), (mode, states)
+        for s in senders:
+            total = sum(s[k] for k in ("frac_slow_start", "frac_congestion_avoidance", "frac_application_limited",
+                                       "frac_recovery", "frac_conservative_slow_start"))
+            assert 0.0 < total <= 1.0 + 1e-9, s
     # qlog of both ends for the QUIC run, none for the MPTCP one
     for run in _rows(results, "SELECT mode, artifacts_dir FROM runs"):
         qlogs = sorted(p.name.split("-", 1)[0] for p in (results / run["artifacts_dir"] / "qlog").glob("*.qlog"))

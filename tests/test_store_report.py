@@ -217,7 +217,8 @@ def test_store_round_trip(tmp_path: Path) -> None:
         assert sum(c["bytes"] for c in conns) == par.page_load["bytes"]  # type: ignore[index]
         samples = store.query("SELECT * FROM transport_samples WHERE run_key = ? ORDER BY t_unix_ns", [rec.run_key])
         assert len(samples) == 5 and samples[1]["cwnd"] == 16060 and samples[0]["conn"] == "0"
-        assert samples[0]["rtt_us"] == 50000.0 and json.loads(samples[0]["fields"]) == {"ssthresh": 65535}
+        assert samples[0]["rtt_us"] == 50000.0 and samples[0]["ssthresh"] == 65535
+        assert json.loads(samples[0]["fields"]) == {}
 
         lossy = next(r for r in wifi if r.params["loss_pct"] == 2.0 and r.status == "ok")
         links = {row["link"]: row for row in store.query("SELECT * FROM link_counters WHERE run_key = ?",
@@ -330,7 +331,7 @@ def test_schema_version_and_bad_files(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "a" / "results.duckdb"))
     con.execute("UPDATE meta SET schema_version = 99")
     con.close()
-    with pytest.raises(StoreError, match=r"meta\.schema_version is 99.*schema version 1"):
+    with pytest.raises(StoreError, match=r"meta\.schema_version is 99.*schema version 2"):
         ResultsStore(tmp_path / "a")
     with pytest.raises(StoreError, match="no results store here"):
         ResultsStore(tmp_path / "missing", read_only=True)
@@ -348,6 +349,41 @@ def test_schema_version_and_bad_files(tmp_path: Path) -> None:
         pass
     with ResultsStore(tmp_path / "d", read_only=True) as ro, pytest.raises(StoreError, match="read-only"):
         ro.upsert_experiment("e", "n", {}, {})
+
+
+V2_TABLES = ("bulk_transfers", "bulk_intervals", "pair_sides", "flow_bins", "connection_states")
+V2_COLUMNS = {"runs": ("goodput_mbps", "workload"),
+              "transport_samples": ("subflow", "controller", "event", "cc_state", "cwnd_bytes", "ssthresh", "min_rtt_us")}
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_version_1_store_is_migrated(tmp_path: Path, read_only: bool) -> None:
+    """A store written by schema version 1 (without the tables and columns of version 2) is
+    brought to version 2 in place when opened, even for reading (the report), keeping its runs."""
+    fill_store(tmp_path / "res")
+    con = duckdb.connect(str(tmp_path / "res" / "results.duckdb"))
+    runs_before = con.execute("SELECT count(*) FROM runs").fetchone()
+    for table in V2_TABLES:
+        con.execute(f"DROP TABLE {table}")
+    for table, columns in V2_COLUMNS.items():
+        for column in columns:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.execute("UPDATE meta SET schema_version = 1")
+    con.close()
+    with ResultsStore(tmp_path / "res", read_only=read_only) as store:
+        assert store.schema_version() == 2
+        assert store.query("SELECT count(*) AS n FROM runs")[0]["n"] == runs_before[0]
+        for table in V2_TABLES:
+            assert store.query(f"SELECT count(*) AS n FROM {table}")[0]["n"] == 0
+        assert all(r["goodput_mbps"] is None for r in store.query("SELECT goodput_mbps FROM runs"))
+    with ResultsStore(tmp_path / "res") as store:  # writes go to the new columns by name
+        store.upsert_experiment("m", "m", {}, {})
+        store.record_run("m", RunRecord(run_key="k1", params={"mode": "h3", "workload": "bulk"}, status="ok",
+                                        error=None, started_unix_ns=START_NS, duration_s=1.0,
+                                        bulk=[{"side": None, "flow": 0, "status": "ok", "goodput_bps": 5e6, "bytes": 10,
+                                               "config": {"protocol": "h3"}, "intervals": []}]))
+        row = store.query("SELECT goodput_mbps, workload FROM runs WHERE run_key = 'k1'")[0]
+        assert row == {"goodput_mbps": 5.0, "workload": "bulk"}
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])

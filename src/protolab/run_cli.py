@@ -24,22 +24,23 @@ from rich.progress import (
 from rich.table import Table
 
 from protolab.errors import ProtolabError
+from protolab.experiment import Experiment, load_spec
 from protolab.runner import (
     Events,
-    LabExecutor,
     PlannedRun,
     Summary,
     estimate_s,
     plan,
     run_experiment,
 )
-from protolab.spec import Experiment, load_spec
+from protolab.session import LabExecutor
 from protolab.store import ResultsStore, RunRecord
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_SPEC = REPO_ROOT / "specs" / "demo.toml"
 DEMO_RESULTS = Path("results") / "demo"
 DRY_RUN_ROWS = 60
+CONDITION_AXES = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer")
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "timeout": "yellow"}
 
 
@@ -80,7 +81,8 @@ class RichEvents(Events):
 
     def starting(self, run: PlannedRun) -> None:
         if self.task is not None:
-            self.progress.update(self.task, description=escape(f"{run.mode} {run.page.name} (rep {run.repetition})"))
+            what = f"{run.mode} {run.page.name}" if run.page is not None else run.mode
+            self.progress.update(self.task, description=escape(f"{what} (rep {run.repetition})"))
 
     def finished(self, run: PlannedRun, record: RunRecord) -> None:
         if self.task is not None:
@@ -100,14 +102,21 @@ class RichEvents(Events):
 
 def matrix_table(experiment: Experiment, runs: list[PlannedRun], finished: set[str]) -> Table:
     table = Table(title=f"{experiment.name}: scenario {experiment.scenario.name}", box=box.SIMPLE_HEAD)
-    for column, justify in (("#", "right"), ("key", "left"), ("condition", "left"), ("rep", "right"),
-                            ("mode", "left"), ("page", "left"), ("kB", "right"), ("est s", "right"),
-                            ("state", "left")):
+    transport_axes = experiment.transport_axes
+    columns = [("#", "right"), ("key", "left"), ("condition", "left"), ("rep", "right"), ("mode", "left")]
+    columns += [(name, "left") for name in transport_axes]
+    if experiment.pages:
+        columns += [("page", "left"), ("kB", "right")]
+    columns += [("est s", "right"), ("state", "left")]
+    for column, justify in columns:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for run in runs[:DRY_RUN_ROWS]:
-        table.add_row(str(run.order_index), run.key, escape(run.condition.label()), str(run.repetition), run.mode,
-                      run.page.name, f"{run.page.size_bytes / 1000:.0f}", f"{estimate_s(run):.1f}",
-                      "done" if run.key in finished else "todo")
+        cells = [str(run.order_index), run.key, escape(run.condition.label()), str(run.repetition), escape(run.mode)]
+        cells += [escape(str(run.params.get(name))) for name in transport_axes]
+        if experiment.pages:
+            cells += [run.page.name if run.page else "-", f"{run.page.size_bytes / 1000:.0f}" if run.page else "-"]
+        cells += [f"{estimate_s(run, experiment.params):.1f}", "done" if run.key in finished else "todo"]
+        table.add_row(*cells)
     return table
 
 
@@ -124,13 +133,20 @@ def dry_run(experiment: Experiment, results_dir: Path, console: Console) -> None
     console.print(matrix_table(experiment, runs, finished))
     if len(runs) > DRY_RUN_ROWS:
         console.print(f"... {len(runs) - DRY_RUN_ROWS} more runs")
-    axes = experiment.axes
-    shape = " x ".join(f"{len(values)} {name}" for name, values in axes.items() if name not in ("mode", "page"))
     todo = [run for run in runs if run.key not in finished]
+    reps = experiment.spec.repetitions
+    parts = []
+    for sweep in experiment.sweeps:
+        conditions = " x ".join(f"{len(sweep[name])} {name}" for name in (*CONDITION_AXES, *experiment.extra_axes))
+        shape = f"{conditions} conditions x {reps} repetitions x {len(sweep['mode'])} modes"
+        shape += "".join(f" x {len(sweep[name])} {name}" for name in experiment.transport_axes if name in sweep)
+        if sweep.get("page"):
+            shape += f" x {len(sweep['page'])} pages"
+        parts.append(shape)
+    shape = parts[0] if len(parts) == 1 else " + ".join(f"({p})" for p in parts) + ", common runs once"
     console.print(
-        f"{len(runs)} runs = {shape} conditions x {experiment.spec.repetitions} repetitions x "
-        f"{len(axes['mode'])} modes x {len(axes['page'])} pages; {len(runs) - len(todo)} done, {len(todo)} to do; "
-        f"estimate {_duration(sum(estimate_s(run) for run in todo))}; results in {results_dir}"
+        f"{len(runs)} runs = {shape}; {len(runs) - len(todo)} done, {len(todo)} to do; "
+        f"estimate {_duration(sum(estimate_s(run, experiment.params) for run in todo))}; results in {results_dir}"
     )
 
 

@@ -2,26 +2,23 @@
 
 Loading happens in two stages, both before anything runs:
 
-1. structure: the TOML is parsed and checked against pydantic models (unknown keys refused,
-   modes, buffers, numbers);
-2. meaning: the scenario is looked up in the registry, scenario parameters (`[params]`) and
-   scenario-specific axes are checked against it, and every page is resolved (a scenario page,
-   a corpus page or a manifest file).
+1. structure (here): the TOML is checked against pydantic models (unknown keys refused,
+   buffers, numbers, transport options);
+2. meaning (`protolab.experiment`): the scenario, its parameters and axes, the modes of its
+   workload, the QUIC controllers and the pages.
 
 Every error is a `SpecError` naming the file and the field, e.g.
 `spec.toml: axes.mode[2]: unknown mode "h4" (known: h1c, h1, h2, h2-parallel:N, ...)`.
+This module imports no scenario: scenarios import it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -78,11 +75,6 @@ TCP_CONGESTION_CONTROLS: dict[str, str] = {
     "cubic": "CUBIC (the seeds' controller)",
     "reno": "NewReno",
     "bbr": "BBR (the kernel default here)",
-}
-QUIC_CONGESTION_CONTROLS: dict[str, str] = {
-    "cubic": "Cubic",
-    "newreno": "NewReno",
-    "bbr": "BBR",
 }
 SCHEDULERS: dict[str, str] = {
     "round-robin": "requests assigned to the N connections in turn (001)",
@@ -213,7 +205,7 @@ Rtt = Annotated[float, AfterValidator(_check_rtt)]
 Loss = Annotated[float, AfterValidator(_check_loss)]
 PageName = Annotated[str, AfterValidator(_check_page)]
 TcpCC = Annotated[str, AfterValidator(_registry_check(TCP_CONGESTION_CONTROLS, "TCP congestion control"))]
-QuicCC = Annotated[str, AfterValidator(_registry_check(QUIC_CONGESTION_CONTROLS, "QUIC congestion control"))]
+QuicCC = Annotated[str, Field(min_length=1, max_length=500)]  # checked against the Rust registry in stage 2
 Scheduler = Annotated[str, AfterValidator(_registry_check(SCHEDULERS, "scheduler"))]
 
 
@@ -259,7 +251,9 @@ class Axes(BaseModel):
     rtt_ms: Annotated[list[Rtt] | None, *_AXIS_CHECKS] = None
     loss_pct: Annotated[list[Loss] | None, *_AXIS_CHECKS] = None
     buffer: Annotated[list[BufferValue] | None, *_AXIS_CHECKS] = None
-    mode: Annotated[list[Mode] | None, *_AXIS_CHECKS] = None
+    # What the client runs: a page-load mode, a bulk protocol or a pair, by the scenario's
+    # workload (checked in stage 2).
+    mode: Annotated[list[Annotated[str, Field(min_length=1)]] | None, *_AXIS_CHECKS] = None
     page: Annotated[list[PageName] | None, *_AXIS_CHECKS] = None
 
 
@@ -267,14 +261,23 @@ STANDARD_AXES = tuple(Axes.model_fields)
 
 
 class Transport(BaseModel):
-    """Client and server transport options (the same for every run of a spec)."""
+    """Client and server transport options (docs/spec.md). Every key can also be an axis
+    (`[axes] quic_cc = [...]`), which then varies it from run to run."""
 
     model_config = ConfigDict(extra="forbid")
 
     tcp_cc: TcpCC = "cubic"
     quic_cc: QuicCC = "cubic"
+    quic_initial_window: Annotated[int, Field(ge=2400, le=1_000_000_000)] | None = None
+    quic_packet_threshold: Annotated[int, Field(ge=3, le=100_000)] | None = None
+    quic_time_threshold: Annotated[float, Field(ge=1.0, le=1000.0)] | None = None
+    quic_ack_eliciting_threshold: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    quic_max_ack_delay_ms: Annotated[int, Field(ge=1, le=16_383)] | None = None
     h1_connections: Annotated[int, Field(ge=1, le=64)] = 6
     scheduler: Scheduler = "round-robin"
+
+
+TRANSPORT_AXES = tuple(Transport.model_fields)
 
 
 class Artifacts(BaseModel):
@@ -283,6 +286,7 @@ class Artifacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pcap: bool = False  # client capture per run (runs/<key>/client.pcap)
+    events: bool = False  # the emulator's ground-truth event log per run (runs/<key>/events.ndjson)
     samples: bool = False  # TCP_INFO / QUIC samples of both ends (runs/<key>/samples/)
     sample_interval_ms: Annotated[int, Field(ge=1, le=10_000)] = 10
     qlog: bool = False  # qlog of every QUIC connection, both ends (runs/<key>/qlog/)
@@ -301,67 +305,12 @@ class Spec(BaseModel):
     repetitions: int = Field(1, ge=1, le=10_000)
     timeout_s: float = Field(60.0, gt=0, le=3600)
     axes: Axes = Axes()
+    # One-factor-at-a-time designs: each sweep overrides some axes; the runs are the union of
+    # the sweeps' matrices (none: the axes alone).
+    sweeps: list[Axes] = []
     transport: Transport = Transport()
     params: dict[str, Any] = {}
     artifacts: Artifacts = Artifacts()
-
-
-# ---------------------------------------------------------------------- resolved experiment
-
-
-@dataclass(frozen=True)
-class Page:
-    """A page of the matrix: its name in the spec and the manifest to serve and load."""
-
-    ref: str  # as written in the spec
-    name: str  # manifest name
-    source: str  # "scenario", "corpus" or the manifest path
-    manifest: dict[str, Any] = field(hash=False, compare=False)
-    digest: str = ""  # sha256 of the canonical manifest: a changed manifest is another page
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(int(obj.get("size", 0)) for obj in self.manifest.get("objects", []))
-
-    @property
-    def addresses(self) -> list[str]:
-        return sorted({origin["address"] for origin in self.manifest.get("origins", [])})
-
-
-@dataclass
-class Experiment:
-    """A validated spec with its scenario, effective parameters and axes, and resolved pages."""
-
-    spec: Spec
-    path: Path | None
-    name: str
-    scenario: Any  # protolab.scenarios.Scenario (import cycle otherwise)
-    params: BaseModel
-    axes: dict[str, list[Any]]  # every axis, standard and scenario-specific, effective values
-    pages: dict[str, Page]  # by ref
-
-    @property
-    def extra_axes(self) -> list[str]:
-        return [name for name in self.axes if name not in STANDARD_AXES]
-
-    def spec_dict(self) -> dict[str, Any]:
-        """The spec as written, plus the effective values it left to the scenario."""
-        return {
-            **self.spec.model_dump(mode="json"),
-            "effective": {
-                "name": self.name,
-                "params": self.params.model_dump(mode="json"),
-                "axes": self.axes,
-                "pages": {
-                    ref: {"name": p.name, "source": p.source, "digest": p.digest, "bytes": p.size_bytes}
-                    for ref, p in self.pages.items()
-                },
-            },
-        }
-
-
-def canonical_digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------- error formatting
@@ -414,146 +363,3 @@ def format_validation_error(
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------- loading
-
-
-def load_spec(path: Path) -> Experiment:
-    """Read, validate and resolve a spec file; raise SpecError naming the file and field."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    return parse_spec(text, source=path.name, path=path)
-
-
-def parse_spec(text: str, *, source: str = "spec.toml", path: Path | None = None) -> Experiment:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{source}: not valid TOML: {exc}") from exc
-    return spec_from_dict(data, source=source, path=path)
-
-
-def spec_from_dict(data: Mapping[str, Any], *, source: str = "spec.toml", path: Path | None = None) -> Experiment:
-    try:
-        spec = Spec.model_validate(dict(data))
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(source, exc, Spec)) from exc
-    return resolve(spec, source=source, path=path)
-
-
-def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
-    from protolab.scenarios import SCENARIOS, pages_of_scenario
-
-    scenario = SCENARIOS.get(spec.scenario)
-    if scenario is None:
-        raise SpecError(f"{source}: scenario: unknown scenario {_q(spec.scenario)} (known: {', '.join(SCENARIOS)})")
-    try:
-        params = scenario.Params.model_validate(spec.params)
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(source, exc, scenario.Params, prefix=("params",))) from exc
-
-    axes: dict[str, list[Any]] = {}
-    written = spec.axes.model_dump(exclude_unset=False)
-    extras = spec.axes.model_extra or {}
-    for name in STANDARD_AXES:
-        values = written.get(name)
-        axes[name] = list(values) if values is not None else list(scenario.default_axes[name])
-    for name, values in extras.items():
-        kind = scenario.extra_axes.get(name)
-        if kind is None:
-            known = [*STANDARD_AXES, *scenario.extra_axes]
-            raise SpecError(
-                f"{source}: axes.{name}: unknown axis for scenario {_q(scenario.name)} (known: {', '.join(known)})"
-            )
-        adapter = TypeAdapter(_axis(kind))
-        try:
-            axes[name] = list(adapter.validate_python(values))
-        except ValidationError as exc:
-            raise SpecError(format_validation_error(source, exc, prefix=("axes", name))) from exc
-    for name, kind in scenario.extra_axes.items():
-        axes.setdefault(name, list(scenario.default_axes[name]))
-
-    base = path.parent if path is not None else Path.cwd()
-    scenario_pages = pages_of_scenario(scenario, params)
-    pages: dict[str, Page] = {}
-    for index, ref in enumerate(axes["page"]):
-        try:
-            pages[ref] = resolve_page(ref, base, scenario_pages, corpus_seed=spec.seed)
-        except ValueError as exc:
-            raise SpecError(f"{source}: axes.page[{index}]: {exc}") from exc
-    _check_shared_origins(source, pages)
-    try:
-        scenario.check(params, axes)
-    except ValueError as exc:
-        raise SpecError(f"{source}: {exc}") from exc
-    name = spec.name or (path.stem if path is not None else spec.scenario)
-    return Experiment(spec=spec, path=path, name=name, scenario=scenario, params=params, axes=axes, pages=pages)
-
-
-def _check_shared_origins(source: str, pages: Mapping[str, Page]) -> None:
-    """Pages are served together: a hostname must have one address across them (docs/manifest.md)."""
-    seen: dict[str, tuple[str, str]] = {}
-    for ref, page in pages.items():
-        for origin in page.manifest.get("origins", []):
-            host, address = origin.get("hostname"), origin.get("address")
-            earlier = seen.setdefault(host, (address, ref))
-            if earlier[0] != address:
-                raise SpecError(
-                    f"{source}: axes.page: pages {_q(earlier[1])} and {_q(ref)} give origin {host} "
-                    f"different addresses ({earlier[0]} and {address}); pages of one spec are served together"
-                )
-
-
-def resolve_page(
-    ref: str, base: Path, scenario_pages: Mapping[str, dict[str, Any]], *, corpus_seed: int
-) -> Page:
-    """A page by name: a page the scenario provides, a corpus page, or a manifest file path."""
-    if ref in scenario_pages:
-        manifest = scenario_pages[ref]
-        return Page(ref, manifest["name"], "scenario", manifest, canonical_digest(manifest))
-    looks_like_path = "/" in ref or ref.endswith(".json")
-    if not looks_like_path:
-        manifest = corpus_manifest(ref, seed=corpus_seed)
-        return Page(ref, manifest["name"], "corpus", manifest, canonical_digest(manifest))
-    file = Path(ref) if Path(ref).is_absolute() else base / ref
-    try:
-        manifest = json.loads(file.read_text())
-    except OSError as exc:
-        raise ValueError(f"manifest {file}: cannot read: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"manifest {file}: not valid JSON: {exc}") from exc
-    _check_manifest_shape(file, manifest)
-    return Page(ref, manifest["name"], str(file), manifest, canonical_digest(manifest))
-
-
-def _check_manifest_shape(file: Path, manifest: Any) -> None:
-    """Only what the runner needs; `protolab-net serve` validates the manifest fully at start."""
-    if not isinstance(manifest, dict):
-        raise ValueError(f"manifest {file}: must be a JSON object")
-    if not isinstance(manifest.get("name"), str):
-        raise ValueError(f"manifest {file}: name: required string")
-    origins = manifest.get("origins")
-    if not isinstance(origins, list) or not origins or not all(
-        isinstance(o, dict) and isinstance(o.get("address"), str) and isinstance(o.get("hostname"), str)
-        for o in origins
-    ):
-        raise ValueError(f"manifest {file}: origins: a non-empty list of {{hostname, address}}")
-    objects = manifest.get("objects")
-    if not isinstance(objects, list) or not objects:
-        raise ValueError(f"manifest {file}: objects: a non-empty list")
-
-
-def corpus_manifest(name: str, *, seed: int) -> dict[str, Any]:
-    """A built-in corpus page (protolab.corpus, 001 Table I) as a manifest dict."""
-    from protolab.corpus import SITES, CorpusError, site_manifest
-
-    if name not in SITES:
-        raise ValueError(
-            f"unknown page {_q(name)}: not a corpus page (known: {', '.join(SITES)}) "
-            "and not a manifest path (a path contains '/' or ends in .json)"
-        )
-    try:
-        return site_manifest(name, seed=seed)
-    except CorpusError as exc:
-        raise ValueError(str(exc)) from exc

@@ -18,7 +18,9 @@ from typing import Any, Literal, Self
 from protolab import __version__
 from protolab.errors import ProtolabError
 
-SCHEMA_VERSION = 1
+# 2: bulk transfers, pairs of clients, throughput bins, per-connection controller states, and
+# controller columns of transport samples. Version 1 stores are migrated in place (additive).
+SCHEMA_VERSION = 2
 DB_NAME = "results.duckdb"
 
 RUN_STATUSES = ("ok", "failed", "timeout")
@@ -51,8 +53,9 @@ KNOWN_PARAMS: list[Column] = [
     ("repetition", "INTEGER", "repetition index, from 0"),
     ("seed", "BIGINT", "seed of the run's random draws"),
     ("tcp_cc", "VARCHAR", "TCP congestion control"),
-    ("quic_cc", "VARCHAR", "QUIC congestion control"),
+    ("quic_cc", "VARCHAR", "QUIC congestion controller as the spec wrote it (NAME[:key=value,...])"),
     ("order_index", "INTEGER", "position of the run in the executed (interleaved) order"),
+    ("workload", "VARCHAR", "what the run did: page (page load), bulk (bulk transfer) or pair (two clients)"),
 ]
 
 TABLES: dict[str, list[Column]] = {
@@ -76,6 +79,7 @@ TABLES: dict[str, list[Column]] = {
         ("started_unix_ns", "BIGINT", "when the run started (Unix ns)"),
         ("duration_s", "DOUBLE", "wall-clock duration of the run, s"),
         ("plt_ms", "DOUBLE", "page load time, ms (page_load.plt_ms when the run is ok, else NULL)"),
+        ("goodput_mbps", "DOUBLE", "bulk runs: goodput of the transfer, Mbit/s (ok runs; NULL otherwise)"),
         *KNOWN_PARAMS,
         ("params", "JSON", "the run's other parameters (extra axes), name -> value"),
         ("emulator_counters", "JSON", "the emulator loop counters of the counters reply (docs/control.md)"),
@@ -134,8 +138,16 @@ TABLES: dict[str, list[Column]] = {
         ("conn", "VARCHAR", "connection the sample describes (as the sampler names it)"),
         ("role", "VARCHAR", "client or server"),
         ("transport", "VARCHAR", "tcp, mptcp or quic"),
+        ("subflow", "INTEGER", "MPTCP subflow (NULL otherwise)"),
+        ("controller", "VARCHAR", "congestion controller of this end (TCP_CONGESTION or the QUIC controller)"),
+        ("event", "VARCHAR", "sample (a periodic row) or state (the QUIC controller changed state)"),
+        ("cc_state", "VARCHAR", "controller state: slow_start, conservative_slow_start, congestion_avoidance, "
+                                "recovery, application_limited (NULL: unknown, e.g. quinn's BBR)"),
         ("cwnd", "BIGINT", "congestion window (as the sampler reports it: bytes for QUIC, see the sampler docs)"),
+        ("cwnd_bytes", "BIGINT", "congestion window in bytes (TCP: cwnd x snd_mss)"),
+        ("ssthresh", "BIGINT", "slow-start threshold (TCP: segments, QUIC: bytes; NULL until set)"),
         ("rtt_us", "DOUBLE", "smoothed RTT, us"),
+        ("min_rtt_us", "DOUBLE", "minimum RTT, us"),
         ("rttvar_us", "DOUBLE", "RTT variation, us"),
         ("bytes_in_flight", "BIGINT", "bytes in flight"),
         ("lost_packets", "BIGINT", "lost packets so far"),
@@ -143,6 +155,88 @@ TABLES: dict[str, list[Column]] = {
         ("delivery_rate_bps", "DOUBLE", "delivery rate estimate, bit/s"),
         ("pacing_rate_bps", "DOUBLE", "pacing rate, bit/s"),
         ("fields", "JSON", "every other field of the sample"),
+    ],
+    "bulk_transfers": [
+        *RUN_KEY_COLUMNS,
+        ("side", "VARCHAR", "pairs: the client (a or b); NULL for single-client runs"),
+        ("flow", "INTEGER", "index of the transfer within its side, from 0"),
+        ("protocol", "VARCHAR", "tcp, h1c, h1, h2 or h3 (config.protocol)"),
+        ("direction", "VARCHAR", "download or upload"),
+        ("status", "VARCHAR", "ok, failed or timeout, as the transfer reported it"),
+        ("error", "VARCHAR", "why it failed"),
+        ("bytes", "BIGINT", "body bytes moved"),
+        ("duration_ms", "DOUBLE", "duration of the transfer, ms"),
+        ("goodput_mbps", "DOUBLE", "bytes x 8 / duration, Mbit/s"),
+        ("handshake_ms", "DOUBLE", "connection set-up, ms"),
+        ("transport", "VARCHAR", "tcp, mptcp or quic"),
+        ("quic_cc", "VARCHAR", "the client's QUIC controller (config.quic_cc)"),
+        ("conn_id", "VARCHAR", "the connection's id in sample and qlog file names"),
+        ("config", "JSON", "config object of the result"),
+    ],
+    "bulk_intervals": [
+        *RUN_KEY_COLUMNS,
+        ("side", "VARCHAR", "pairs: the client (a or b)"),
+        ("flow", "INTEGER", "index of the transfer within its side"),
+        ("t_ms", "DOUBLE", "end of the interval, ms since the transfer started"),
+        ("bytes", "BIGINT", "bytes moved in the interval"),
+        ("rate_mbps", "DOUBLE", "bytes x 8 / the interval's length, Mbit/s"),
+    ],
+    "pair_sides": [
+        *RUN_KEY_COLUMNS,
+        ("side", "VARCHAR NOT NULL", "a (first client) or b"),
+        ("label", "VARCHAR", "what the side ran, as in the pair (h3@gquic39, tcp*2)"),
+        ("mode", "VARCHAR", "page-load mode or bulk protocol"),
+        ("flows", "INTEGER", "parallel bulk flows of the side"),
+        ("quic_cc", "VARCHAR", "QUIC controller of the side's server (QUIC sides)"),
+        ("client", "VARCHAR", "client host"),
+        ("status", "VARCHAR", "ok, or the statuses of its loads or transfers"),
+        ("plt_ms", "DOUBLE", "page load time of the side, ms (page workload)"),
+        ("goodput_mbps", "DOUBLE", "sum of the side's bulk goodputs, Mbit/s (bulk workload)"),
+        ("connections", "INTEGER", "connections the side opened"),
+        ("bytes", "BIGINT", "IP bytes delivered to the client at the bottleneck (event log)"),
+        ("first_ms", "DOUBLE", "first delivery to the side, ms after the run's first delivery"),
+        ("last_ms", "DOUBLE", "last delivery, same time base"),
+        ("common_s", "DOUBLE", "length of the interval where both sides received, s"),
+        ("common_mbps", "DOUBLE", "throughput of the side in that interval, Mbit/s"),
+        ("share", "DOUBLE", "the side's share of the two throughputs in that interval"),
+        ("jain", "DOUBLE", "Jain's fairness index of the two throughputs in that interval"),
+    ],
+    "flow_bins": [
+        *RUN_KEY_COLUMNS,
+        ("side", "VARCHAR", "a or b"),
+        ("bin", "INTEGER", "bin index from the run's first delivery"),
+        ("t_ms", "DOUBLE", "start of the bin, ms"),
+        ("bytes", "BIGINT", "IP bytes delivered to the side in the bin (bottleneck, event log)"),
+        ("packets", "BIGINT", "packets delivered"),
+        ("mbps", "DOUBLE", "bytes x 8 / bin length, Mbit/s"),
+    ],
+    "connection_states": [
+        *RUN_KEY_COLUMNS,
+        ("conn", "VARCHAR", "connection id"),
+        ("role", "VARCHAR", "client or server"),
+        ("subflow", "INTEGER", "MPTCP subflow (NULL otherwise)"),
+        ("transport", "VARCHAR", "tcp, mptcp or quic"),
+        ("controller", "VARCHAR", "congestion controller of this end"),
+        ("sender", "BOOLEAN", "this end sent more bytes than the other (the server of a download)"),
+        ("rows", "INTEGER", "sample and state rows"),
+        ("start_unix_ns", "BIGINT", "first row"),
+        ("duration_ms", "DOUBLE", "first to last row, ms"),
+        ("frac_slow_start", "DOUBLE", "share of the time in slow start"),
+        ("frac_conservative_slow_start", "DOUBLE", "share of the time in HyStart++'s conservative slow start"),
+        ("frac_congestion_avoidance", "DOUBLE", "share of the time in congestion avoidance"),
+        ("frac_recovery", "DOUBLE", "share of the time in recovery"),
+        ("frac_application_limited", "DOUBLE", "share of the time application-limited"),
+        ("frac_unknown", "DOUBLE", "share of the time with no state (controllers that do not report one)"),
+        ("slow_start_exit_ms", "DOUBLE", "first move out of slow start (to CSS, CA or recovery), ms after the first row"),
+        ("cwnd_at_exit_bytes", "BIGINT", "window at that moment, bytes"),
+        ("mean_cwnd_bytes", "DOUBLE", "mean window over the samples, bytes"),
+        ("max_cwnd_bytes", "BIGINT", "largest window, bytes"),
+        ("mean_rtt_ms", "DOUBLE", "mean smoothed RTT, ms"),
+        ("p90_rtt_ms", "DOUBLE", "90th percentile of the smoothed RTT, ms"),
+        ("min_rtt_ms", "DOUBLE", "minimum RTT, ms"),
+        ("retransmits", "BIGINT", "TCP: segments retransmitted"),
+        ("lost_packets", "BIGINT", "QUIC: packets declared lost"),
+        ("bytes_sent", "BIGINT", "bytes this end sent (UDP payload or TCP bytes_sent)"),
     ],
     "link_counters": [
         *RUN_KEY_COLUMNS,
@@ -176,7 +270,8 @@ TABLES: dict[str, list[Column]] = {
     ],
 }
 
-RUN_TABLES = ("runs", "page_loads", "objects", "connections", "transport_samples", "link_counters")
+RUN_TABLES = ("runs", "page_loads", "objects", "connections", "transport_samples", "bulk_transfers", "bulk_intervals",
+              "pair_sides", "flow_bins", "connection_states", "link_counters")
 PRIMARY_KEYS = {"runs": "PRIMARY KEY (experiment_id, run_key)"}
 
 
@@ -194,6 +289,10 @@ class RunRecord:
     link_config: dict[str, dict[str, Any]] = field(default_factory=dict)
     link_counters: dict[str, Any] = field(default_factory=dict)
     samples: list[dict[str, Any]] = field(default_factory=list)
+    bulk: list[dict[str, Any]] = field(default_factory=list)  # bulk results, with side and flow
+    sides: list[dict[str, Any]] = field(default_factory=list)  # pairs: per side
+    flow_bins: list[dict[str, Any]] = field(default_factory=list)  # pairs: per side and bin
+    connection_states: list[dict[str, Any]] = field(default_factory=list)  # measure.transport summaries
     artifacts_dir: str | None = None
 
 
@@ -218,6 +317,10 @@ def _convert(value: Any, sql_type: str, where: str) -> Any:
         if isinstance(value, float) and value.is_integer():
             return int(value)
         raise StoreError(f"{where}: expected an integer, got {value!r}")
+    if kind == "BOOLEAN":
+        if not isinstance(value, bool):
+            raise StoreError(f"{where}: expected true or false, got {value!r}")
+        return value
     if kind == "DOUBLE":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise StoreError(f"{where}: expected a number, got {value!r}")
@@ -368,6 +471,9 @@ class ResultsStore:
                 if len(rows) != 1:
                     raise StoreError(f"{self.path}: table meta must hold exactly one row, found {len(rows)}")
                 version = rows[0][0]
+                if isinstance(version, int) and 1 <= version < SCHEMA_VERSION:
+                    self._migrate()
+                    return
                 if version != SCHEMA_VERSION:
                     raise StoreError(
                         f"{self.path}: meta.schema_version is {version}, this protolab ({__version__}) "
@@ -384,14 +490,38 @@ class ResultsStore:
                 raise StoreError(f"{self.path}: empty database, not a protolab results store")
             self.con.execute("BEGIN TRANSACTION")
             for table, columns in TABLES.items():
-                body = ", ".join(f"{name} {sql_type}" for name, sql_type, _ in columns)
-                if table in PRIMARY_KEYS:
-                    body += ", " + PRIMARY_KEYS[table]
-                self.con.execute(f"CREATE TABLE {table} ({body})")
+                self.con.execute(_create_table(table, columns))
             self.con.execute("INSERT INTO meta VALUES (?, ?, ?)", [SCHEMA_VERSION, _utc_now(), __version__])
             self.con.execute("COMMIT")
         except duckdb.Error as exc:
             raise StoreError(f"{self.path}: cannot read or create the schema ({_first_line(exc)})") from exc
+
+    def _migrate(self) -> None:
+        """Brings an older store to this schema: every change so far only adds tables and
+        columns, so the migration adds what is missing (new columns are NULL for old runs). A
+        store opened read-only is migrated through a short read-write connection first."""
+        import duckdb
+
+        if self.read_only:
+            self.con.close()
+            with ResultsStore(self.results_dir):
+                pass
+            self.con = duckdb.connect(str(self.path), read_only=True)
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        tables = self._tables()
+        for table, columns in TABLES.items():
+            if table not in tables:
+                self.con.execute(_create_table(table, columns))
+                continue
+            present = {row[0] for row in self.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ?",
+                [table]).fetchall()}
+            for name, sql_type, _ in columns:
+                if name not in present:
+                    self.con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_base_type(sql_type)}")
+        self.con.execute("UPDATE meta SET schema_version = ?", [SCHEMA_VERSION])
+        self.con.execute("COMMIT")
 
     def _writable(self) -> None:
         if self.read_only:
@@ -463,8 +593,9 @@ class ResultsStore:
             f"r.{name}::{_base_type(t)}" if _base_type(t) in ("JSON", "TIMESTAMP") else f"r.{name}"
             for name, t, _ in columns)
         payload = json.dumps([{name: row.get(name) for name, _, _ in columns} for row in rows], allow_nan=False)
+        names = ", ".join(name for name, _, _ in columns)  # by name: migrated tables have other column orders
         self.con.execute(
-            f"INSERT INTO {table} SELECT {select} FROM (SELECT unnest(from_json(?::JSON, ?)) AS r)",
+            f"INSERT INTO {table} ({names}) SELECT {select} FROM (SELECT unnest(from_json(?::JSON, ?)) AS r)",
             [payload, json.dumps([struct])])
 
     # -- reads ----------------------------------------------------------------------------
@@ -510,6 +641,13 @@ class ResultsStore:
         return written
 
 
+def _create_table(table: str, columns: list[Column]) -> str:
+    body = ", ".join(f"{name} {sql_type}" for name, sql_type, _ in columns)
+    if table in PRIMARY_KEYS:
+        body += ", " + PRIMARY_KEYS[table]
+    return f"CREATE TABLE {table} ({body})"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -544,10 +682,16 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
     counters = run.link_counters or {}
     if not isinstance(counters, dict):
         raise StoreError(f"{where}: link_counters: expected an object")
+    bulk = _list(run.bulk, f"{where}: bulk")
+    goodput = None
+    if run.status == "ok" and bulk and all(isinstance(b, dict) and b.get("side") is None for b in bulk):
+        rates = [b.get("goodput_bps") for b in bulk]
+        if all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
+            goodput = sum(rates) / 1e6
     run_row = {
         **ids,
         **typed("runs", {"status": run.status, "error": run.error, "started_unix_ns": run.started_unix_ns,
-                         "duration_s": run.duration_s, "plt_ms": plt}, ""),
+                         "duration_s": run.duration_s, "plt_ms": plt, "goodput_mbps": goodput}, ""),
         **typed("runs", {name: run.params.get(name) for name in known}, "params."),
         "params": _convert({k: v for k, v in run.params.items() if k not in known}, "JSON", f"{where}: params"),
         "emulator_counters": _convert(counters.get("emulator"), "JSON", f"{where}: link_counters.emulator"),
@@ -611,6 +755,42 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
         row = typed("transport_samples", values, prefix)
         rest = {k: v for k, v in sample.items() if k not in sample_columns}
         rows["transport_samples"].append({**ids, **row, "fields": _convert(rest, "JSON", f"{where}: {prefix[:-1]}")})
+
+    # bulk transfers and their intervals
+    for i, result in enumerate(bulk):
+        prefix = f"bulk[{i}]."
+        if not isinstance(result, dict):
+            raise StoreError(f"{where}: bulk[{i}]: expected an object")
+        config = result.get("config") or {}
+        connection = result.get("connection") or {}
+        if not isinstance(config, dict) or not isinstance(connection, dict):
+            raise StoreError(f"{where}: {prefix}config/connection: expected objects")
+        rate = result.get("goodput_bps")
+        side, flow = result.get("side"), result.get("flow", 0)
+        rows["bulk_transfers"].append({**ids, **typed("bulk_transfers", {
+            "side": side, "flow": flow, "protocol": config.get("protocol"), "direction": config.get("direction"),
+            "status": result.get("status"), "error": result.get("error"), "bytes": result.get("bytes"),
+            "duration_ms": result.get("duration_ms"),
+            "goodput_mbps": rate / 1e6 if isinstance(rate, int | float) and not isinstance(rate, bool) else None,
+            "handshake_ms": result.get("handshake_ms"), "transport": connection.get("transport"),
+            "quic_cc": config.get("quic_cc"), "conn_id": connection.get("conn_id"), "config": config}, prefix)})
+        for j, interval in enumerate(_list(result.get("intervals"), f"{where}: {prefix}intervals")):
+            if not isinstance(interval, dict):
+                raise StoreError(f"{where}: {prefix}intervals[{j}]: expected an object")
+            rate = interval.get("rate_bps")
+            rows["bulk_intervals"].append({**ids, **typed("bulk_intervals", {
+                "side": side, "flow": flow, "t_ms": interval.get("t_ms"), "bytes": interval.get("bytes"),
+                "rate_mbps": rate / 1e6 if isinstance(rate, int | float) and not isinstance(rate, bool) else None,
+            }, f"{prefix}intervals[{j}].")})
+
+    # pairs, throughput bins, connection states: rows already in the table's shape
+    for table, items, label in (("pair_sides", run.sides, "sides"), ("flow_bins", run.flow_bins, "flow_bins"),
+                                ("connection_states", run.connection_states, "connection_states")):
+        names = [name for name, _, _ in TABLES[table] if name not in ("experiment_id", "run_key")]
+        for i, item in enumerate(_list(items, f"{where}: {label}")):
+            if not isinstance(item, dict):
+                raise StoreError(f"{where}: {label}[{i}]: expected an object")
+            rows[table].append({**ids, **typed(table, {name: item.get(name) for name in names}, f"{label}[{i}].")})
 
     # link_counters
     link_config = run.link_config or {}

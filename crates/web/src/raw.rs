@@ -198,12 +198,21 @@ pub struct RawConfig {
     pub tcp_congestion: Option<String>,
     /// What downloads send.
     pub block: Block,
+    /// Per-connection samples, as the HTTP listeners take them.
+    pub instrument: crate::instrument::InstrumentOptions,
 }
 
 impl RawConfig {
     /// The configuration of a server with these limits.
     pub fn new(limits: &Limits, connections: Arc<Semaphore>, tcp_congestion: Option<String>, block: Block) -> RawConfig {
-        RawConfig { handshake_timeout: limits.handshake_timeout, idle_timeout: limits.idle_timeout, connections, tcp_congestion, block }
+        RawConfig {
+            handshake_timeout: limits.handshake_timeout,
+            idle_timeout: limits.idle_timeout,
+            connections,
+            tcp_congestion,
+            block,
+            instrument: crate::instrument::InstrumentOptions::default(),
+        }
     }
 }
 
@@ -213,7 +222,7 @@ pub async fn serve_raw(listener: TcpListener, config: RawConfig) {
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
-        let (stream, _peer) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(a) => a,
             Err(e) => {
                 // EMFILE, ENOBUFS, ECONNABORTED...: the listener stays; back off briefly.
@@ -227,11 +236,20 @@ pub async fn serve_raw(listener: TcpListener, config: RawConfig) {
         if let Some(cc) = &config.tcp_congestion {
             let _ = SockRef::from(&stream).set_tcp_congestion(cc.as_bytes());
         }
+        // Named as the client names it (protolab-net bulk --protocol tcp), so the files pair up.
+        let conn_id = crate::instrument::connection_id("tcp", Some(peer), stream.local_addr().ok());
+        let sampler = config.instrument.tcp_sampler(&stream, &conn_id, crate::instrument::Role::Server, false).unwrap_or_else(|e| {
+            eprintln!("protolab-net serve: samples of {conn_id}: {e}");
+            None
+        });
         let config = config.clone();
         connections.spawn(async move {
             let _permit = permit;
             // Errors (peer gone, idle, bad request) end this connection only.
             let _ = serve_connection(stream, &config).await;
+            if let Some(s) = sampler {
+                let _ = s.stop().await;
+            }
         });
     }
 }

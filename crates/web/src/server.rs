@@ -295,7 +295,8 @@ impl Server {
             tasks.spawn(quic_accept_loop(e.clone(), self.ctx.clone()));
         }
         let c = &self.ctx;
-        let raw_config = crate::raw::RawConfig::new(&c.limits, c.connections.clone(), c.tcp.congestion.clone(), c.bytes_block.clone());
+        let mut raw_config = crate::raw::RawConfig::new(&c.limits, c.connections.clone(), c.tcp.congestion.clone(), c.bytes_block.clone());
+        raw_config.instrument = c.instrument.clone();
         for l in self.raw {
             tasks.spawn(crate::raw::serve_raw(l, raw_config.clone()));
         }

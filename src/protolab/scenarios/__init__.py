@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from protolab.scenarios.base import Condition, Context, Scenario
+from protolab.scenarios.congestion import CcSuite, CubicTuning, Fairness, QuicVsTcp, SlowStartExit
 from protolab.scenarios.builtin import (
     FIVE_PAGES,
     TABLE_I_PAGES,
@@ -15,7 +16,11 @@ from protolab.scenarios.builtin import (
 )
 
 SCENARIOS: dict[str, Scenario] = {
-    scenario.name: scenario for scenario in (WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject())
+    scenario.name: scenario
+    for scenario in (
+        WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(),
+        Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(),
+    )
 }
 
 

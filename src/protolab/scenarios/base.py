@@ -10,11 +10,14 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from protolab.lab import Lab, ideal_link, mbit, ms
+from protolab.scenarios.workloads import PAGE_LOADS, Workload
 from protolab.spec import Buffer, parse_buffer
 
 CLIENT = "client"
 SERVER = "server"
 CLIENT_ADDRESS = "10.77.0.1"
+# The server's address when no page gives it one (bulk transfers; docs/scenarios.md).
+BULK_SERVER_ADDRESS = "10.77.1.1"
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,24 @@ class Scenario:
     Params: ClassVar[type[BaseModel]] = NoParams
     default_axes: ClassVar[dict[str, list[Any]]]
     extra_axes: ClassVar[dict[str, Any]] = {}
+    workload: ClassVar[Workload] = PAGE_LOADS
     client: ClassVar[str] = CLIENT
     server: ClassVar[str] = SERVER
+    # The pair workload's second client and server (scenarios with two of each).
+    clients: ClassVar[tuple[str, ...]] = (CLIENT,)
+    servers: ClassVar[tuple[str, ...]] = (SERVER,)
+
+    def workload_for(self, params: Any) -> Workload:
+        """The workload of the runs (a scenario may let a parameter choose it)."""
+        return self.workload
+
+    def transport_for(self, params: Any, condition: Condition, transport: dict[str, Any]) -> dict[str, Any]:
+        """The transport options of a run (e.g. a controller built from scenario axes)."""
+        return transport
+
+    def bulk_server_address(self, params: Any) -> str:
+        """Where bulk transfers connect (the server host's first address)."""
+        return BULK_SERVER_ADDRESS
 
     def pages(self, params: Any) -> dict[str, dict[str, Any]]:
         """Pages this scenario provides itself (name -> manifest), besides the corpus."""
@@ -156,4 +175,5 @@ class Scenario:
             "description": self.description,
             "params": self.Params().model_dump(mode="json"),
             "default_axes": self.default_axes,
+            "workload": self.workload.name,
         }

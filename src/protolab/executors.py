@@ -1,0 +1,329 @@
+"""What one run does, per workload (looked up by the workload's name in `EXECUTORS`):
+
+- `page`: `protolab-net load` of one page in one mode in the client host;
+- `bulk`: one `protolab-net bulk` transfer in the client host;
+- `pair`: two clients at once, each with its own server, loading pages or running bulk flows,
+  with the emulator's event log on: throughput per client over time, shares and Jain's index
+  come from the deliveries at the bottleneck, not from the endpoints' own accounting.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from protolab import controllers
+from protolab.errors import LabError
+from protolab.files import write_text_atomically
+from protolab.measure import flows
+from protolab.runner import PlannedRun, RunOutcome
+from protolab.scenarios.workloads import Side, parse_pair
+from protolab.session import LabSession, Server, read_samples, transport_argv
+
+LOAD_GRACE_S = 30.0  # beyond the client's own timeout before the runner gives up on it
+DURATION_GRACE_S = 30.0  # a duration-mode bulk transfer's timeout beyond its duration
+
+
+def _json_file(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _failure(completed_status: int | None, stderr: str, what: str) -> str:
+    detail = stderr.strip()[-1500:] or "(no output)"
+    return f"protolab-net {what} exited with status {completed_status}: {detail}"
+
+
+def _instrument_argv(session: LabSession, run_dir: Path) -> list[str]:
+    spec = session.experiment.spec
+    argv: list[str] = []
+    if spec.artifacts.samples:
+        argv += ["--samples", str((run_dir / "samples").resolve()),
+                 "--sample-interval-ms", str(spec.artifacts.sample_interval_ms)]
+    if spec.artifacts.qlog:
+        argv += ["--qlog", str((run_dir / "qlog").resolve())]
+    return argv
+
+
+def _collect(session: LabSession, run_dir: Path, servers: Sequence[tuple[Server, Sequence[str], Sequence[str]]],
+             outcome: RunOutcome) -> None:
+    """The server's samples and qlogs of the run's connections next to the client's, and the
+    samples into the outcome."""
+    spec = session.experiment.spec
+    for server, sample_files, qlog_files in servers:
+        if spec.artifacts.samples:
+            session.take_server_files(sample_files, server, "samples", run_dir / "samples")
+        if spec.artifacts.qlog:
+            session.take_server_files(qlog_files, server, "qlog", run_dir / "qlog")
+    if spec.artifacts.samples:
+        outcome.samples = read_samples(run_dir / "samples")
+
+
+# ---------------------------------------------------------------------- page loads
+
+
+def load_argv(session: LabSession, run: PlannedRun, mode: str, manifest: Path, server: Server, out: Path,
+              run_dir: Path, quic_cc: str | None = None) -> list[str]:
+    spec = session.experiment.spec
+    argv = [
+        str(session.binary), "load", "--manifest", str(manifest), "--mode", mode,
+        "--ca", str(server.tls_dir / "ca.pem"), "--out", str(out.resolve()),
+        "--scheduler", str(run.transport["scheduler"]), "--h1-connections", str(run.transport["h1_connections"]),
+        "--timeout-ms", str(int(spec.timeout_s * 1000)), *transport_argv(run.transport, quic_cc),
+    ]
+    if session.scenario.seeded_source_ports(session.params):
+        argv += ["--source-port-seed", str(run.link_seed)]
+    return argv + _instrument_argv(session, run_dir)
+
+
+def _page_files(page_load: dict[str, Any], field: str) -> list[str]:
+    return [c[field] for c in page_load.get("connections") or [] if isinstance(c, dict) and isinstance(c.get(field), str)]
+
+
+def run_page(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
+    assert run.page is not None, "a page-load run has a page"
+    spec = session.experiment.spec
+    server = session.server(session.scenario.server, run.transport, session.page_manifests())
+    link_config, capture = session.begin(run, run_dir)
+    result_file = run_dir / "result.json"
+    argv = load_argv(session, run, run.mode, session.pages[run.page.ref], server, result_file, run_dir)
+    try:
+        completed = session.lab.run(session.scenario.client, argv, timeout=spec.timeout_s + LOAD_GRACE_S, check=False)
+    finally:
+        counters = session.end(capture)
+    (run_dir / "load.stderr").write_text(completed.stderr)
+    outcome = RunOutcome("failed", None, link_config=link_config, link_counters=counters)
+    page_load = _json_file(result_file)
+    if completed.returncode == 2 or page_load is None:
+        outcome.error = _failure(completed.returncode, completed.stderr or completed.stdout, "load")
+        return outcome
+    outcome.page_load = page_load
+    status = page_load.get("status")
+    outcome.status = status if status in ("ok", "failed", "timeout") else "failed"
+    outcome.error = page_load.get("error") if outcome.status != "ok" else None
+    if outcome.status != "ok" and not outcome.error:
+        outcome.error = f"load status {status!r}"
+    _collect(session, run_dir, [(server, _page_files(page_load, "samples_file"), _page_files(page_load, "qlog_file"))],
+             outcome)
+    return outcome
+
+
+# ---------------------------------------------------------------------- bulk transfers
+
+
+def bulk_argv(session: LabSession, run: PlannedRun, protocol: str, address: str, server: Server, out: Path,
+              run_dir: Path, params: Any, quic_cc: str | None = None, duration_s: float | None = None) -> list[str]:
+    spec = session.experiment.spec
+    argv = [
+        str(session.binary), "bulk", "--server", address, "--host", address, "--protocol", protocol,
+        "--direction", getattr(params, "direction", "download"), "--interval-ms", str(getattr(params, "interval_ms", 100)),
+        "--ca", str(server.tls_dir / "ca.pem"), "--out", str(out.resolve()), *transport_argv(run.transport, quic_cc),
+    ]
+    duration = duration_s if duration_s is not None else getattr(params, "duration_s", None)
+    if duration is not None:
+        argv += ["--duration-ms", str(int(duration * 1000))]
+    else:
+        argv += ["--bytes", str(params.bytes), "--timeout-ms", str(int(spec.timeout_s * 1000))]
+    return argv + _instrument_argv(session, run_dir)
+
+
+def _bulk_timeout(session: LabSession, params: Any, duration_s: float | None = None) -> float:
+    duration = duration_s if duration_s is not None else getattr(params, "duration_s", None)
+    return (duration + DURATION_GRACE_S if duration is not None else session.experiment.spec.timeout_s) + LOAD_GRACE_S
+
+
+def _bulk_files(result: dict[str, Any], field: str) -> list[str]:
+    value = result.get(field)
+    return [value] if isinstance(value, str) else []
+
+
+def _bulk_status(results: Sequence[dict[str, Any] | None], errors: Sequence[str]) -> tuple[str, str | None]:
+    if any(r is None for r in results):
+        return "failed", "; ".join(errors) or "a transfer wrote no result"
+    statuses = [r["status"] for r in results if r is not None]
+    bad = [r for r in results if r is not None and r.get("status") != "ok"]
+    if not bad:
+        return "ok", None
+    status = "timeout" if all(s == "timeout" for s in statuses if s != "ok") else "failed"
+    return status, "; ".join(str(r.get("error") or f"status {r.get('status')}") for r in bad)
+
+
+def run_bulk(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
+    params = session.params
+    address = session.scenario.bulk_server_address(params)
+    server = session.server(session.scenario.server, run.transport, listen=[address])
+    link_config, capture = session.begin(run, run_dir)
+    result_file = run_dir / "result.json"
+    argv = bulk_argv(session, run, run.mode, address, server, result_file, run_dir, params)
+    try:
+        completed = session.lab.run(session.scenario.client, argv, timeout=_bulk_timeout(session, params), check=False)
+    finally:
+        counters = session.end(capture)
+    (run_dir / "bulk.stderr").write_text(completed.stderr)
+    outcome = RunOutcome("failed", None, link_config=link_config, link_counters=counters)
+    result = _json_file(result_file)
+    if completed.returncode == 2 or result is None:
+        outcome.error = _failure(completed.returncode, completed.stderr or completed.stdout, "bulk")
+        return outcome
+    outcome.bulk = [{**result, "side": None, "flow": 0}]
+    outcome.status, outcome.error = _bulk_status([result], [])
+    _collect(session, run_dir, [(server, _bulk_files(result, "samples"), _bulk_files(result, "qlog"))], outcome)
+    return outcome
+
+
+# ---------------------------------------------------------------------- pairs
+
+
+def _wait_all(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            process.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _side_cc(side: Side, run: PlannedRun) -> str | None:
+    if side.quic_cc is None:
+        return None
+    return controllers.with_link_rate(side.quic_cc, run.condition.bandwidth_mbps)
+
+
+def _second_manifest(session: LabSession, page_ref: str) -> Path:
+    """The page as the second server serves it (protolab.scenarios.congestion.second_copy)."""
+    from protolab.scenarios.congestion import second_copy
+
+    page = session.experiment.pages[page_ref]
+    target = session.workdir / "pages-second" / f"{page.name}.json"
+    if not target.exists():
+        write_text_atomically(target, json.dumps(second_copy(page.manifest), indent=2, sort_keys=True))
+    return target
+
+
+def run_pair(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
+    scenario, params = session.scenario, session.params
+    kind = getattr(params, "workload", "page")
+    sides = parse_pair(run.mode, kind)
+    names = ("a", "b")
+    servers: list[Server] = []
+    addresses: list[str] = []
+    for index, side in enumerate(sides):
+        host = scenario.servers[index]
+        address = session.lab.address(host)
+        addresses.append(address)
+        if kind == "page":
+            assert run.page is not None, "a page pair has a page"
+            manifest = session.pages[run.page.ref] if index == 0 else _second_manifest(session, run.page.ref)
+            servers.append(session.server(host, run.transport, [manifest], quic_cc=_side_cc(side, run)))
+        else:
+            servers.append(session.server(host, run.transport, listen=[address], quic_cc=_side_cc(side, run)))
+    link_config, capture = session.begin(run, run_dir, events=True)
+    processes: list[subprocess.Popen[bytes]] = []
+    outputs: list[tuple[int, int, Path, Path]] = []  # side, flow, result, stderr
+    try:
+        for index, side in enumerate(sides):
+            client = scenario.clients[index]
+            for flow in range(side.flows):
+                out = run_dir / f"side-{names[index]}-{flow}.json"
+                err = run_dir / f"side-{names[index]}-{flow}.stderr"
+                if kind == "page":
+                    assert run.page is not None
+                    manifest = session.pages[run.page.ref] if index == 0 else _second_manifest(session, run.page.ref)
+                    argv = load_argv(session, run, side.mode, manifest, servers[index], out, run_dir, _side_cc(side, run))
+                else:
+                    argv = bulk_argv(session, run, side.mode, addresses[index], servers[index], out, run_dir, params,
+                                     _side_cc(side, run), duration_s=getattr(params, "bulk_duration_s", None))
+                with err.open("wb") as stderr:
+                    processes.append(session.lab.spawn(client, argv, stdout=subprocess.DEVNULL, stderr=stderr))
+                outputs.append((index, flow, out, err))
+        timeout = (session.experiment.spec.timeout_s + LOAD_GRACE_S if kind == "page"
+                   else _bulk_timeout(session, params, getattr(params, "bulk_duration_s", None)))
+        _wait_all(processes, timeout)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+        counters = session.end(capture)
+    outcome = RunOutcome("failed", None, link_config=link_config, link_counters=counters)
+    results: list[dict[str, Any] | None] = []
+    errors: list[str] = []
+    per_side: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+    for (index, flow, out, err), process in zip(outputs, processes, strict=True):
+        result = _json_file(out)
+        results.append(result)
+        if result is None:
+            errors.append(f"side {names[index]} flow {flow}: " + _failure(process.returncode, err.read_text(errors="replace"),
+                                                                            "load" if kind == "page" else "bulk"))
+            continue
+        per_side[index].append(result)
+        if kind == "bulk":
+            outcome.bulk.append({**result, "side": names[index], "flow": flow})
+    outcome.status, outcome.error = _bulk_status(results, errors)
+    _summarize_pair(session, run, run_dir, sides, per_side, outcome)
+    files: list[tuple[Server, Sequence[str], Sequence[str]]] = []
+    for index, server in enumerate(servers):
+        sample_files: list[str] = []
+        qlog_files: list[str] = []
+        for result in per_side[index]:
+            if kind == "page":
+                sample_files += _page_files(result, "samples_file")
+                qlog_files += _page_files(result, "qlog_file")
+            else:
+                sample_files += _bulk_files(result, "samples")
+                qlog_files += _bulk_files(result, "qlog")
+        files.append((server, sample_files, qlog_files))
+    _collect(session, run_dir, files, outcome)
+    return outcome
+
+
+def _summarize_pair(session: LabSession, run: PlannedRun, run_dir: Path, sides: Sequence[Side],
+                    per_side: dict[int, list[dict[str, Any]]], outcome: RunOutcome) -> None:
+    params = session.params
+    names = ("a", "b")
+    download = getattr(params, "direction", "download") == "download"
+    link = "p0.reverse" if download else "p0.forward"
+    client_sides = {session.lab.address(session.scenario.clients[i]): names[i] for i in range(len(sides))}
+    events = run_dir / "events.ndjson"
+    bin_ms = float(getattr(params, "bin_ms", 100))
+    try:
+        bins, traffic = flows.fairness(events, link, client_sides, bin_ms) if download else ([], {})
+    except flows.EventLogError as exc:
+        raise LabError(str(exc)) from exc
+    outcome.flow_bins = bins
+    for index, side in enumerate(sides):
+        results = per_side.get(index, [])
+        plts = [r.get("plt_ms") for r in results if isinstance(r.get("plt_ms"), int | float)]
+        goodputs = [r.get("goodput_bps") for r in results if isinstance(r.get("goodput_bps"), int | float)]
+        statuses = sorted({str(r.get("status")) for r in results}) or ["failed"]
+        connections = sum(len(r.get("connections") or []) for r in results) or len(results)
+        outcome.sides.append({
+            "side": names[index],
+            "label": side.label(),
+            "mode": side.mode,
+            "flows": side.flows,
+            "quic_cc": side.quic_cc or (run.transport.get("quic_cc") if side.quic else None),
+            "client": session.scenario.clients[index],
+            "status": "ok" if statuses == ["ok"] else ",".join(statuses),
+            "plt_ms": plts[0] if len(plts) == 1 else None,
+            "goodput_mbps": sum(goodputs) / 1e6 if goodputs and len(goodputs) == len(results) else None,
+            "connections": connections,
+            **traffic.get(names[index], {}),
+        })
+    write_text_atomically(run_dir / "pair.json", json.dumps({"sides": outcome.sides, "link": link, "bin_ms": bin_ms},
+                                                           indent=2, sort_keys=True, default=str))
+
+
+EXECUTORS: dict[str, Callable[[LabSession, PlannedRun, Path], RunOutcome]] = {
+    "page": run_page,
+    "bulk": run_bulk,
+    "pair": run_pair,
+}

@@ -1,0 +1,356 @@
+"""Scenarios of the congestion-control lab (docs/scenarios.md): fairness (001 §V-D, 004 ch. 8),
+Cubic tuning (004 ch. 9), QUIC vs TCP sweeps (004 ch. 7), the controller suite of 003 ch. 4 and
+slow-start exit under delay variation (000 ch. 6)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from protolab.lab import dumbbell, host, ideal_link, ms
+from protolab.scenarios.base import (
+    BULK_SERVER_ADDRESS,
+    CLIENT,
+    CLIENT_ADDRESS,
+    SERVER,
+    Condition,
+    Scenario,
+    direction,
+)
+from protolab.scenarios.workloads import BULK_TRANSFERS, PAGE_LOADS, PAIRS, Workload
+
+CLIENT2, SERVER2 = "client2", "server2"
+CLIENT2_ADDRESS = "10.77.0.2"
+BULK_SERVER2_ADDRESS = "10.77.1.2"
+
+
+def _one_amount(params: Any) -> Any:
+    """Exactly one of `bytes` and `duration_s`: the one given wins over the other's default."""
+    given = params.model_fields_set & {"bytes", "duration_s"}
+    if len(given) == 2:
+        raise ValueError("give one of bytes and duration_s, not both")
+    if given == {"bytes"}:
+        params.duration_s = None
+    elif given == {"duration_s"}:
+        params.bytes = None
+    if (params.bytes is None) == (params.duration_s is None):
+        raise ValueError("give exactly one of bytes and duration_s")
+    return params
+
+
+class BulkParams(BaseModel):
+    """What each bulk transfer of a run does (docs/bulk.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    direction: Literal["download", "upload"] = Field("download", description="download: the server sends")
+    bytes: int | None = Field(None, ge=1, le=10**12, description="bytes per transfer (or duration_s)")
+    duration_s: float | None = Field(None, gt=0, le=3600, description="seconds per transfer (or bytes)")
+    interval_ms: int = Field(100, ge=1, le=60_000, description="interval of the transfer's own log")
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> BulkParams:
+        return _one_amount(self)
+
+
+def _bottleneck_links(condition: Condition, jitter: dict[str, Any] | None = None,
+                      hosts: Sequence[str] = (CLIENT, SERVER)) -> dict[str, dict[str, Any]]:
+    """One bottleneck path p0 (rate, half the RTT each way, loss, buffer); access links ideal."""
+    links = {}
+    for side in ("forward", "reverse"):
+        params = direction(condition.bandwidth_mbps, condition.rtt_ms / 2, condition.loss_pct, condition.buffer_bytes)
+        if jitter is not None:
+            params["jitter"] = jitter
+        links[f"p0.{side}"] = params
+    for name in hosts:
+        links[f"{name}.up"] = ideal_link()
+        links[f"{name}.down"] = ideal_link()
+    return links
+
+
+class BulkScenario(Scenario):
+    """A client and a server joined by one bottleneck path; each run is one bulk transfer."""
+
+    workload = BULK_TRANSFERS
+    Params: ClassVar[type[BaseModel]] = BulkParams
+
+    def topology(self, lab: str, params: Any, server_addresses: Sequence[str], seed: int) -> dict[str, Any]:
+        addresses = list(server_addresses) or [BULK_SERVER_ADDRESS]
+        if BULK_SERVER_ADDRESS not in addresses:
+            addresses.insert(0, BULK_SERVER_ADDRESS)
+        return dumbbell(lab, [host(CLIENT, "left", [CLIENT_ADDRESS])], [host(SERVER, "right", addresses)],
+                        paths=1, seed=seed)
+
+    def links(self, params: Any, condition: Condition) -> dict[str, dict[str, Any]]:
+        return _bottleneck_links(condition)
+
+
+# ---------------------------------------------------------------------- fairness
+
+LARGE_IMAGES_PAGE = "large-images"
+LARGE_IMAGES_HOST = "images.fairness.test"
+LARGE_IMAGES_ADDRESS = "10.98.1.1"
+
+
+def large_images_page(images: int, image_bytes: int) -> dict[str, Any]:
+    """001 §V-D's "synthetic web page with large JPG images": an HTML root and its images."""
+    objects: list[dict[str, Any]] = [{"path": "/", "origin": LARGE_IMAGES_HOST, "size": 20_000,
+                                      "content_type": "text/html; charset=utf-8"}]
+    objects += [{"path": f"/img/{i:02d}.jpg", "origin": LARGE_IMAGES_HOST, "size": image_bytes,
+                 "content_type": "image/jpeg", "parent": "/"} for i in range(images)]
+    return {"schema_version": 1, "name": LARGE_IMAGES_PAGE, "seed": 1,
+            "origins": [{"hostname": LARGE_IMAGES_HOST, "address": LARGE_IMAGES_ADDRESS}], "objects": objects}
+
+
+def second_address(address: str) -> str:
+    """The address of an origin's copy on the second server: 100 added to the second octet
+    (10.98.1.1 -> 10.198.1.1); corpus and scenario origins live in 10.x with x < 156."""
+    octets = str(ipaddress.IPv4Address(address)).split(".")
+    if int(octets[1]) >= 156:
+        raise ValueError(f"origin address {address}: no room for a second server's copy (second octet >= 156)")
+    octets[1] = str(int(octets[1]) + 100)
+    return ".".join(octets)
+
+
+def second_copy(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The page as the second server serves it: every origin renamed `b-<host>` at its second address."""
+    rename = {o["hostname"]: "b-" + o["hostname"] for o in manifest["origins"]}
+    origins = [{"hostname": rename[o["hostname"]], "address": second_address(o["address"])} for o in manifest["origins"]]
+    objects = []
+    for obj in manifest["objects"]:
+        copy = {**obj, "origin": rename[obj["origin"]]}
+        parent = obj.get("parent")
+        if isinstance(parent, str) and parent.startswith("//"):
+            hostname, _, path = parent[2:].partition("/")
+            copy["parent"] = f"//{rename.get(hostname, hostname)}/{path}"
+        objects.append(copy)
+    return {**manifest, "origins": origins, "objects": objects}
+
+
+class FairnessParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    workload: Literal["page", "bulk"] = Field("page", description="the sides load pages, or run bulk transfers")
+    images: int = Field(16, ge=1, le=500, description="images of the large-images page")
+    image_bytes: int = Field(400_000, ge=1000, le=50_000_000, description="bytes per image")
+    bulk_duration_s: float = Field(30.0, gt=0, le=3600, description="length of each bulk flow")
+    bin_ms: int = Field(100, ge=10, le=10_000, description="throughput bins (from the emulator's event log)")
+
+
+class Fairness(Scenario):
+    """001 §V-D, 004 ch. 8: two clients behind one shared bottleneck (7 Mbit/s, 50 ms RTT, 1 BDP),
+    each with its own server, start at the same time with a protocol pair (`h3 vs h2`,
+    `h3 vs h2-parallel:2`, `h3 vs h1`, `h2 vs h1`; a side may carry its own QUIC controller,
+    `h3@gquic39`). Page workload: both load the large-images page (the second client from a copy
+    on the second server); bulk workload: `tcp*2 vs h3*2` runs N downloads per side. Throughput
+    per side over time comes from the emulator's event log (deliveries on the bottleneck).
+    """
+
+    name = "fairness"
+    source = "001 §V-D, 004 ch. 8, 000 §6.3.3"
+    description = "two clients share a 7 Mbit/s, 50 ms, 1-BDP bottleneck with a protocol pair; shares and Jain's index"
+    Params = FairnessParams
+    workload = PAIRS
+    clients = (CLIENT, CLIENT2)
+    servers = (SERVER, SERVER2)
+    default_axes: ClassVar[dict[str, list[Any]]] = {
+        "bandwidth_mbps": [7],
+        "rtt_ms": [50],
+        "loss_pct": [0],
+        "buffer": ["1bdp"],
+        "mode": ["h3 vs h2", "h3 vs h2-parallel:2", "h3 vs h1", "h2 vs h1"],
+        "page": [LARGE_IMAGES_PAGE],
+    }
+
+    def pages(self, params: FairnessParams) -> dict[str, dict[str, Any]]:
+        return {LARGE_IMAGES_PAGE: large_images_page(params.images, params.image_bytes)}
+
+    def topology(self, lab: str, params: FairnessParams, server_addresses: Sequence[str], seed: int) -> dict[str, Any]:
+        if params.workload == "page":
+            first = list(server_addresses)
+            second = [second_address(a) for a in server_addresses]
+        else:
+            first, second = [BULK_SERVER_ADDRESS], [BULK_SERVER2_ADDRESS]
+        return dumbbell(
+            lab,
+            [host(CLIENT, "left", [CLIENT_ADDRESS]), host(CLIENT2, "left", [CLIENT2_ADDRESS])],
+            [host(SERVER, "right", first), host(SERVER2, "right", second)],
+            paths=1, seed=seed,
+        )
+
+    def links(self, params: FairnessParams, condition: Condition) -> dict[str, dict[str, Any]]:
+        return _bottleneck_links(condition, hosts=(CLIENT, CLIENT2, SERVER, SERVER2))
+
+    def bulk_server_address(self, params: Any) -> str:
+        return BULK_SERVER_ADDRESS
+
+    def check(self, params: FairnessParams, axes: Mapping[str, Sequence[Any]]) -> None:
+        if params.workload == "page" and len(axes.get("page", [])) > 0:
+            # Every page gets a copy on the second server, at its second address.
+            page = large_images_page(params.images, params.image_bytes)
+            try:
+                second_copy(page)
+            except ValueError as exc:
+                raise ValueError(f"params: {exc}") from None
+
+
+# ---------------------------------------------------------------------- cubic-tuning
+
+
+class CubicTuningParams(BulkParams):
+    base: str = Field("cubic", description="the controller whose c and beta the axes set")
+    duration_s: float | None = Field(30.0, gt=0, le=3600, description="seconds per transfer (or bytes)")
+
+
+class CubicTuning(BulkScenario):
+    """004 ch. 9: QUIC bulk transfers with Cubic's C (the seed's "CubeFactor" 0, 1, 2 times the
+    default 0.4) and beta (0.5, 0.7, 1) over 10 Mbit/s, 40 ms RTT, 0.05% loss; throughput,
+    retransmissions and cwnd over time. The axes `c` and `beta` set the controller
+    (`<base>:c=C,beta=B`)."""
+
+    name = "cubic-tuning"
+    source = "004 ch. 9"
+    description = "QUIC bulk with Cubic C in {0, 0.4, 0.8} x beta in {0.5, 0.7, 1}; 10 Mbit/s, 40 ms, 0.05% loss"
+    Params = CubicTuningParams
+    extra_axes: ClassVar[dict[str, Any]] = {"c": float, "beta": float}
+    default_axes: ClassVar[dict[str, list[Any]]] = {
+        "bandwidth_mbps": [10],
+        "rtt_ms": [40],
+        "loss_pct": [0.05],
+        "buffer": ["1bdp"],
+        "mode": ["h3"],
+        "page": [],
+        "c": [0.0, 0.4, 0.8],
+        "beta": [0.5, 0.7, 1.0],
+    }
+
+    def check(self, params: CubicTuningParams, axes: Mapping[str, Sequence[Any]]) -> None:
+        from protolab import controllers
+
+        for c in axes["c"]:
+            for beta in axes["beta"]:
+                try:
+                    controllers.check(f"{params.base}:c={c},beta={beta}")
+                except controllers.ControllerError as exc:
+                    raise ValueError(f"axes.c/beta: {exc}") from None
+        if "quic_cc" in axes:
+            raise ValueError("axes.quic_cc: the c and beta axes set the controller here (params.base names it)")
+
+    def transport_for(self, params: CubicTuningParams, condition: Condition, transport: dict[str, Any]) -> dict[str, Any]:
+        return {**transport, "quic_cc": f"{params.base}:c={condition.extra('c')},beta={condition.extra('beta')}"}
+
+
+# ---------------------------------------------------------------------- quic-vs-tcp
+
+
+class QuicVsTcpParams(BulkParams):
+    bytes: int | None = Field(5_500_000, ge=1, le=10**12, description="the seed's 5.5 MB file")
+
+
+class QuicVsTcp(BulkScenario):
+    """004 ch. 7: a 5.5 MB download over QUIC (h3) and TCP (HTTP/1.1 cleartext, the seed's wget)
+    through two links (client-switch, switch-server), each with the bandwidth, a quarter of the
+    RTT each way and the loss (so a packet meets the loss twice, as on the seed's Mininet links).
+    The seed sweeps one factor at a time; specs/quic-vs-tcp.toml does it with sweeps."""
+
+    name = "quic-vs-tcp"
+    source = "004 ch. 7"
+    description = "5.5 MB download, QUIC vs TCP; bandwidth 2-100 Mbit/s, RTT 40-800 ms, loss 0-0.5%"
+    Params = QuicVsTcpParams
+    default_axes: ClassVar[dict[str, list[Any]]] = {
+        "bandwidth_mbps": [50],
+        "rtt_ms": [40],
+        "loss_pct": [0, 0.05, 0.075, 0.1, 0.5],
+        "buffer": ["1bdp"],
+        "mode": ["h1c", "h3"],
+        "page": [],
+    }
+
+    def links(self, params: Any, condition: Condition) -> dict[str, dict[str, Any]]:
+        quarter = condition.rtt_ms / 4
+        links = {}
+        for name in (f"{CLIENT}.up", f"{CLIENT}.down", f"{SERVER}.up", f"{SERVER}.down"):
+            links[name] = direction(condition.bandwidth_mbps, quarter, condition.loss_pct, condition.buffer_bytes)
+        for side in ("forward", "reverse"):
+            links[f"p0.{side}"] = ideal_link()
+        return links
+
+
+# ---------------------------------------------------------------------- cc-suite
+
+
+class CcSuiteParams(BulkParams):
+    duration_s: float | None = Field(10.0, gt=0, le=3600, description="seconds per transfer (or bytes)")
+
+
+class CcSuite(BulkScenario):
+    """003 ch. 4 and §6.2: NesQUIC's bulk tests per controller (cubic, bbr, reno, fast) and its
+    "limited" tests, a fixed rate at 30-110% of the link (`fixed:rate=70%`: a rate in % of the
+    run's bandwidth), over links of 5-100 Mbit/s and 10-250 ms RTT with the seed's 50 kB
+    token-bucket buffer. Throughput, latency under load (the sender's RTT samples) and loss."""
+
+    name = "cc-suite"
+    source = "003 ch. 4, §6.2"
+    description = "bulk per QUIC controller (cubic, bbr, reno, fast) and fixed at 30-110% of the link; 50 kB buffer"
+    Params = CcSuiteParams
+    default_axes: ClassVar[dict[str, list[Any]]] = {
+        "bandwidth_mbps": [10, 50],
+        "rtt_ms": [20, 100],
+        "loss_pct": [0],
+        "buffer": [50_000],
+        "mode": ["h3"],
+        "page": [],
+    }
+
+
+# ---------------------------------------------------------------------- slow-start-exit
+
+
+class SlowStartExitParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    workload: Literal["bulk", "page"] = Field("bulk", description="bulk downloads (throughput) or page loads (PLT)")
+    direction: Literal["download", "upload"] = "download"
+    bytes: int | None = Field(10_000_000, ge=1, le=10**12, description="the seed's 10 MB download")
+    duration_s: float | None = Field(None, gt=0, le=3600)
+    interval_ms: int = Field(100, ge=1, le=60_000)
+    jitter_ms: float = Field(4.0, ge=0, le=1000, description="standard deviation of the delay, each way")
+    jitter_distribution: Literal["normal", "uniform", "pareto"] = "normal"
+    order_preserving: bool = Field(True, description="delays never reorder packets (802.11 delivers in order)")
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> SlowStartExitParams:
+        return _one_amount(self)
+
+
+class SlowStartExit(BulkScenario):
+    """000 ch. 6: a WiFi-like path whose delay varies by milliseconds makes QUIC leave slow start
+    early (HyStart's RTT threshold). Cubic with HyStart++ at RFC 9406's thresholds, with tuned
+    (larger) ones, and without HyStart; slow-start exit time and cwnd at exit (from the sender's
+    state samples), throughput of a 10 MB download, or PLT with `params.workload = "page"`."""
+
+    name = "slow-start-exit"
+    source = "000 ch. 6"
+    description = "delay variation on a 50 Mbit/s, 40 ms path; HyStart++ default vs tuned vs off: exit time, cwnd at exit"
+    Params = SlowStartExitParams
+    default_axes: ClassVar[dict[str, list[Any]]] = {
+        "bandwidth_mbps": [50],
+        "rtt_ms": [40],
+        "loss_pct": [0],
+        "buffer": ["2bdp"],
+        "mode": ["h3"],
+        "page": ["amazon"],
+    }
+
+    def workload_for(self, params: SlowStartExitParams) -> Workload:
+        return PAGE_LOADS if params.workload == "page" else BULK_TRANSFERS
+
+    def links(self, params: SlowStartExitParams, condition: Condition) -> dict[str, dict[str, Any]]:
+        jitter = None
+        if params.jitter_ms > 0:
+            jitter = {"std": ms(params.jitter_ms), "dist": params.jitter_distribution,
+                      "preserve_order": params.order_preserving}
+        return _bottleneck_links(condition, jitter=jitter)
