@@ -312,6 +312,7 @@ def _summarize_pair(session: LabSession, run: PlannedRun, run_dir: Path, sides: 
             "flows": side.flows,
             "quic_cc": side.quic_cc or (run.transport.get("quic_cc") if side.quic else None),
             "client": session.scenario.clients[index],
+            "address": session.lab.address(session.scenario.clients[index]),
             "status": "ok" if statuses == ["ok"] else ",".join(statuses),
             "plt_ms": plts[0] if len(plts) == 1 else None,
             "goodput_mbps": sum(goodputs) / 1e6 if goodputs and len(goodputs) == len(results) else None,

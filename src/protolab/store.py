@@ -189,6 +189,7 @@ TABLES: dict[str, list[Column]] = {
         ("flows", "INTEGER", "parallel bulk flows of the side"),
         ("quic_cc", "VARCHAR", "QUIC controller of the side's server (QUIC sides)"),
         ("client", "VARCHAR", "client host"),
+        ("address", "VARCHAR", "the client's address (in the connection ids of its samples)"),
         ("status", "VARCHAR", "ok, or the statuses of its loads or transfers"),
         ("plt_ms", "DOUBLE", "page load time of the side, ms (page workload)"),
         ("goodput_mbps", "DOUBLE", "sum of the side's bulk goodputs, Mbit/s (bulk workload)"),

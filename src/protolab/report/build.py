@@ -9,6 +9,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,15 @@ import numpy as np
 from protolab.errors import ProtolabError
 from protolab.measure.stats import clopper_pearson
 from protolab.report import figures
+from protolab.report import transport as tr
 from protolab.report.stats import CI_LEVEL, improvement_pct, median, speedup, summarize
 from protolab.store import KNOWN_PARAMS, SCHEMA_VERSION, ResultsStore
 
 CONDITION_FIELDS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "tcp_cc", "quic_cc")
 PRIMARY_CONDITIONS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "tcp_cc", "quic_cc")
 PAGE_FIELDS = {"page_ref", "page_bytes", "page_digest"}  # describe the page, shown with the pages
-NOT_CONDITIONS = {"mode", "page", "repetition", "seed", "order_index"}
+NOT_CONDITIONS = {"mode", "page", "repetition", "seed", "order_index", "workload", "transport_axes",
+                  "quic_cc_resolved"}
 MODE_ORDER = ("h1c", "h1", "h2", "h2-parallel", "h2-mptcp", "h3", "h3-parallel")
 MAX_PANELS = 12
 MAX_SPEEDUP_PANELS = 6
@@ -49,6 +52,7 @@ class Run:
     condition: tuple[Any, ...] = ()
     n_connections: int | None = None
     page_bytes: int | None = None
+    goodput_mbps: float | None = None
 
 
 @dataclass
@@ -109,7 +113,8 @@ def load_experiment(store: ResultsStore, row: dict[str, Any]) -> Experiment:
             params.update(extra)
         runs.append(Run(run_key=r["run_key"], status=r["status"], error=r["error"], plt_ms=r["plt_ms"],
                         mode=str(r["mode"] or "?"), page=str(r["page"] or "?"), repetition=r["repetition"],
-                        params=params, n_connections=r["n_connections"], page_bytes=r["page_bytes"]))
+                        params=params, n_connections=r["n_connections"], page_bytes=r["page_bytes"],
+                        goodput_mbps=r.get("goodput_mbps")))
     exp = Experiment(id=row["id"], name=row["name"] or row["id"], spec=_json(row["spec"]),
                      provenance=_json(row["provenance"]), created=row["created"], updated=row["updated"], runs=runs)
     extra_keys = sorted({k for run in runs for k in run.params} - set(known))
@@ -267,16 +272,28 @@ class Builder:
         slug = re.sub(r"[^A-Za-z0-9_-]+", "-", exp.id).strip("-") or "experiment"
         parts = [f'<section class="experiment" id="exp-{_esc(slug)}">',
                  f"<h2>Experiment {_esc(exp.name)}</h2>", self.header(exp)]
-        sections: list[tuple[str, str, Callable[[Experiment, str], str]]] = [
+        transport = [
+            ("cwnd", "Congestion windows over time", partial(tr.cwnd_timeline, self)),
+            ("states", "Controller states per connection", partial(tr.controller_states, self)),
+        ]
+        pages: list[tuple[str, str, Callable[[Experiment, str], str]]] = [
             ("plt", "Page load time per protocol and condition", self.boxplots),
             ("speedup", "Speed-up versus the baseline", self.speedups),
             ("heatmaps", "Improvement over the bandwidth x RTT grid", self.heatmaps),
             ("cdf", "CDF of page load time", self.cdfs),
             ("connections", "Connections and bytes per connection", self.connections),
             ("cells", "Statistics per cell", self.cell_table),
-            ("failed", "Failed runs", self.failed_table),
-            ("links", "Achieved versus configured link conditions", self.link_table),
         ]
+        by_workload: dict[str, list[tuple[str, str, Callable[[Experiment, str], str]]]] = {
+            "page": [*pages, *transport],
+            "bulk": [("throughput", "Throughput per protocol and condition", partial(tr.throughput, self)),
+                     ("goodput-time", "Throughput over time", partial(tr.throughput_timeline, self)), *transport],
+            "pair": [("fairness", "Shares of the bottleneck and Jain's index", partial(tr.fairness, self)),
+                     ("share-time", "Throughput per side over time", partial(tr.share_timeline, self)), *transport],
+        }
+        sections = [*by_workload[tr.workload_of(exp)],
+                    ("failed", "Failed runs", self.failed_table),
+                    ("links", "Achieved versus configured link conditions", self.link_table)]
         for key, title, method in sections:
             parts.append(f'<h3 id="{_esc(slug)}-{key}">{_esc(title)}</h3>')
             parts.append(method(exp, f"{slug}-{key}"))
