@@ -73,7 +73,8 @@ def summarize_connection(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "slow_start_exit_ms": exit_ms,
         "cwnd_at_exit_bytes": cwnd_at_exit,
         "mean_cwnd_bytes": float(np.mean(cwnds)) if cwnds else None,
-        "max_cwnd_bytes": max(cwnds) if cwnds else None,
+        # State rows carry the window at the change: a peak can fall between samples.
+        "max_cwnd_bytes": max((r["cwnd_bytes"] for r in rows if isinstance(r.get("cwnd_bytes"), int)), default=None),
         "mean_rtt_ms": float(np.mean(rtts)) if rtts else None,
         "p90_rtt_ms": float(np.percentile(rtts, 90)) if rtts else None,
         "min_rtt_ms": min(min_rtts) if min_rtts else None,

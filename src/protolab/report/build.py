@@ -130,8 +130,12 @@ def load_experiment(store: ResultsStore, row: dict[str, Any]) -> Experiment:
     # nor is a secondary one that the other conditions determine (a buffer of 1 BDP in bytes on
     # the bandwidth x RTT grid, or buffer_bytes next to the buffer's label).
     varying = [name for name in varying if not _determined(runs, name, ("mode", "page"))]
-    for name in [n for n in varying if n not in PRIMARY_CONDITIONS]:
-        if _determined(runs, name, [n for n in varying if n != name]):
+    # A controller built from scenario axes (cubic-tuning's c and beta) goes first: the axes
+    # are the dimensions the spec wrote.
+    removable = [n for n in ("quic_cc", "tcp_cc") if n in varying and any(
+        e in varying for e in extra_keys)] + [n for n in varying if n not in PRIMARY_CONDITIONS]
+    for name in removable:
+        if name in varying and _determined(runs, name, [n for n in varying if n != name]):
             varying.remove(name)
     exp.varying = varying
     for run in runs:

@@ -143,7 +143,11 @@ def _sweeps(b: Builder, exp: Experiment, name: str, ok: Sequence[Run]) -> str:
 def _pivot(exp: Experiment, ok: Sequence[Run]) -> str:
     """When exactly two parameters vary over a full grid (004's C x beta): median goodput as a table."""
     h = _h()
-    fields = [f for f in exp.varying if len({_h()._hashable(r.params.get(f)) for r in ok}) > 1]
+    fields = [f for f in exp.varying if len({h._hashable(r.params.get(f)) for r in ok}) > 1]
+    # A field that follows from the others (cubic-tuning's quic_cc from c and beta) is no dimension.
+    for f in sorted(fields, key=lambda f: f not in ("quic_cc", "tcp_cc")):
+        if len(fields) > 2 and h._determined(ok, f, [g for g in fields if g != f]):
+            fields.remove(f)
     if len(fields) != 2:
         return ""
     rows_f, cols_f = fields
