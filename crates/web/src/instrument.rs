@@ -462,3 +462,27 @@ pub fn qlog_stream(dir: &Path, role: Role, conn_id: &str) -> io::Result<quinn::Q
         .start_time(std::time::Instant::now());
     config.into_stream().ok_or_else(|| io::Error::other(format!("{}: qlog stream could not start", path.display())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(ca_state: u8, cwnd: u32, ssthresh: u32, app_limited: bool) -> TcpInfo {
+        TcpInfo { ca_state, cwnd, ssthresh, delivery_rate_app_limited: app_limited, ..TcpInfo::default() }
+    }
+
+    #[test]
+    fn tcp_state_from_tcp_info() {
+        use cc::State::*;
+        assert_eq!(tcp_controller_state(&info(0, 10, TCP_INFINITE_SSTHRESH, false)), SlowStart, "ssthresh unset");
+        assert_eq!(tcp_controller_state(&info(0, 10, 20, false)), SlowStart);
+        assert_eq!(tcp_controller_state(&info(0, 20, 20, false)), CongestionAvoidance);
+        assert_eq!(tcp_controller_state(&info(1, 30, 20, false)), CongestionAvoidance, "Disorder is not recovery yet");
+        for ca in [2, 3, 4] {
+            assert_eq!(tcp_controller_state(&info(ca, 30, 20, true)), Recovery, "CWR, Recovery, Loss");
+        }
+        assert_eq!(tcp_controller_state(&info(0, 30, 20, true)), ApplicationLimited);
+        let row = tcp_row(1, &TcpInfo { unacked: 3, snd_mss: 1448, ..info(0, 10, 20, false) });
+        assert_eq!((row["cc_state"].as_str(), row["bytes_in_flight"].as_u64()), (Some("slow_start"), Some(3 * 1448)));
+    }
+}
