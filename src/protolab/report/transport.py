@@ -40,9 +40,10 @@ def _ok(exp: Experiment) -> list[Run]:
     return [r for r in exp.runs if r.status == "ok"]
 
 
-def _label(exp: Experiment, run: Run, skip: Sequence[str] = ()) -> str:
-    cond = _h().condition_label(exp, run.condition, skip)
-    return f"{run.mode} | {cond}" if cond != "all runs" else run.mode
+def _titled(what: str, exp: Experiment, condition: tuple[Any, ...]) -> str:
+    """`what | condition`, or `what` alone when nothing varies."""
+    cond = _h().condition_label(exp, condition)
+    return f"{what} | {cond}" if cond != "all runs" else what
 
 
 def _first_runs(exp: Experiment) -> dict[tuple[Any, ...], dict[str, Run]]:
@@ -258,7 +259,7 @@ def cwnd_timeline(b: Builder, exp: Experiment, name: str) -> str:
                 if t.size:
                     series[f"{side['side']}: {side['label']}"] = (t, kb)
             if series:
-                panels.append((f"{mode} | {h.condition_label(exp, cond)}", series))
+                panels.append((_titled(mode, exp, cond), series))
         if any(run.run_key in sides for run in first[cond].values()):
             continue
         series = {}
@@ -301,7 +302,7 @@ def controller_states(b: Builder, exp: Experiment, name: str) -> str:
     for key in keys:
         items = cells[key]
         cond, mode, transport = key
-        label = f"{mode} ({transport}) | {h.condition_label(exp, cond)}"
+        label = _titled(f"{mode} ({transport})", exp, cond)
         fractions = {st: float(np.mean([x[f"frac_{st}"] or 0.0 for x in items])) for st in STATES}
         bars.append((label, fractions))
         exits = [x["slow_start_exit_ms"] for x in items if x["slow_start_exit_ms"] is not None]
@@ -371,7 +372,7 @@ def fairness(b: Builder, exp: Experiment, name: str) -> str:
                       h._num(float(np.mean(rate_b)) if rate_b else None, 2),
                       h._num(float(np.mean(common)) if common else None, 1), h._esc(reference)])
         if share_a and share_b:
-            bars.append((f"{pair} | {h.condition_label(exp, cond)}", a_label, b_label, sa.mean, sb.mean))
+            bars.append((_titled(pair, exp, cond), a_label, b_label, sa.mean, sb.mean))
     if not table:
         return h._note("No pair with both sides measured.")
     caption = ("Two clients start together behind the shared bottleneck. Throughput per side is measured at the "
@@ -406,7 +407,7 @@ def share_timeline(b: Builder, exp: Experiment, name: str) -> str:
             series = {label: (np.array([p[0] for p in points]), np.array([p[1] for p in points]))
                       for label, points in by_run.get(run.run_key, {}).items()}
             if series:
-                panels.append((f"{mode} | {h.condition_label(exp, cond)}", series))
+                panels.append((_titled(mode, exp, cond), series))
     shown = panels[:8]
     fig = tf.timeline_figure(shown, "throughput (Mbit/s)")
     bin_note = "bins of the scenario's bin_ms (100 ms by default)"
