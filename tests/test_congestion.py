@@ -19,7 +19,14 @@ from protolab.experiment import load_spec, parse_spec
 from protolab.measure.flows import fairness, jain_index
 from protolab.measure.transport import connection_summaries
 from protolab.report.build import build_report
-from protolab.runner import Events, PlannedRun, RunOutcome, conditions, plan, run_experiment
+from protolab.runner import (
+    Events,
+    PlannedRun,
+    RunOutcome,
+    conditions,
+    plan,
+    run_experiment,
+)
 from protolab.scenarios import Condition
 from protolab.scenarios.congestion import large_images_page, second_address, second_copy
 from protolab.scenarios.workloads import Side, parse_pair
@@ -138,10 +145,10 @@ def test_fairness_from_the_event_log(tmp_path: Path) -> None:
     """Side a receives 1000 B every ms from 0 to 1000 ms; side b 500 B every ms from 200 to 2000
     ms. Both receive from 200 to 1000 ms, where a gets 2/3."""
     lines = [json.dumps({"schema": "protolab.events", "schema_version": 1, "lab": "x", "start_unix_ns": T0})]
-    lines += [_event(t, "10.77.0.1", 1000) for t in range(0, 1001)]
+    lines += [_event(t, "10.77.0.1", 1000) for t in range(1001)]
     lines += [_event(t, "10.77.0.2", 500) for t in range(200, 2001)]
-    lines += [_event(t, "10.77.0.1", 1000, ev="enqueue") for t in range(0, 100)]  # not deliveries
-    lines += [_event(t, "10.77.0.2", 1000, link="p0.forward") for t in range(0, 100)]  # other link
+    lines += [_event(t, "10.77.0.1", 1000, ev="enqueue") for t in range(100)]  # not deliveries
+    lines += [_event(t, "10.77.0.2", 1000, link="p0.forward") for t in range(100)]  # other link
     events = tmp_path / "events.ndjson"
     events.write_text("\n".join(lines) + "\n")
     bins, sides = fairness(events, "p0.reverse", {"10.77.0.1": "a", "10.77.0.2": "b"}, 100)
@@ -152,7 +159,7 @@ def test_fairness_from_the_event_log(tmp_path: Path) -> None:
     assert a["common_bytes"] == 801 * 1000 and b["common_bytes"] == 801 * 500
     assert a["share"] == pytest.approx(2 / 3) and b["share"] == pytest.approx(1 / 3)
     assert a["jain"] == pytest.approx(jain_index([2, 1])) == pytest.approx(0.9)
-    first = [x for x in bins if x["side"] == "a" and x["bin"] == 0][0]
+    first = next(x for x in bins if x["side"] == "a" and x["bin"] == 0)
     assert first["bytes"] == 100_000 and first["mbps"] == pytest.approx(8.0)
     assert {x["bin"] for x in bins if x["side"] == "b"} == set(range(2, 21))
     assert jain_index([1, 1, 1]) == 1.0 and jain_index([1, 0]) == 0.5 and jain_index([]) is None

@@ -53,7 +53,8 @@ def with_link_rate(spec: str, bandwidth_mbps: float | None) -> str:
 @functools.lru_cache(maxsize=256)
 def _check_one(binary: str, spec: str) -> dict[str, Any]:
     try:
-        done = subprocess.run([binary, "cc", "check", "--json", spec], capture_output=True, text=True, timeout=30)
+        done = subprocess.run([binary, "cc", "check", "--json", spec], capture_output=True, text=True, timeout=30,
+                              check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LabError(f"cannot run {binary} cc check: {exc}") from exc
     if done.returncode != 0:

@@ -24,7 +24,6 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from protolab import controllers
 from protolab.scenarios import SCENARIOS, Scenario
 from protolab.spec import (
-    _AXIS_CHECKS,
     STANDARD_AXES,
     TRANSPORT_AXES,
     Axes,
@@ -35,6 +34,7 @@ from protolab.spec import (
     _q,
     format_validation_error,
 )
+
 
 @dataclass(frozen=True)
 class Page:

@@ -25,7 +25,6 @@ import random
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol

@@ -141,8 +141,8 @@ TABLES: dict[str, list[Column]] = {
         ("subflow", "INTEGER", "MPTCP subflow (NULL otherwise)"),
         ("controller", "VARCHAR", "congestion controller of this end (TCP_CONGESTION or the QUIC controller)"),
         ("event", "VARCHAR", "sample (a periodic row) or state (the QUIC controller changed state)"),
-        ("cc_state", "VARCHAR", "controller state: slow_start, conservative_slow_start, congestion_avoidance, "
-                                "recovery, application_limited (NULL: unknown, e.g. quinn's BBR)"),
+        ("cc_state", "VARCHAR", ("controller state: slow_start, conservative_slow_start, congestion_avoidance, "
+                                 "recovery, application_limited (NULL: unknown, e.g. quinn's BBR)")),
         ("cwnd", "BIGINT", "congestion window (as the sampler reports it: bytes for QUIC, see the sampler docs)"),
         ("cwnd_bytes", "BIGINT", "congestion window in bytes (TCP: cwnd x snd_mss)"),
         ("ssthresh", "BIGINT", "slow-start threshold (TCP: segments, QUIC: bytes; NULL until set)"),

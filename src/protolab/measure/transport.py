@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ def summarize_connection(rows: list[dict[str, Any]]) -> dict[str, Any]:
     t0 = first["t_unix_ns"]
     duration_ns = last["t_unix_ns"] - t0
     in_state: dict[str, int] = defaultdict(int)
-    for row, following in zip(rows, rows[1:]):
+    for row, following in pairwise(rows):
         state = row.get("cc_state") or "unknown"
         in_state[state] += following["t_unix_ns"] - row["t_unix_ns"]
     fractions = {f"frac_{state}": (in_state.get(state, 0) / duration_ns if duration_ns > 0 else None)

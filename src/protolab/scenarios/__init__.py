@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from protolab.scenarios.base import Condition, Context, Scenario
-from protolab.scenarios.congestion import CcSuite, CubicTuning, Fairness, QuicVsTcp, SlowStartExit
 from protolab.scenarios.builtin import (
     FIVE_PAGES,
     TABLE_I_PAGES,
@@ -13,6 +12,13 @@ from protolab.scenarios.builtin import (
     EcmpCongestion,
     SingleObject,
     WifiLoss,
+)
+from protolab.scenarios.congestion import (
+    CcSuite,
+    CubicTuning,
+    Fairness,
+    QuicVsTcp,
+    SlowStartExit,
 )
 
 SCENARIOS: dict[str, Scenario] = {
