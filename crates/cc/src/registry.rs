@@ -120,7 +120,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn expected(&self) -> String {
+    /// What the kind accepts, for messages.
+    pub fn expected(&self) -> String {
         match *self {
             Kind::Float { min, max } => format!("a number in {min}..{max}"),
             Kind::Int { min, max } => format!("an integer in {min}..{max}"),
