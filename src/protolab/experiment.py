@@ -30,9 +30,9 @@ from protolab.spec import (
     Spec,
     SpecError,
     Transport,
-    _axis,
-    _q,
+    axis_type,
     format_validation_error,
+    quoted,
 )
 
 
@@ -146,10 +146,10 @@ def _axis_values(scenario: Scenario, params: BaseModel, name: str, values: list[
         kind = Transport.model_fields[name].annotation
     if kind is None:
         known = [*STANDARD_AXES, *scenario.extra_axes, *TRANSPORT_AXES]
-        raise SpecError(f"{source}: {where}.{name}: unknown axis for scenario {_q(scenario.name)} "
+        raise SpecError(f"{source}: {where}.{name}: unknown axis for scenario {quoted(scenario.name)} "
                         f"(known: {', '.join(known)})")
     try:
-        return list(TypeAdapter(_axis(kind)).validate_python(values))
+        return list(TypeAdapter(axis_type(kind)).validate_python(values))
     except ValidationError as exc:
         raise SpecError(format_validation_error(source, exc, prefix=(where, name))) from exc
 
@@ -177,7 +177,7 @@ def _check_controllers(source: str, spec: Spec, axes: Mapping[str, list[Any]]) -
 def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
     scenario = SCENARIOS.get(spec.scenario)
     if scenario is None:
-        raise SpecError(f"{source}: scenario: unknown scenario {_q(spec.scenario)} (known: {', '.join(SCENARIOS)})")
+        raise SpecError(f"{source}: scenario: unknown scenario {quoted(spec.scenario)} (known: {', '.join(SCENARIOS)})")
     try:
         params = scenario.Params.model_validate(spec.params)
     except ValidationError as exc:
@@ -190,7 +190,7 @@ def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
         values = written.get(name, scenario.default_axes[name])
         if name == "page" and not workload.uses_pages(params):
             if "page" in written:
-                raise SpecError(f"{source}: axes.page: scenario {_q(scenario.name)} runs {workload.description}, "
+                raise SpecError(f"{source}: axes.page: scenario {quoted(scenario.name)} runs {workload.description}, "
                                 "which load no pages")
             base[name] = []
             continue
@@ -203,7 +203,7 @@ def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
         where = f"sweeps[{index}]"
         override = _written_axes(sweep)
         if "page" in override and not workload.uses_pages(params):
-            raise SpecError(f"{source}: {where}.page: scenario {_q(scenario.name)} loads no pages")
+            raise SpecError(f"{source}: {where}.page: scenario {quoted(scenario.name)} loads no pages")
         sweeps.append({**base, **{name: _axis_values(scenario, params, name, list(values), where, source)
                                   for name, values in override.items()}})
     sweeps = sweeps or [base]
@@ -245,7 +245,7 @@ def _check_shared_origins(source: str, pages: Mapping[str, Page]) -> None:
             earlier = seen.setdefault(host, (address, ref))
             if earlier[0] != address:
                 raise SpecError(
-                    f"{source}: axes.page: pages {_q(earlier[1])} and {_q(ref)} give origin {host} "
+                    f"{source}: axes.page: pages {quoted(earlier[1])} and {quoted(ref)} give origin {host} "
                     f"different addresses ({earlier[0]} and {address}); pages of one spec are served together"
                 )
 
@@ -295,7 +295,7 @@ def corpus_manifest(name: str, *, seed: int) -> dict[str, Any]:
 
     if name not in SITES:
         raise ValueError(
-            f"unknown page {_q(name)}: not a corpus page (known: {', '.join(SITES)}) "
+            f"unknown page {quoted(name)}: not a corpus page (known: {', '.join(SITES)}) "
             "and not a manifest path (a path contains '/' or ends in .json)"
         )
     try:

@@ -42,7 +42,7 @@ class SpecError(ProtolabError):
     """An experiment spec is invalid; the message names the file and the field."""
 
 
-def _q(value: Any) -> str:
+def quoted(value: Any) -> str:
     """A value as the spec writes it: strings in double quotes, numbers plain."""
     return json.dumps(value) if isinstance(value, str) else repr(value)
 
@@ -95,20 +95,20 @@ def check_mode(value: str) -> str:
     base, sep, count = value.partition(":")
     info = MODES.get(base)
     if info is None:
-        raise ValueError(f"unknown mode {_q(value)} (known: {known_modes()})")
+        raise ValueError(f"unknown mode {quoted(value)} (known: {known_modes()})")
     if info.parallel:
         if not sep or not count.isdigit() or not 1 <= int(count) <= MAX_PARALLEL:
-            raise ValueError(f"mode {_q(value)}: {base} needs a connection count, {base}:N with N in 1..{MAX_PARALLEL}")
+            raise ValueError(f"mode {quoted(value)}: {base} needs a connection count, {base}:N with N in 1..{MAX_PARALLEL}")
         return f"{base}:{int(count)}"
     if sep:
-        raise ValueError(f"mode {_q(value)}: {base} takes no connection count")
+        raise ValueError(f"mode {quoted(value)}: {base} takes no connection count")
     return value
 
 
 def _registry_check(registry: Mapping[str, str], what: str) -> Callable[[str], str]:
     def check(value: str) -> str:
         if value not in registry:
-            raise ValueError(f"unknown {what} {_q(value)} (known: {', '.join(registry)})")
+            raise ValueError(f"unknown {what} {quoted(value)} (known: {', '.join(registry)})")
         return value
 
     return check
@@ -151,16 +151,16 @@ _BDP = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*bdp\s*$", re.IGNORECASE)
 
 def parse_buffer(value: float | str) -> Buffer:
     if isinstance(value, bool):
-        raise ValueError(f"invalid buffer {_q(value)}: bytes (integer), \"<x>bdp\" or \"default\"")
+        raise ValueError(f"invalid buffer {quoted(value)}: bytes (integer), \"<x>bdp\" or \"default\"")
     if isinstance(value, int | float):
         if value != int(value) or value < 1:
-            raise ValueError(f"invalid buffer {_q(value)}: a byte count must be a positive integer")
+            raise ValueError(f"invalid buffer {quoted(value)}: a byte count must be a positive integer")
         return Buffer("bytes", int(value))
     if value.strip().lower() == "default":
         return Buffer("default")
     match = _BDP.match(value)
     if match is None or float(match.group(1)) <= 0:
-        raise ValueError(f"invalid buffer {_q(value)}: bytes (integer), \"<x>bdp\" (e.g. \"1bdp\") or \"default\"")
+        raise ValueError(f"invalid buffer {quoted(value)}: bytes (integer), \"<x>bdp\" (e.g. \"1bdp\") or \"default\"")
     return Buffer("bdp", float(match.group(1)))
 
 
@@ -172,22 +172,22 @@ def _check_buffer(value: float | str) -> int | float | str:
 def _check_bandwidth(value: float | str) -> float | str:
     if isinstance(value, str):
         if value != "unlimited":
-            raise ValueError(f"invalid bandwidth {_q(value)}: Mbit/s (a positive number) or \"unlimited\"")
+            raise ValueError(f"invalid bandwidth {quoted(value)}: Mbit/s (a positive number) or \"unlimited\"")
         return value
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"invalid bandwidth {_q(value)}: must be a positive number of Mbit/s")
+        raise ValueError(f"invalid bandwidth {quoted(value)}: must be a positive number of Mbit/s")
     return value
 
 
 def _check_rtt(value: float) -> float:
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"invalid RTT {_q(value)}: must be >= 0 ms")
+        raise ValueError(f"invalid RTT {quoted(value)}: must be >= 0 ms")
     return value
 
 
 def _check_loss(value: float) -> float:
     if not math.isfinite(value) or not 0 <= value <= 100:
-        raise ValueError(f"invalid loss {_q(value)}: must be a percentage in 0..100")
+        raise ValueError(f"invalid loss {quoted(value)}: must be a percentage in 0..100")
     return value
 
 
@@ -221,7 +221,7 @@ def _distinct(values: list[Any] | None) -> list[Any] | None:
     for index, value in enumerate(values):
         marker = json.dumps(value, sort_keys=True)
         if marker in seen:
-            raise ValueError(f"value {_q(value)} at [{index}] appears twice")
+            raise ValueError(f"value {quoted(value)} at [{index}] appears twice")
         seen.add(marker)
     return values
 
@@ -229,7 +229,7 @@ def _distinct(values: list[Any] | None) -> list[Any] | None:
 _AXIS_CHECKS = (AfterValidator(_nonempty), AfterValidator(_distinct))
 
 
-def _axis(item: Any) -> Any:
+def axis_type(item: Any) -> Any:
     """The annotation of an axis of items of a type known at run time (scenario axes)."""
     return Annotated[list[item] | None, *_AXIS_CHECKS]
 

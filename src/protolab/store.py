@@ -1,8 +1,7 @@
 """The results store: one DuckDB database (`results.duckdb`) per results directory.
 
 The runner records experiments and runs here; the report and `protolab export` read only this
-database. The schema is documented column by column in docs/store.md; the column lists below
-are the single source of truth for it.
+database. The schema (`protolab.store_schema`) is documented column by column in docs/store.md.
 """
 
 from __future__ import annotations
@@ -17,10 +16,16 @@ from typing import Any, Literal, Self
 
 from protolab import __version__
 from protolab.errors import ProtolabError
+from protolab.store_schema import (
+    KNOWN_PARAMS,
+    PRIMARY_KEYS,
+    RUN_KEY_COLUMNS,
+    RUN_TABLES,
+    SCHEMA_VERSION,
+    TABLES,
+    Column,
+)
 
-# 2: bulk transfers, pairs of clients, throughput bins, per-connection controller states, and
-# controller columns of transport samples. Version 1 stores are migrated in place (additive).
-SCHEMA_VERSION = 2
 DB_NAME = "results.duckdb"
 
 RUN_STATUSES = ("ok", "failed", "timeout")
@@ -29,251 +34,6 @@ FINISHED_STATUSES = ("ok", "failed")
 
 class StoreError(ProtolabError):
     """The results store cannot be opened, read or written, or a record does not fit it."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Schema. Every table is a list of (column, DuckDB type, description); docs/store.md mirrors it.
-
-Column = tuple[str, str, str]
-
-RUN_KEY_COLUMNS: list[Column] = [
-    ("experiment_id", "VARCHAR NOT NULL", "experiment the run belongs to (experiments.id)"),
-    ("run_key", "VARCHAR NOT NULL", "stable id of the run (hash of its parameters and repetition)"),
-]
-
-# Parameters of a run that get typed columns in `runs`; the rest go to runs.params (JSON).
-KNOWN_PARAMS: list[Column] = [
-    ("scenario", "VARCHAR", "named scenario"),
-    ("bandwidth_mbps", "DOUBLE", "bottleneck bandwidth axis, Mbit/s"),
-    ("rtt_ms", "DOUBLE", "minimum RTT axis, ms"),
-    ("loss_pct", "DOUBLE", "random loss axis, percent"),
-    ("buffer_bytes", "BIGINT", "bottleneck buffer axis, bytes"),
-    ("mode", "VARCHAR", "protocol mode of the page-load engine (h1, h2, h2-parallel:2, h3, ...)"),
-    ("page", "VARCHAR", "page (manifest) name"),
-    ("repetition", "INTEGER", "repetition index, from 0"),
-    ("seed", "BIGINT", "seed of the run's random draws"),
-    ("tcp_cc", "VARCHAR", "TCP congestion control"),
-    ("quic_cc", "VARCHAR", "QUIC congestion controller as the spec wrote it (NAME[:key=value,...])"),
-    ("order_index", "INTEGER", "position of the run in the executed (interleaved) order"),
-    ("workload", "VARCHAR", "what the run did: page (page load), bulk (bulk transfer) or pair (two clients)"),
-]
-
-TABLES: dict[str, list[Column]] = {
-    "meta": [
-        ("schema_version", "INTEGER NOT NULL", "schema version of this database (SCHEMA_VERSION)"),
-        ("created", "TIMESTAMP NOT NULL", "when the database was created (UTC)"),
-        ("protolab_version", "VARCHAR", "protolab version that created it"),
-    ],
-    "experiments": [
-        ("id", "VARCHAR PRIMARY KEY", "experiment id (chosen by the runner, stable across resumes)"),
-        ("name", "VARCHAR", "experiment name from the spec"),
-        ("spec", "JSON", "the effective experiment spec"),
-        ("provenance", "JSON", "provenance: versions, git commit, kernel, CPU, sysctls, tools"),
-        ("created", "TIMESTAMP NOT NULL", "first time the experiment was recorded (UTC)"),
-        ("updated", "TIMESTAMP NOT NULL", "last time it was recorded (UTC)"),
-    ],
-    "runs": [
-        *RUN_KEY_COLUMNS,
-        ("status", "VARCHAR NOT NULL", "ok, failed or timeout"),
-        ("error", "VARCHAR", "why the run failed, if it did"),
-        ("started_unix_ns", "BIGINT", "when the run started (Unix ns)"),
-        ("duration_s", "DOUBLE", "wall-clock duration of the run, s"),
-        ("plt_ms", "DOUBLE", "page load time, ms (page_load.plt_ms when the run is ok, else NULL)"),
-        ("goodput_mbps", "DOUBLE", "bulk runs: goodput of the transfer, Mbit/s (ok runs; NULL otherwise)"),
-        *KNOWN_PARAMS,
-        ("params", "JSON", "the run's other parameters (extra axes), name -> value"),
-        ("emulator_counters", "JSON", "the emulator loop counters of the counters reply (docs/control.md)"),
-        ("artifacts_dir", "VARCHAR", "raw artifacts of the run, relative to the results directory"),
-        ("recorded", "TIMESTAMP NOT NULL", "when this record was written (UTC)"),
-    ],
-    "page_loads": [
-        *RUN_KEY_COLUMNS,
-        ("result_schema_version", "INTEGER", "schema_version of the load result JSON"),
-        ("status", "VARCHAR", "ok, failed or timeout, as reported by the page-load engine"),
-        ("error", "VARCHAR", "error of the load"),
-        ("plt_ms", "DOUBLE", "page load time, ms (NULL unless status is ok)"),
-        ("bytes", "BIGINT", "response body bytes of the page"),
-        ("n_objects", "INTEGER", "number of objects in the result"),
-        ("n_connections", "INTEGER", "number of connections opened"),
-        ("start_unix_ns", "BIGINT", "when the root object was requested (Unix ns)"),
-        ("mode", "VARCHAR", "config.mode of the result"),
-        ("page", "VARCHAR", "config.page of the result"),
-        ("config", "JSON", "config object of the result"),
-    ],
-    "objects": [
-        *RUN_KEY_COLUMNS,
-        ("idx", "INTEGER", "position of the object in the result's objects list"),
-        ("origin", "VARCHAR", "origin host name"),
-        ("path", "VARCHAR", "object path"),
-        ("parent", "VARCHAR", "//host/path of the parent, NULL for the root"),
-        ("connection", "INTEGER", "id of the connection that carried it"),
-        ("http_status", "INTEGER", "HTTP status of the response (`status` in the result)"),
-        ("expected_bytes", "BIGINT", "size from the manifest"),
-        ("bytes", "BIGINT", "body bytes received"),
-        ("discovered_ms", "DOUBLE", "parent finished + delay_ms, ms since start"),
-        ("queued_ms", "DOUBLE", "scheduler took it, ms"),
-        ("started_ms", "DOUBLE", "request sent, ms"),
-        ("first_byte_ms", "DOUBLE", "response head received, ms"),
-        ("finished_ms", "DOUBLE", "last byte received, ms (NULL if never)"),
-        ("error", "VARCHAR", "why the object failed"),
-    ],
-    "connections": [
-        *RUN_KEY_COLUMNS,
-        ("conn_id", "INTEGER", "connection id (`id` in the result)"),
-        ("origin", "VARCHAR", "origin host name"),
-        ("protocol", "VARCHAR", "h1c, h1, h2 or h3"),
-        ("transport", "VARCHAR", "tcp, mptcp or quic"),
-        ("local", "VARCHAR", "local address:port"),
-        ("remote", "VARCHAR", "remote address:port"),
-        ("connect_start_ms", "DOUBLE", "connection attempt started, ms since start"),
-        ("handshake_ms", "DOUBLE", "TCP + TLS (or QUIC) handshake duration, ms"),
-        ("requests", "INTEGER", "requests carried"),
-        ("bytes", "BIGINT", "response body bytes carried"),
-        ("subflows", "INTEGER", "MPTCP subflows seen (MPTCP only)"),
-        ("error", "VARCHAR", "connection error"),
-    ],
-    "transport_samples": [
-        *RUN_KEY_COLUMNS,
-        ("t_unix_ns", "BIGINT NOT NULL", "sample time (Unix ns)"),
-        ("conn", "VARCHAR", "connection the sample describes (as the sampler names it)"),
-        ("role", "VARCHAR", "client or server"),
-        ("transport", "VARCHAR", "tcp, mptcp or quic"),
-        ("subflow", "INTEGER", "MPTCP subflow (NULL otherwise)"),
-        ("controller", "VARCHAR", "congestion controller of this end (TCP_CONGESTION or the QUIC controller)"),
-        ("event", "VARCHAR", "sample (a periodic row) or state (the QUIC controller changed state)"),
-        ("cc_state", "VARCHAR", ("controller state: slow_start, conservative_slow_start, congestion_avoidance, "
-                                 "recovery, application_limited (NULL: unknown, e.g. quinn's BBR)")),
-        ("cwnd", "BIGINT", "congestion window (as the sampler reports it: bytes for QUIC, see the sampler docs)"),
-        ("cwnd_bytes", "BIGINT", "congestion window in bytes (TCP: cwnd x snd_mss)"),
-        ("ssthresh", "BIGINT", "slow-start threshold (TCP: segments, QUIC: bytes; NULL until set)"),
-        ("rtt_us", "DOUBLE", "smoothed RTT, us"),
-        ("min_rtt_us", "DOUBLE", "minimum RTT, us"),
-        ("rttvar_us", "DOUBLE", "RTT variation, us"),
-        ("bytes_in_flight", "BIGINT", "bytes in flight"),
-        ("lost_packets", "BIGINT", "lost packets so far"),
-        ("retransmits", "BIGINT", "retransmitted segments so far"),
-        ("delivery_rate_bps", "DOUBLE", "delivery rate estimate, bit/s"),
-        ("pacing_rate_bps", "DOUBLE", "pacing rate, bit/s"),
-        ("fields", "JSON", "every other field of the sample"),
-    ],
-    "bulk_transfers": [
-        *RUN_KEY_COLUMNS,
-        ("side", "VARCHAR", "pairs: the client (a or b); NULL for single-client runs"),
-        ("flow", "INTEGER", "index of the transfer within its side, from 0"),
-        ("protocol", "VARCHAR", "tcp, h1c, h1, h2 or h3 (config.protocol)"),
-        ("direction", "VARCHAR", "download or upload"),
-        ("status", "VARCHAR", "ok, failed or timeout, as the transfer reported it"),
-        ("error", "VARCHAR", "why it failed"),
-        ("bytes", "BIGINT", "body bytes moved"),
-        ("duration_ms", "DOUBLE", "duration of the transfer, ms"),
-        ("goodput_mbps", "DOUBLE", "bytes x 8 / duration, Mbit/s"),
-        ("handshake_ms", "DOUBLE", "connection set-up, ms"),
-        ("transport", "VARCHAR", "tcp, mptcp or quic"),
-        ("quic_cc", "VARCHAR", "the client's QUIC controller (config.quic_cc)"),
-        ("conn_id", "VARCHAR", "the connection's id in sample and qlog file names"),
-        ("config", "JSON", "config object of the result"),
-    ],
-    "bulk_intervals": [
-        *RUN_KEY_COLUMNS,
-        ("side", "VARCHAR", "pairs: the client (a or b)"),
-        ("flow", "INTEGER", "index of the transfer within its side"),
-        ("t_ms", "DOUBLE", "end of the interval, ms since the transfer started"),
-        ("bytes", "BIGINT", "bytes moved in the interval"),
-        ("rate_mbps", "DOUBLE", "bytes x 8 / the interval's length, Mbit/s"),
-    ],
-    "pair_sides": [
-        *RUN_KEY_COLUMNS,
-        ("side", "VARCHAR NOT NULL", "a (first client) or b"),
-        ("label", "VARCHAR", "what the side ran, as in the pair (h3@gquic39, tcp*2)"),
-        ("mode", "VARCHAR", "page-load mode or bulk protocol"),
-        ("flows", "INTEGER", "parallel bulk flows of the side"),
-        ("quic_cc", "VARCHAR", "QUIC controller of the side's server (QUIC sides)"),
-        ("client", "VARCHAR", "client host"),
-        ("address", "VARCHAR", "the client's address (in the connection ids of its samples)"),
-        ("status", "VARCHAR", "ok, or the statuses of its loads or transfers"),
-        ("plt_ms", "DOUBLE", "page load time of the side, ms (page workload)"),
-        ("goodput_mbps", "DOUBLE", "sum of the side's bulk goodputs, Mbit/s (bulk workload)"),
-        ("connections", "INTEGER", "connections the side opened"),
-        ("bytes", "BIGINT", "IP bytes delivered to the client at the bottleneck (event log)"),
-        ("first_ms", "DOUBLE", "first delivery to the side, ms after the run's first delivery"),
-        ("last_ms", "DOUBLE", "last delivery, same time base"),
-        ("common_s", "DOUBLE", "length of the interval where both sides received, s"),
-        ("common_mbps", "DOUBLE", "throughput of the side in that interval, Mbit/s"),
-        ("share", "DOUBLE", "the side's share of the two throughputs in that interval"),
-        ("jain", "DOUBLE", "Jain's fairness index of the two throughputs in that interval"),
-    ],
-    "flow_bins": [
-        *RUN_KEY_COLUMNS,
-        ("side", "VARCHAR", "a or b"),
-        ("bin", "INTEGER", "bin index from the run's first delivery"),
-        ("t_ms", "DOUBLE", "start of the bin, ms"),
-        ("bytes", "BIGINT", "IP bytes delivered to the side in the bin (bottleneck, event log)"),
-        ("packets", "BIGINT", "packets delivered"),
-        ("mbps", "DOUBLE", "bytes x 8 / bin length, Mbit/s"),
-    ],
-    "connection_states": [
-        *RUN_KEY_COLUMNS,
-        ("conn", "VARCHAR", "connection id"),
-        ("role", "VARCHAR", "client or server"),
-        ("subflow", "INTEGER", "MPTCP subflow (NULL otherwise)"),
-        ("transport", "VARCHAR", "tcp, mptcp or quic"),
-        ("controller", "VARCHAR", "congestion controller of this end"),
-        ("sender", "BOOLEAN", "this end sent more bytes than the other (the server of a download)"),
-        ("rows", "INTEGER", "sample and state rows"),
-        ("start_unix_ns", "BIGINT", "first row"),
-        ("duration_ms", "DOUBLE", "first to last row, ms"),
-        ("frac_slow_start", "DOUBLE", "share of the time in slow start"),
-        ("frac_conservative_slow_start", "DOUBLE", "share of the time in HyStart++'s conservative slow start"),
-        ("frac_congestion_avoidance", "DOUBLE", "share of the time in congestion avoidance"),
-        ("frac_recovery", "DOUBLE", "share of the time in recovery"),
-        ("frac_application_limited", "DOUBLE", "share of the time application-limited"),
-        ("frac_unknown", "DOUBLE", "share of the time with no state (controllers that do not report one)"),
-        ("slow_start_exit_ms", "DOUBLE", "first move out of slow start (to CSS, CA or recovery), ms after the first row"),
-        ("cwnd_at_exit_bytes", "BIGINT", "window at that moment, bytes"),
-        ("mean_cwnd_bytes", "DOUBLE", "mean window over the samples, bytes"),
-        ("max_cwnd_bytes", "BIGINT", "largest window, bytes"),
-        ("mean_rtt_ms", "DOUBLE", "mean smoothed RTT, ms"),
-        ("p90_rtt_ms", "DOUBLE", "90th percentile of the smoothed RTT, ms"),
-        ("min_rtt_ms", "DOUBLE", "minimum RTT, ms"),
-        ("retransmits", "BIGINT", "TCP: segments retransmitted"),
-        ("lost_packets", "BIGINT", "QUIC: packets declared lost"),
-        ("bytes_sent", "BIGINT", "bytes this end sent (UDP payload or TCP bytes_sent)"),
-    ],
-    "link_counters": [
-        *RUN_KEY_COLUMNS,
-        ("link", "VARCHAR NOT NULL", "link direction name (<host>.up, <path>.forward, ...)"),
-        ("link_group", "VARCHAR", "host or path the direction belongs to"),
-        ("direction", "VARCHAR", "up, down, forward or reverse"),
-        ("configured_rate_mbps", "DOUBLE", "configured rate, Mbit/s (NULL: unlimited or trace)"),
-        ("configured_delay_ms", "DOUBLE", "configured propagation delay, ms"),
-        ("configured_loss_pct", "DOUBLE", "configured random loss, % (stationary rate for Gilbert-Elliott)"),
-        ("configured_queue", "JSON", "configured queue"),
-        ("config", "JSON", "the link parameters as the runner set them"),
-        ("now_ns", "BIGINT", "now_ns of the counters reply"),
-        ("interval_s", "DOUBLE", "interval the counters cover (the run's duration), s"),
-        ("arrived_packets", "BIGINT", "packets that arrived at the link (see docs/store.md)"),
-        ("enqueued_packets", "BIGINT", "packets enqueued"),
-        ("enqueued_bytes", "BIGINT", "bytes enqueued"),
-        ("delivered_packets", "BIGINT", "packets delivered"),
-        ("delivered_bytes", "BIGINT", "bytes delivered (IP bytes)"),
-        ("dropped_queue_full_packets", "BIGINT", "packets dropped because the queue was full"),
-        ("dropped_random_loss_packets", "BIGINT", "packets dropped by random loss"),
-        ("dropped_aqm_packets", "BIGINT", "packets dropped by the AQM (CoDel)"),
-        ("dropped_queue_full_bytes", "BIGINT", "bytes dropped because the queue was full"),
-        ("dropped_random_loss_bytes", "BIGINT", "bytes dropped by random loss"),
-        ("dropped_aqm_bytes", "BIGINT", "bytes dropped by the AQM"),
-        ("max_queue_packets", "BIGINT", "largest queue occupancy, packets"),
-        ("max_queue_bytes", "BIGINT", "largest queue occupancy, bytes"),
-        ("achieved_loss_pct", "DOUBLE", "100 * random-loss drops / arrived packets"),
-        ("drop_pct", "DOUBLE", "100 * drops of every cause / arrived packets"),
-        ("achieved_rate_mbps", "DOUBLE", "delivered bytes * 8 / interval_s, Mbit/s (mean over the run)"),
-        ("counters", "JSON", "the raw counters of the link direction"),
-    ],
-}
-
-RUN_TABLES = ("runs", "page_loads", "objects", "connections", "transport_samples", "bulk_transfers", "bulk_intervals",
-              "pair_sides", "flow_bins", "connection_states", "link_counters")
-PRIMARY_KEYS = {"runs": "PRIMARY KEY (experiment_id, run_key)"}
 
 
 @dataclass
@@ -861,3 +621,9 @@ def _link_row(ids: dict[str, str], where: str, name: str, config: Any, counters:
     for key in ("achieved_loss_pct", "drop_pct", "achieved_rate_mbps"):
         row[key] = _convert(row.get(key), types[key], prefix + key)
     return row
+
+
+__all__ = [
+    "DB_NAME", "KNOWN_PARAMS", "RUN_KEY_COLUMNS", "RUN_TABLES", "SCHEMA_VERSION", "TABLES", "ResultsStore", "RunRecord",
+    "StoreError", "build_run_rows",
+]
