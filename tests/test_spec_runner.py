@@ -637,9 +637,12 @@ page = ["baidu"]
 
 
 @pytest.mark.lab
-def test_ctrl_c_tears_down_and_a_rerun_resumes(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
-    """SIGINT to `protolab run` (what Ctrl-C sends): exit 130, the lab's namespaces and processes
-    are gone, the run in progress is not recorded; the same command again does only the rest."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_tears_down_and_a_rerun_resumes(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path,
+                                               sig: signal.Signals) -> None:
+    """SIGINT to `protolab run` (what Ctrl-C sends) or SIGTERM (what `kill` and `timeout` send):
+    exit 130, the lab's namespaces and processes are gone, the run in progress is not recorded;
+    the same command again does only the rest."""
     from conftest import lab_namespaces
 
     file = tmp_path / "spec.toml"
@@ -655,7 +658,7 @@ def test_ctrl_c_tears_down_and_a_rerun_resumes(emu_binary: Path, lab_name: Calla
         assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
         assert time.monotonic() < deadline, "no progress"
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
     assert "interrupted" in out and "Traceback" not in out, out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -65,11 +66,20 @@ app.command("report")(report_command)
 app.command("export")(export_command)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 @app.callback()
 def main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
 ) -> None:
     _Settings.debug = debug
+    # SIGTERM and SIGHUP (a process manager, `timeout`, a closed terminal) and SIGINT (Ctrl-C,
+    # also when a non-interactive shell started us in the background with SIGINT ignored) all
+    # take the Ctrl-C path: the lab is torn down and the run in progress is not recorded.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
 
 
 @app.command()

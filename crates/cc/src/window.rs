@@ -45,8 +45,9 @@ impl Recovery {
     }
 }
 
-/// Rounds of RFC 9406 §4.2: a round ends when a packet sent after the round began is
-/// acknowledged (packet numbers from `on_sent`, largest acknowledged from `on_end_acks`).
+/// Rounds of RFC 9406 §4.2: at the start of a round `windowEnd` is the next packet number to be
+/// sent (SND.NXT), and the round ends when a packet numbered at least `windowEnd` is
+/// acknowledged (packet numbers from `on_sent`, the largest acknowledged from `on_end_acks`).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Rounds {
     last_sent: Option<u64>,
@@ -57,6 +58,7 @@ impl Rounds {
     pub(crate) fn on_sent(&mut self, last_packet_number: u64) {
         self.last_sent = Some(last_packet_number);
         if self.window_end.is_none() {
+            // The first round ends with the first packet's acknowledgement.
             self.window_end = Some(last_packet_number);
         }
     }
@@ -65,7 +67,7 @@ impl Rounds {
     pub(crate) fn on_end_acks(&mut self, largest_acked: Option<u64>) -> bool {
         match (largest_acked, self.window_end) {
             (Some(acked), Some(end)) if acked >= end => {
-                self.window_end = self.last_sent.filter(|&sent| sent > end);
+                self.window_end = self.last_sent.map(|sent| sent + 1);
                 true
             }
             _ => false,

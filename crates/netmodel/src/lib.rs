@@ -25,7 +25,7 @@ pub use config::{
     ConfigError, JitterConfig, JitterDistribution, LinkConfig, LossConfig, QueueConfig, QueueKind,
     QueueLimit, Rate,
 };
-pub use link::{DropCause, DropCounts, Event, EventKind, Link, LinkCounters};
+pub use link::{DropCause, DropCounts, Event, EventKind, EventLog, Link, LinkCounters};
 pub use network::{
     Delivered, HostId, HostSpec, LinkId, Network, NetworkError, PathId, PathSelection, PathSpec, Side, Transit,
     TopologySpec,
