@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::hystart::{Change, HyStart, HystartConfig, Phase};
-use crate::window::{minimum_window, Recovery, Rounds};
+use crate::window::{initial_window, minimum_window, Recovery, Rounds};
 use crate::{Ack, Algorithm, State};
 
 /// Parameters of [`Cubic`].
@@ -96,8 +96,7 @@ impl Cubic {
     /// A controller for a connection whose datagrams are `mtu` bytes.
     pub fn new(config: CubicConfig, mtu: u16) -> Cubic {
         let mtu = u64::from(mtu);
-        let initial_window =
-            config.initial_window_bytes.unwrap_or(u64::from(config.initial_window_packets) * mtu).max(minimum_window(mtu));
+        let initial_window = initial_window(config.initial_window_bytes, config.initial_window_packets, mtu);
         let hystart = config.hystart.map(HyStart::new);
         Cubic {
             config,

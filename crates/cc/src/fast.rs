@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::window::{minimum_window, Recovery, Rounds};
+use crate::window::{initial_window, minimum_window, Recovery, Rounds};
 use crate::{Ack, Algorithm, State};
 
 /// Parameters of [`Fast`].
@@ -50,8 +50,7 @@ impl Fast {
     /// A controller for a connection whose datagrams are `mtu` bytes.
     pub fn new(config: FastConfig, mtu: u16) -> Fast {
         let mtu = u64::from(mtu);
-        let initial_window =
-            config.initial_window_bytes.unwrap_or(u64::from(config.initial_window_packets) * mtu).max(minimum_window(mtu));
+        let initial_window = initial_window(config.initial_window_bytes, config.initial_window_packets, mtu);
         Fast {
             config,
             mtu,

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use crate::window::{minimum_window, Recovery};
+use crate::window::{initial_window, minimum_window, Recovery};
 use crate::{Ack, Algorithm, State};
 
 /// Reno's decrease factor for one connection.
@@ -52,8 +52,7 @@ impl Reno {
     /// A controller for a connection whose datagrams are `mtu` bytes.
     pub fn new(config: RenoConfig, mtu: u16) -> Reno {
         let mtu = u64::from(mtu);
-        let initial_window =
-            config.initial_window_bytes.unwrap_or(u64::from(config.initial_window_packets) * mtu).max(minimum_window(mtu));
+        let initial_window = initial_window(config.initial_window_bytes, config.initial_window_packets, mtu);
         Reno { config, mtu, initial_window, window: initial_window, ssthresh: None, acked: 0, recovery: Recovery::default() }
     }
 

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::window::{minimum_window, Recovery};
+use crate::window::{initial_window, minimum_window, Recovery};
 use crate::{Ack, Algorithm, State};
 
 /// Parameters of [`SproutEwma`].
@@ -60,8 +60,7 @@ impl SproutEwma {
     /// A controller for a connection whose datagrams are `mtu` bytes, started at `now`.
     pub fn new(config: SproutConfig, now: Instant, mtu: u16) -> SproutEwma {
         let mtu = u64::from(mtu);
-        let initial_window =
-            config.initial_window_bytes.unwrap_or(u64::from(config.initial_window_packets) * mtu).max(minimum_window(mtu));
+        let initial_window = initial_window(config.initial_window_bytes, config.initial_window_packets, mtu);
         SproutEwma {
             config,
             mtu,

@@ -75,6 +75,11 @@ impl Rounds {
     }
 }
 
+/// The initial window: `bytes` if given, else `packets` datagrams; never below the minimum.
+pub(crate) fn initial_window(bytes: Option<u64>, packets: u32, mtu: u64) -> u64 {
+    bytes.unwrap_or(u64::from(packets) * mtu).max(minimum_window(mtu))
+}
+
 /// The smallest window of RFC 9002 §7.2: two datagrams.
 pub(crate) fn minimum_window(mtu: u64) -> u64 {
     2 * mtu
