@@ -33,6 +33,7 @@ MAX_PANELS = 12
 MAX_SPEEDUP_PANELS = 6
 MAX_HEATMAPS = 8
 MAX_POOLED_PAGES = 15  # more pages than this: box plots pool the pages
+NO_PAGE = "-"  # runs that load no page (bulk transfers)
 
 
 class ReportError(ProtolabError):
@@ -112,7 +113,7 @@ def load_experiment(store: ResultsStore, row: dict[str, Any]) -> Experiment:
         if isinstance(extra, dict):
             params.update(extra)
         runs.append(Run(run_key=r["run_key"], status=r["status"], error=r["error"], plt_ms=r["plt_ms"],
-                        mode=str(r["mode"] or "?"), page=str(r["page"] or "?"), repetition=r["repetition"],
+                        mode=str(r["mode"] or "?"), page=str(r["page"] or NO_PAGE), repetition=r["repetition"],
                         params=params, n_connections=r["n_connections"], page_bytes=r["page_bytes"],
                         goodput_mbps=r.get("goodput_mbps")))
     exp = Experiment(id=row["id"], name=row["name"] or row["id"], spec=_json(row["spec"]),
@@ -314,7 +315,7 @@ class Builder:
             ("runs", _esc(status)),
             ("modes", _esc(", ".join(exp.modes))),
             ("pages (by size)", _esc(", ".join(f"{p} ({exp.page_size[p] / 1000:,.0f} kB)" if p in exp.page_size
-                                                else p for p in exp.pages))),
+                                                else p for p in exp.pages if p != NO_PAGE) or "none")),
             ("varying", _esc(", ".join(exp.varying) or "none")),
             ("fixed", _esc(", ".join(fmt_param(k, v) for k, v in exp.fixed.items()) or "none")),
         ]

@@ -266,7 +266,7 @@ def cwnd_timeline(b: Builder, exp: Experiment, name: str) -> str:
         for mode, run in sorted(first[cond].items(), key=lambda kv: h.mode_sort_key(kv[0])):
             t, kb = _summed_cwnd(samples.get(run.run_key, []))
             if t.size:
-                series[mode + (f" {run.page}" if run.page not in ("?", "None") and len(exp.pages) > 1 else "")] = (t, kb)
+                series[mode + (f" {run.page}" if run.page != h.NO_PAGE and len(exp.pages) > 1 else "")] = (t, kb)
         if series:
             panels.append((h.condition_label(exp, cond), series))
     if not panels:
