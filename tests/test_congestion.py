@@ -159,9 +159,13 @@ def test_fairness_from_the_event_log(tmp_path: Path) -> None:
     assert a["common_bytes"] == 801 * 1000 and b["common_bytes"] == 801 * 500
     assert a["share"] == pytest.approx(2 / 3) and b["share"] == pytest.approx(1 / 3)
     assert a["jain"] == pytest.approx(jain_index([2, 1])) == pytest.approx(0.9)
-    first = next(x for x in bins if x["side"] == "a" and x["bin"] == 0)
+    totals = [x for x in bins if x["flow"] is None]
+    first = next(x for x in totals if x["side"] == "a" and x["bin"] == 0)
     assert first["bytes"] == 100_000 and first["mbps"] == pytest.approx(8.0)
-    assert {x["bin"] for x in bins if x["side"] == "b"} == set(range(2, 21))
+    assert {x["bin"] for x in totals if x["side"] == "b"} == set(range(2, 21))
+    flows = {(x["side"], x["flow"]) for x in bins if x["flow"] is not None}
+    assert flows == {("a", "udp 10.77.1.1:443>10.77.0.1:40000"), ("b", "udp 10.77.1.1:443>10.77.0.2:40000")}
+    assert sum(x["bytes"] for x in bins if x["flow"] is not None) == sum(x["bytes"] for x in totals)
     assert jain_index([1, 1, 1]) == 1.0 and jain_index([1, 0]) == 0.5 and jain_index([]) is None
 
 

@@ -179,6 +179,7 @@ TABLES: dict[str, list[Column]] = {
     "flow_bins": [
         *RUN_KEY_COLUMNS,
         ("side", "VARCHAR", "a or b"),
+        ("flow", "VARCHAR", "one flow of the side (\"tcp 10.77.1.1:443>10.77.0.1:40002\"); NULL: the side's total"),
         ("bin", "INTEGER", "bin index from the run's first delivery"),
         ("t_ms", "DOUBLE", "start of the bin, ms"),
         ("bytes", "BIGINT", "IP bytes delivered to the side in the bin (bottleneck, event log)"),

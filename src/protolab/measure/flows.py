@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_COLUMNS = "{'t': 'BIGINT', 'ev': 'VARCHAR', 'link': 'VARCHAR', 'src': 'VARCHAR', 'dst': 'VARCHAR', 'size': 'BIGINT'}"
+_COLUMNS = ("{'t': 'BIGINT', 'ev': 'VARCHAR', 'link': 'VARCHAR', 'src': 'VARCHAR', 'dst': 'VARCHAR', "
+            "'sport': 'INTEGER', 'dport': 'INTEGER', 'proto': 'INTEGER', 'size': 'BIGINT'}")
 
 
 class EventLogError(ValueError):
@@ -72,12 +73,17 @@ def side_traffic(events: Path, link: str, sides: Mapping[str, str]) -> dict[str,
 
 
 def side_bins(events: Path, link: str, sides: Mapping[str, str], origin_ns: int, bin_ms: float) -> list[dict[str, Any]]:
-    """Rows `{side, bin, t_ms, bytes, packets, mbps}` per side and bin of `bin_ms` from
-    `origin_ns` (bins without a delivery are omitted)."""
-    rows = _query(events, f"SELECT dst, (t - $origin) // $bin AS b, sum(size), count(*) {_FROM} AND t >= $origin "
-                          "GROUP BY dst, b ORDER BY dst, b", link, sides, origin=origin_ns, bin=int(bin_ms * 1e6))
-    return [{"side": sides[dst], "bin": int(b), "t_ms": int(b) * bin_ms, "bytes": int(size), "packets": int(packets),
-             "mbps": int(size) * 8 / (bin_ms / 1e3) / 1e6} for dst, b, size, packets in rows]
+    """Rows `{side, flow, bin, t_ms, bytes, packets, mbps}` per side and bin of `bin_ms` from
+    `origin_ns` (bins without a delivery are omitted): the side's total (`flow` None), and each
+    flow of the side (`flow` = "proto src:sport>dst:dport", a connection or a QUIC flow)."""
+    rows = _query(events, f"SELECT dst, src || ':' || sport || '>' || dst || ':' || dport AS f, proto, "
+                          f"(t - $origin) // $bin AS b, sum(size), count(*) {_FROM} AND t >= $origin "
+                          "GROUP BY GROUPING SETS ((dst, b), (dst, f, proto, b)) ORDER BY dst, f NULLS FIRST, b",
+                  link, sides, origin=origin_ns, bin=int(bin_ms * 1e6))
+    protocols = {6: "tcp", 17: "udp"}
+    return [{"side": sides[dst], "flow": None if f is None else f"{protocols.get(proto, proto)} {f}", "bin": int(b),
+             "t_ms": int(b) * bin_ms, "bytes": int(size), "packets": int(packets),
+             "mbps": int(size) * 8 / (bin_ms / 1e3) / 1e6} for dst, f, proto, b, size, packets in rows]
 
 
 def bytes_between(events: Path, link: str, sides: Mapping[str, str], start_ns: int, end_ns: int) -> dict[str, int]:

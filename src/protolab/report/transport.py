@@ -394,7 +394,7 @@ def share_timeline(b: Builder, exp: Experiment, name: str) -> str:
     keys = [run.run_key for runs in first.values() for run in runs.values()]
     rows = b.store.query("SELECT f.run_key, f.side, f.t_ms, f.mbps, p.label FROM flow_bins f JOIN pair_sides p "
                          "ON p.experiment_id = f.experiment_id AND p.run_key = f.run_key AND p.side = f.side "
-                         "WHERE f.experiment_id = ? AND f.run_key IN (SELECT unnest(?::VARCHAR[])) "
+                         "WHERE f.experiment_id = ? AND f.flow IS NULL AND f.run_key IN (SELECT unnest(?::VARCHAR[])) "
                          "ORDER BY f.run_key, f.side, f.t_ms", [exp.id, keys]) if keys else []
     if not rows:
         return h._note("No throughput bins (pairs only).")
