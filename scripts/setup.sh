@@ -29,6 +29,7 @@ APT_PACKAGES=(
   nghttp2-client  # h2load: H2 load generator against our server and nginx
   mptcpd          # MPTCP path manager daemon (h2-mptcp experiments)
   mptcpize        # runs unmodified programs (e.g. Chromium) over MPTCP
+  tshark          # TCP retransmission analysis of captures (protolab analyze)
 )
 
 VENV=".venv"

@@ -65,6 +65,10 @@ from protolab.report.cli import export_command, report_command  # noqa: E402  (l
 app.command("report")(report_command)
 app.command("export")(export_command)
 
+from protolab.analyze_cli import analyze_command  # noqa: E402
+
+app.command("analyze")(analyze_command)
+
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt

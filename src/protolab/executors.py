@@ -41,13 +41,14 @@ def _failure(completed_status: int | None, stderr: str, what: str) -> str:
     return f"protolab-net {what} exited with status {completed_status}: {detail}"
 
 
-def _instrument_argv(session: LabSession, run_dir: Path) -> list[str]:
+def _instrument_argv(session: LabSession, run_dir: Path, qlog: bool = True) -> list[str]:
+    """`--samples`/`--qlog` as the spec asks (`qlog` False: the client has no QUIC connection)."""
     spec = session.experiment.spec
     argv: list[str] = []
     if spec.artifacts.samples:
         argv += ["--samples", str((run_dir / "samples").resolve()),
                  "--sample-interval-ms", str(spec.artifacts.sample_interval_ms)]
-    if spec.artifacts.qlog:
+    if spec.artifacts.qlog and qlog:
         argv += ["--qlog", str((run_dir / "qlog").resolve())]
     return argv
 
@@ -131,7 +132,7 @@ def bulk_argv(session: LabSession, run: PlannedRun, protocol: str, address: str,
         argv += ["--duration-ms", str(int(duration * 1000))]
     else:
         argv += ["--bytes", str(params.bytes), "--timeout-ms", str(int(spec.timeout_s * 1000))]
-    return argv + _instrument_argv(session, run_dir)
+    return argv + _instrument_argv(session, run_dir, qlog=protocol == "h3")
 
 
 def _bulk_timeout(session: LabSession, params: Any, duration_s: float | None = None) -> float:

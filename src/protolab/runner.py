@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from protolab import controllers
+from protolab.analyze import RunAnalysis, analyze_run
 from protolab.errors import ProtolabError
 from protolab.experiment import Experiment, Page
 from protolab.files import write_text_atomically
@@ -319,6 +320,15 @@ def run_experiment(
     return summary
 
 
+def analyze_outcome(run_dir: Path, outcome: RunOutcome, params: dict[str, Any]) -> RunAnalysis:
+    """The transport analysis of a finished run; a failure of the analysis is a note, never a
+    failed run."""
+    try:
+        return analyze_run(run_dir, outcome.samples, params)
+    except Exception as exc:  # noqa: BLE001 - whatever breaks the analysis, the run itself stands
+        return RunAnalysis(notes=[{"file": str(run_dir.name), "note": f"analysis failed: {type(exc).__name__}: {exc}"}])
+
+
 def _execute_one(session: Session, run: PlannedRun, results_dir: Path, events: Events) -> RunRecord:
     relative = Path("runs") / run.key
     run_dir = results_dir / relative
@@ -335,11 +345,13 @@ def _execute_one(session: Session, run: PlannedRun, results_dir: Path, events: E
     except (ProtolabError, OSError, subprocess.SubprocessError) as exc:
         outcome = RunOutcome("failed", f"{type(exc).__name__}: {exc}")
     duration = time.monotonic() - started
-    _write_json(run_dir / "run.json", {
+    run_json = {
         "schema_version": 1, "kind": "run", "run_key": run.key, "params": run.params,
         "status": outcome.status, "error": outcome.error, "started_unix_ns": started_ns,
         "duration_s": duration, "link_config": outcome.link_config, "link_counters": outcome.link_counters,
-    })
+    }
+    _write_json(run_dir / "run.json", run_json)
+    analysis = analyze_outcome(run_dir, outcome, run.params)
     return RunRecord(
         run_key=run.key,
         params=dict(run.params),
@@ -355,6 +367,7 @@ def _execute_one(session: Session, run: PlannedRun, results_dir: Path, events: E
         sides=outcome.sides,
         flow_bins=outcome.flow_bins,
         connection_states=connection_summaries(outcome.samples),
+        analysis=analysis,
         artifacts_dir=str(relative),
     )
 

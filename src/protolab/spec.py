@@ -284,7 +284,7 @@ class Artifacts(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pcap: bool = False  # client capture per run (runs/<key>/client.pcap)
+    pcap: bool = False  # capture of every client and server per run (runs/<key>/<host>.pcap)
     events: bool = False  # the emulator's ground-truth event log per run (runs/<key>/events.ndjson)
     samples: bool = False  # TCP_INFO / QUIC samples of both ends (runs/<key>/samples/)
     sample_interval_ms: Annotated[int, Field(ge=1, le=10_000)] = 10

@@ -6,6 +6,7 @@ database. The schema (`protolab.store_schema`) is documented column by column in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -17,6 +18,7 @@ from typing import Any, Literal, Self
 from protolab import __version__
 from protolab.errors import ProtolabError
 from protolab.store_schema import (
+    ANALYSIS_TABLES,
     KNOWN_PARAMS,
     PRIMARY_KEYS,
     RUN_KEY_COLUMNS,
@@ -54,6 +56,7 @@ class RunRecord:
     sides: list[dict[str, Any]] = field(default_factory=list)  # pairs: per side
     flow_bins: list[dict[str, Any]] = field(default_factory=list)  # pairs: per side and bin
     connection_states: list[dict[str, Any]] = field(default_factory=list)  # measure.transport summaries
+    analysis: Any = None  # protolab.analyze.RunAnalysis: QUIC_info/TCP_info, losses, overhead
     artifacts_dir: str | None = None
 
 
@@ -343,6 +346,32 @@ class ResultsStore:
                 raise StoreError(f"{self.path}: cannot record run {run.run_key} ({_first_line(exc)})") from exc
             raise
 
+    def replace_analysis(self, experiment_id: str, run_key: str, analysis: Any) -> None:
+        """Replace the analysis rows of one recorded run (`protolab analyze`), in one transaction."""
+        import duckdb
+
+        self._writable()
+        ids = {"experiment_id": experiment_id, "run_key": run_key}
+        types = {table: {name: t for name, t, _ in TABLES[table]} for table in ANALYSIS_TABLES}
+        rows: dict[str, list[dict[str, Any]]] = {table: [] for table in ANALYSIS_TABLES}
+        for table, items, label in analysis_items(analysis):
+            names = [n for n in types[table] if n not in ids]
+            for i, item in enumerate(items):
+                rows[table].append({**ids, **{n: _convert(item.get(n), types[table][n], f"run {run_key}: {label}[{i}].{n}")
+                                              for n in names}})
+        try:
+            self.con.execute("BEGIN TRANSACTION")
+            for table in ANALYSIS_TABLES:
+                self.con.execute(f"DELETE FROM {table} WHERE experiment_id = ? AND run_key = ?", [experiment_id, run_key])
+                self._insert(table, rows[table])
+            self.con.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(f"{self.path}: cannot record the analysis of run {run_key} ({_first_line(exc)})") from exc
+            raise
+
     def _insert(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Bulk insert: the rows travel as one JSON parameter (DuckDB's executemany is slow)."""
         if not rows:
@@ -544,9 +573,11 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
                 "rate_mbps": rate / 1e6 if isinstance(rate, int | float) and not isinstance(rate, bool) else None,
             }, f"{prefix}intervals[{j}].")})
 
-    # pairs, throughput bins, connection states: rows already in the table's shape
-    for table, items, label in (("pair_sides", run.sides, "sides"), ("flow_bins", run.flow_bins, "flow_bins"),
-                                ("connection_states", run.connection_states, "connection_states")):
+    # pairs, throughput bins, connection states, analysis: rows already in the table's shape
+    shaped = [("pair_sides", run.sides, "sides"), ("flow_bins", run.flow_bins, "flow_bins"),
+              ("connection_states", run.connection_states, "connection_states")]
+    shaped += analysis_items(run.analysis)
+    for table, items, label in shaped:
         names = [name for name, _, _ in TABLES[table] if name not in ("experiment_id", "run_key")]
         for i, item in enumerate(_list(items, f"{where}: {label}")):
             if not isinstance(item, dict):
@@ -564,6 +595,15 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
         rows["link_counters"].append(_link_row(ids, where, name, link_config.get(name), links.get(name),
                                                counters.get("now_ns"), run.duration_s))
     return rows
+
+
+def analysis_items(analysis: Any) -> list[tuple[str, list[dict[str, Any]], str]]:
+    """(table, rows, label) of a run's analysis (protolab.analyze.RunAnalysis), or none."""
+    if analysis is None:
+        return []
+    return [(table, getattr(analysis, field), f"analysis.{field}") for table, field in (
+        ("connection_info", "connection_info"), ("loss_analysis", "losses"), ("loss_bursts", "loss_bursts"),
+        ("overhead", "overhead"), ("analysis_notes", "notes"))]
 
 
 def _link_row(ids: dict[str, str], where: str, name: str, config: Any, counters: Any, now_ns: Any,

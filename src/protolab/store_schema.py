@@ -4,6 +4,8 @@ mirrors them, `protolab.store` creates, migrates, writes and reads the tables fr
 
 from __future__ import annotations
 
+from protolab.measure.conninfo import FIELDS as CONNECTION_INFO_FIELDS
+
 # 2: bulk transfers, pairs of clients, throughput bins, per-connection controller states, and
 # controller columns of transport samples. Version 1 stores are migrated in place (additive).
 SCHEMA_VERSION = 2
@@ -214,6 +216,64 @@ TABLES: dict[str, list[Column]] = {
         ("lost_packets", "BIGINT", "QUIC: packets declared lost"),
         ("bytes_sent", "BIGINT", "bytes this end sent (UDP payload or TCP bytes_sent)"),
     ],
+    "connection_info": [
+        *RUN_KEY_COLUMNS,
+        ("conn", "VARCHAR", "connection id"),
+        ("role", "VARCHAR", "client or server"),
+        ("transport", "VARCHAR", "tcp, mptcp or quic"),
+        ("source", "VARCHAR", "what the row comes from: qlog, samples or both"),
+        *CONNECTION_INFO_FIELDS,
+    ],
+    "loss_analysis": [
+        *RUN_KEY_COLUMNS,
+        ("conn", "VARCHAR", "connection id"),
+        ("role", "VARCHAR", "the sending end analysed"),
+        ("transport", "VARCHAR", "tcp or quic"),
+        ("source", "VARCHAR", "qlog and/or samples"),
+        ("detected", "BIGINT", "losses the sender detected (QUIC packets declared lost; TCP segments retransmitted)"),
+        ("burst_threshold_ms", "DOUBLE", "sRTT + RTT variance: losses closer than this form a burst (003 annex C)"),
+        ("detected_bursts", "BIGINT", "bursts of detected losses"),
+        ("detected_mean_burst", "DOUBLE", "mean size of those bursts"),
+        ("detected_max_burst", "BIGINT", "largest"),
+        ("detected_single_loss_bursts", "BIGINT", "bursts of one loss"),
+        ("spurious_tshark", "BIGINT", "TCP: retransmissions tshark calls spurious (from the capture alone)"),
+        ("ground_truth", "BOOLEAN", "the emulator's event log was there: the columns below are filled"),
+        ("datagrams", "BIGINT", "datagrams (segments) of the flow the sender sent"),
+        ("true_losses", "BIGINT", "packets the emulator dropped (QUIC: packets; TCP: sequence numbers with a dropped transmission)"),
+        ("true_positives", "BIGINT", "detected losses that were dropped"),
+        ("precision", "DOUBLE", "true positives / detected"),
+        ("recall", "DOUBLE", "true positives / true losses"),
+        ("spurious", "BIGINT", "detected losses (retransmissions) whose original was delivered"),
+        ("true_bursts", "BIGINT", "bursts of true losses (same threshold, at the drops' times)"),
+        ("true_mean_burst", "DOUBLE", "mean size of those bursts"),
+        ("true_max_burst", "BIGINT", "largest"),
+        ("true_single_loss_bursts", "BIGINT", "bursts of one loss"),
+        ("detected_mean_run", "DOUBLE", "QUIC: mean run of consecutive packet numbers declared lost"),
+        ("true_mean_run", "DOUBLE", "QUIC: mean run of consecutive packet numbers dropped (a burst in send order)"),
+        ("unmatched_datagrams", "BIGINT", "QUIC: datagrams the qlog's packets did not account for"),
+        ("unmatched_packets", "BIGINT", "QUIC: packets of the qlog left after the last datagram"),
+        ("drops_by_cause", "JSON", "the flow's drops per cause (random_loss, queue_full)"),
+    ],
+    "loss_bursts": [
+        *RUN_KEY_COLUMNS,
+        ("conn", "VARCHAR", "connection id"),
+        ("role", "VARCHAR", "the sending end"),
+        ("kind", "VARCHAR", "detected or true"),
+        ("size", "BIGINT", "losses in the burst"),
+    ],
+    "overhead": [
+        *RUN_KEY_COLUMNS,
+        ("protocol", "VARCHAR", "the bulk protocol or the page-load mode"),
+        ("link", "VARCHAR", "where the wire bytes were counted (the client's downlink)"),
+        ("wire_bytes", "BIGINT", "IP bytes the emulator delivered to the client during the run"),
+        ("app_bytes", "BIGINT", "application bytes received (body bytes of the transfer or the page)"),
+        ("factor", "DOUBLE", "wire_bytes / app_bytes (003's overhead compensation factor)"),
+    ],
+    "analysis_notes": [
+        *RUN_KEY_COLUMNS,
+        ("file", "VARCHAR", "the artifact (or connection) the note is about"),
+        ("note", "VARCHAR", "what could not be analysed and why"),
+    ],
     "link_counters": [
         *RUN_KEY_COLUMNS,
         ("link", "VARCHAR NOT NULL", "link direction name (<host>.up, <path>.forward, ...)"),
@@ -246,8 +306,9 @@ TABLES: dict[str, list[Column]] = {
     ],
 }
 
+ANALYSIS_TABLES = ("connection_info", "loss_analysis", "loss_bursts", "overhead", "analysis_notes")
 RUN_TABLES = ("runs", "page_loads", "objects", "connections", "transport_samples", "bulk_transfers", "bulk_intervals",
-              "pair_sides", "flow_bins", "connection_states", "link_counters")
+              "pair_sides", "flow_bins", "connection_states", *ANALYSIS_TABLES, "link_counters")
 PRIMARY_KEYS = {"runs": "PRIMARY KEY (experiment_id, run_key)"}
 
 

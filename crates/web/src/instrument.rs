@@ -295,6 +295,18 @@ pub fn tcp_row(t_unix_ns: u64, i: &TcpInfo) -> serde_json::Map<String, Value> {
         "bytes_sent": i.bytes_sent,
         "bytes_retrans": i.bytes_retrans,
         "notsent_bytes": i.notsent_bytes,
+        "rto_us": i.rto_us,
+        "ato_us": i.ato_us,
+        "rcv_mss": i.rcv_mss,
+        "last_data_sent_ms": i.last_data_sent_ms,
+        "last_data_recv_ms": i.last_data_recv_ms,
+        "last_ack_recv_ms": i.last_ack_recv_ms,
+        "max_pacing_rate_bps": opt_rate_bps(i.max_pacing_rate),
+        "segs_out": i.segs_out,
+        "segs_in": i.segs_in,
+        "data_segs_out": i.data_segs_out,
+        "data_segs_in": i.data_segs_in,
+        "dsack_dups": i.dsack_dups,
     });
     match v {
         Value::Object(m) => m,

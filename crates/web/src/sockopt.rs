@@ -80,6 +80,28 @@ pub struct TcpInfo {
     pub bytes_retrans: u64,
     /// `tcpi_notsent_bytes`: bytes queued but not yet sent.
     pub notsent_bytes: u32,
+    /// `tcpi_rto`, microseconds.
+    pub rto_us: u32,
+    /// `tcpi_ato`, microseconds.
+    pub ato_us: u32,
+    /// `tcpi_last_data_sent`: milliseconds since data was last sent.
+    pub last_data_sent_ms: u32,
+    /// `tcpi_last_data_recv`: milliseconds since data was last received.
+    pub last_data_recv_ms: u32,
+    /// `tcpi_last_ack_recv`: milliseconds since an ACK was last received.
+    pub last_ack_recv_ms: u32,
+    /// `tcpi_max_pacing_rate`, bytes per second (`u64::MAX` = unlimited).
+    pub max_pacing_rate: u64,
+    /// `tcpi_segs_out`: segments sent (retransmissions and pure ACKs included).
+    pub segs_out: u32,
+    /// `tcpi_segs_in`: segments received.
+    pub segs_in: u32,
+    /// `tcpi_data_segs_out`: segments with data sent.
+    pub data_segs_out: u32,
+    /// `tcpi_data_segs_in`: segments with data received.
+    pub data_segs_in: u32,
+    /// `tcpi_dsack_dups`: duplicate segments the peer reported with DSACK (spurious retransmissions).
+    pub dsack_dups: u32,
     /// How many bytes of `struct tcp_info` the kernel returned.
     pub info_len: usize,
 }
@@ -206,6 +228,17 @@ fn parse_tcp_info(bytes: &[u8]) -> io::Result<TcpInfo> {
         bytes_sent: f64_!(tcpi_bytes_sent),
         bytes_retrans: f64_!(tcpi_bytes_retrans),
         notsent_bytes: f32_!(tcpi_notsent_bytes),
+        rto_us: f32_!(tcpi_rto),
+        ato_us: f32_!(tcpi_ato),
+        last_data_sent_ms: f32_!(tcpi_last_data_sent),
+        last_data_recv_ms: f32_!(tcpi_last_data_recv),
+        last_ack_recv_ms: f32_!(tcpi_last_ack_recv),
+        max_pacing_rate: f64_!(tcpi_max_pacing_rate),
+        segs_out: f32_!(tcpi_segs_out),
+        segs_in: f32_!(tcpi_segs_in),
+        data_segs_out: f32_!(tcpi_data_segs_out),
+        data_segs_in: f32_!(tcpi_data_segs_in),
+        dsack_dups: f32_!(tcpi_dsack_dups),
         info_len: bytes.len(),
     })
 }
