@@ -136,11 +136,15 @@ def _path_links(flow_events: Sequence[Mapping[str, Any]]) -> list[str]:
 def _quic_losses(trace: QlogTrace, info: Mapping[str, Any], events: Path | None, ends: Endpoints,
                  role: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     lost = [(e.time_ms, header_of(e)) for e in trace.named("recovery:packet_lost")]
-    detected_times = [t for t, _ in lost]
     detected = {(str(h.get("packet_type")), h.get("packet_number")) for _, h in lost}
+    sent_at = {(str(h.get("packet_type")), h.get("packet_number")): e.time_ms
+               for e in trace.named("transport:packet_sent") for h in (header_of(e),)}
     threshold = (info.get("smooth_rtt_ms") or 0.0) + (info.get("var_rtt_ms") or 0.0)
-    detected_sizes = L.bursts(detected_times, threshold)
+    # A loss happens when the lost packet is sent (003 dates it when it is declared lost).
+    detected_sizes = L.bursts([sent_at.get(key, t) for t, key in ((t, (str(h.get("packet_type")), h.get("packet_number")))
+                                                                   for t, h in lost)], threshold)
     row: dict[str, Any] = {"detected": len(detected), "burst_threshold_ms": threshold,
+                           "detected_mean_burst_003": L.burst_stats(L.bursts([t for t, _ in lost], threshold))["mean_burst"],
                            **{f"detected_{k}": v for k, v in L.burst_stats(detected_sizes).items()}}
     bursts = [{"kind": "detected", "size": s} for s in detected_sizes]
     if events is None:
@@ -240,8 +244,14 @@ def tcp_losses(segments: Sequence[Mapping[str, Any]], events: Path | None, ends:
             highest = end
     retransmission = {id(s) for s in retransmitted}
     detected = {s["seq"] for s in retransmitted}
-    detected_sizes = L.bursts([s["t"] * 1e3 for s in retransmitted], threshold_ms)
+    first_sent: dict[int, float] = {}
+    for segment in mine:
+        first_sent.setdefault(segment["seq"], segment["t"])
+    # A loss happens when the lost segment was sent; 003 dates it when it is retransmitted.
+    detected_sizes = L.bursts([first_sent[s["seq"]] * 1e3 for s in retransmitted], threshold_ms)
     row: dict[str, Any] = {"detected": len(retransmitted), "burst_threshold_ms": threshold_ms,
+                           "detected_mean_burst_003": L.burst_stats(L.bursts([s["t"] * 1e3 for s in retransmitted],
+                                                                             threshold_ms))["mean_burst"],
                            "spurious_tshark": sum(1 for s in retransmitted if s["spurious_flag"]),
                            "datagrams": len(mine),
                            **{f"detected_{k}": v for k, v in L.burst_stats(detected_sizes).items()}}

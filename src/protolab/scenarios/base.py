@@ -74,17 +74,31 @@ def rate(bandwidth_mbps: float | None) -> str:
     return "unlimited" if bandwidth_mbps is None else mbit(bandwidth_mbps)
 
 
+def loss_model(loss_pct: float, mean_burst: float = 1.0) -> float | dict[str, Any] | None:
+    """Random loss of `loss_pct` on average: independent (Bernoulli) losses, or with a mean burst
+    of more than one packet, Gilbert-Elliott losses (lose every packet in the bad state, none in
+    the good one; mean burst 1/r, stationary loss p / (p + r))."""
+    if loss_pct <= 0:
+        return None
+    loss = loss_pct / 100
+    if mean_burst <= 1:
+        return loss
+    r = 1 / mean_burst
+    return {"kind": "gilbert-elliott", "p": loss * r / (1 - loss), "r": r, "loss_good": 0.0, "loss_bad": 1.0}
+
+
 def direction(
     bandwidth_mbps: float | None,
     one_way_delay_ms: float,
     loss_pct: float,
     buffer_bytes: int | None,
+    loss_burst: float = 1.0,
 ) -> dict[str, Any]:
     """Complete set_link params of one link direction (every field named, so nothing lingers)."""
     return ideal_link(
         rate=rate(bandwidth_mbps),
         delay=ms(one_way_delay_ms),
-        loss=loss_pct / 100 if loss_pct > 0 else None,
+        loss=loss_model(loss_pct, loss_burst),
         queue_bytes=buffer_bytes,
     )
 

@@ -50,6 +50,8 @@ class BulkParams(BaseModel):
     bytes: int | None = Field(None, ge=1, le=10**12, description="bytes per transfer (or duration_s)")
     duration_s: float | None = Field(None, gt=0, le=3600, description="seconds per transfer (or bytes)")
     interval_ms: int = Field(100, ge=1, le=60_000, description="interval of the transfer's own log")
+    loss_burst: float = Field(1.0, ge=1, le=1000, description="mean length of loss bursts in packets: 1 = "
+                              "independent (Bernoulli) losses, more = Gilbert-Elliott losses with that mean burst")
 
     @model_validator(mode="after")
     def _one_amount(self) -> BulkParams:
@@ -57,11 +59,12 @@ class BulkParams(BaseModel):
 
 
 def _bottleneck_links(condition: Condition, jitter: dict[str, Any] | None = None,
-                      hosts: Sequence[str] = (CLIENT, SERVER)) -> dict[str, dict[str, Any]]:
+                      hosts: Sequence[str] = (CLIENT, SERVER), loss_burst: float = 1.0) -> dict[str, dict[str, Any]]:
     """One bottleneck path p0 (rate, half the RTT each way, loss, buffer); access links ideal."""
     links = {}
     for side in ("forward", "reverse"):
-        params = direction(condition.bandwidth_mbps, condition.rtt_ms / 2, condition.loss_pct, condition.buffer_bytes)
+        params = direction(condition.bandwidth_mbps, condition.rtt_ms / 2, condition.loss_pct, condition.buffer_bytes,
+                           loss_burst)
         if jitter is not None:
             params["jitter"] = jitter
         links[f"p0.{side}"] = params
@@ -85,7 +88,7 @@ class BulkScenario(Scenario):
                         paths=1, seed=seed)
 
     def links(self, params: Any, condition: Condition) -> dict[str, dict[str, Any]]:
-        return _bottleneck_links(condition)
+        return _bottleneck_links(condition, loss_burst=getattr(params, "loss_burst", 1.0))
 
 
 # ---------------------------------------------------------------------- fairness
@@ -273,7 +276,8 @@ class QuicVsTcp(BulkScenario):
         quarter = condition.rtt_ms / 4
         links = {}
         for name in (f"{CLIENT}.up", f"{CLIENT}.down", f"{SERVER}.up", f"{SERVER}.down"):
-            links[name] = direction(condition.bandwidth_mbps, quarter, condition.loss_pct, condition.buffer_bytes)
+            links[name] = direction(condition.bandwidth_mbps, quarter, condition.loss_pct, condition.buffer_bytes,
+                                    params.loss_burst)
         for side in ("forward", "reverse"):
             links[f"p0.{side}"] = ideal_link()
         return links
