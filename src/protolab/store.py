@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from collections import defaultdict
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -235,17 +236,13 @@ class ResultsStore:
                 if len(rows) != 1:
                     raise StoreError(f"{self.path}: table meta must hold exactly one row, found {len(rows)}")
                 version = rows[0][0]
-                if isinstance(version, int) and 1 <= version < SCHEMA_VERSION:
-                    self._migrate()
-                    return
-                if version != SCHEMA_VERSION:
+                if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
                     raise StoreError(
                         f"{self.path}: meta.schema_version is {version}, this protolab ({__version__}) "
                         f"reads and writes schema version {SCHEMA_VERSION}; use a matching protolab "
                         "or a new results directory")
-                missing = [t for t in TABLES if t not in tables]
-                if missing:
-                    raise StoreError(f"{self.path}: damaged results store, missing tables: {', '.join(missing)}")
+                if version < SCHEMA_VERSION or self._missing_columns():
+                    self._migrate()
                 return
             if tables:
                 raise StoreError(f"{self.path}: not a protolab results store (no meta table; "
@@ -260,10 +257,19 @@ class ResultsStore:
         except duckdb.Error as exc:
             raise StoreError(f"{self.path}: cannot read or create the schema ({_first_line(exc)})") from exc
 
+    def _missing_columns(self) -> bool:
+        """Whether a table or column of the schema is missing (a store of an earlier build)."""
+        present: dict[str, set[str]] = defaultdict(set)
+        for table, column in self.con.execute(
+                "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'").fetchall():
+            present[table].add(column)
+        return any(name not in present[table] for table, columns in TABLES.items() for name, _, _ in columns)
+
     def _migrate(self) -> None:
         """Brings an older store to this schema: every change so far only adds tables and
-        columns, so the migration adds what is missing (new columns are NULL for old runs). A
-        store opened read-only is migrated through a short read-write connection first."""
+        columns, so the migration adds what is missing (new columns are NULL for old runs; the
+        analysis tables fill with `protolab analyze`). A store opened read-only is migrated
+        through a short read-write connection first."""
         import duckdb
 
         if self.read_only:

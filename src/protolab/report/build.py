@@ -19,6 +19,7 @@ import numpy as np
 from protolab.errors import ProtolabError
 from protolab.measure.stats import clopper_pearson
 from protolab.report import figures
+from protolab.report import analysis as ga
 from protolab.report import transport as tr
 from protolab.report.stats import CI_LEVEL, improvement_pct, median, speedup, summarize
 from protolab.store import KNOWN_PARAMS, SCHEMA_VERSION, ResultsStore
@@ -280,6 +281,8 @@ class Builder:
         transport = [
             ("cwnd", "Congestion windows over time", partial(tr.cwnd_timeline, self)),
             ("states", "Controller states per connection", partial(tr.controller_states, self)),
+            ("losses", "Losses against the emulator's ground truth", partial(ga.ground_truth, self)),
+            ("overhead", "Overhead factor", partial(ga.overhead, self)),
         ]
         pages: list[tuple[str, str, Callable[[Experiment, str], str]]] = [
             ("plt", "Page load time per protocol and condition", self.boxplots),
@@ -292,7 +295,8 @@ class Builder:
         by_workload: dict[str, list[tuple[str, str, Callable[[Experiment, str], str]]]] = {
             "page": [*pages, *transport],
             "bulk": [("throughput", "Throughput per protocol and condition", partial(tr.throughput, self)),
-                     ("goodput-time", "Throughput over time", partial(tr.throughput_timeline, self)), *transport],
+                     ("goodput-time", "Throughput over time", partial(tr.throughput_timeline, self)), *transport,
+                     ("determinants", "Throughput determinants", partial(ga.determinants, self))],
             "pair": [("fairness", "Shares of the bottleneck and Jain's index", partial(tr.fairness, self)),
                      ("share-time", "Throughput per side over time", partial(tr.share_timeline, self)), *transport],
         }
@@ -649,6 +653,7 @@ def build_report(results_dir: Path, out_dir: Path | None = None, baseline: str |
             raise ReportError(f"{out_dir}: cannot create the report directory ({exc})") from exc
         builder = Builder(store, out_dir, baseline)
         body = [builder.experiment_section(exp) for exp in loaded]
+        connections = ga.connections_page(store, loaded, out_dir)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     title = "protolab report: " + ", ".join(e.name for e in loaded)
     nav = "".join(f'<li><a href="#exp-{_esc(re.sub(r"[^A-Za-z0-9_-]+", "-", e.id).strip("-") or "experiment")}">'
@@ -662,6 +667,7 @@ def build_report(results_dir: Path, out_dir: Path | None = None, baseline: str |
 <p>Generated {_esc(generated)} from <code>{_esc(results_dir.resolve() / "results.duckdb")}</code>
 (store schema version {SCHEMA_VERSION}); figures also in <code>figures/</code> as SVG and PNG.</p>
 <nav><ul>{nav}</ul></nav>
+{'<p><a href="connections.html">QUIC_info and TCP_info of every connection</a></p>' if connections else ''}
 {"".join(body)}
 </body></html>
 """

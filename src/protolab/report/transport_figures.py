@@ -117,3 +117,17 @@ def shares_figure(rows: Sequence[tuple[str, str, str, float, float]]) -> Figure:
         ax.set_xlim(0, 1)
         ax.set_xlabel("share of the bottleneck while both received (mean over repetitions)")
     return fig
+
+
+def tree_figure(tree: object, feature_names: Sequence[str], class_names: Sequence[str]) -> Figure:
+    """A fitted scikit-learn decision tree, drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from sklearn.tree import plot_tree
+
+    fig = _new_figure(11.0, 5.5)
+    FigureCanvasAgg(fig)  # plot_tree measures its text boxes with a renderer
+    with rc_context(RC):
+        ax = fig.subplots()
+        plot_tree(tree, feature_names=list(feature_names), class_names=list(class_names), filled=True, rounded=True,
+                  impurity=False, proportion=False, fontsize=7, ax=ax)
+    return fig
