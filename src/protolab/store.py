@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections import defaultdict
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path

@@ -18,8 +18,8 @@ import numpy as np
 
 from protolab.errors import ProtolabError
 from protolab.measure.stats import clopper_pearson
-from protolab.report import figures
 from protolab.report import analysis as ga
+from protolab.report import figures
 from protolab.report import transport as tr
 from protolab.report.stats import CI_LEVEL, improvement_pct, median, speedup, summarize
 from protolab.store import KNOWN_PARAMS, SCHEMA_VERSION, ResultsStore
