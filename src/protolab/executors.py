@@ -28,6 +28,10 @@ LOAD_GRACE_S = 30.0  # beyond the client's own timeout before the runner gives u
 DURATION_GRACE_S = 30.0  # a duration-mode bulk transfer's timeout beyond its duration
 
 
+def _client_cgroup(session: LabSession) -> Path | None:
+    return session.scenario.cgroup(session.ctx, session.params, "client")
+
+
 def _json_file(path: Path) -> dict[str, Any] | None:
     try:
         value = json.loads(path.read_text())
@@ -96,7 +100,8 @@ def run_page(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
     result_file = run_dir / "result.json"
     argv = load_argv(session, run, run.mode, session.pages[run.page.ref], server, result_file, run_dir)
     try:
-        completed = session.lab.run(session.scenario.client, argv, timeout=spec.timeout_s + LOAD_GRACE_S, check=False)
+        completed = session.lab.run(session.scenario.client, argv, timeout=spec.timeout_s + LOAD_GRACE_S, check=False,
+                                    cgroup=_client_cgroup(session))
     finally:
         counters = session.end(capture)
     (run_dir / "load.stderr").write_text(completed.stderr)
@@ -164,7 +169,8 @@ def run_bulk(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
     result_file = run_dir / "result.json"
     argv = bulk_argv(session, run, run.mode, address, server, result_file, run_dir, params)
     try:
-        completed = session.lab.run(session.scenario.client, argv, timeout=_bulk_timeout(session, params), check=False)
+        completed = session.lab.run(session.scenario.client, argv, timeout=_bulk_timeout(session, params), check=False,
+                                    cgroup=_client_cgroup(session))
     finally:
         counters = session.end(capture)
     (run_dir / "bulk.stderr").write_text(completed.stderr)
@@ -244,7 +250,8 @@ def run_pair(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
                     argv = bulk_argv(session, run, side.mode, addresses[index], servers[index], out, run_dir, params,
                                      _side_cc(side, run), duration_s=getattr(params, "bulk_duration_s", None))
                 with err.open("wb") as stderr:
-                    processes.append(session.lab.spawn(client, argv, stdout=subprocess.DEVNULL, stderr=stderr))
+                    processes.append(session.lab.spawn(client, argv, stdout=subprocess.DEVNULL, stderr=stderr,
+                                                       cgroup=_client_cgroup(session)))
                 outputs.append((index, flow, out, err))
         timeout = (session.experiment.spec.timeout_s + LOAD_GRACE_S if kind == "page"
                    else _bulk_timeout(session, params, getattr(params, "bulk_duration_s", None)))

@@ -189,7 +189,8 @@ class LabSession:
         base.mkdir(parents=True, exist_ok=True)
         log, errors = base / "serve.stdout", base / "serve.stderr"
         with log.open("wb") as out, errors.open("wb") as err:
-            process = self.lab.spawn(host, argv, stdout=out, stderr=err)
+            process = self.lab.spawn(host, argv, stdout=out, stderr=err,
+                                     cgroup=self.scenario.cgroup(self.ctx, self.params, "server"))
         deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
         while True:
             for line in log.read_text(errors="replace").splitlines():
@@ -345,5 +346,6 @@ class LabExecutor:
                     yield session
                 finally:
                     session.close()
+                    scenario.stop(session.ctx, experiment.params)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)

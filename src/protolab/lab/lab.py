@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -62,6 +62,20 @@ def _lab_name_of(topology: Mapping[str, Any] | Path) -> str | None:
         return None
     name = data.get("lab") if isinstance(data, dict) else None
     return name if isinstance(name, str) else None
+
+
+def _joiner(cgroup: Path | None) -> Callable[[], None] | None:
+    """A pre-exec function that moves the child into `cgroup`: before `ip netns exec`, whose
+    fresh /sys hides the cgroup hierarchy."""
+    if cgroup is None:
+        return None
+    procs = str(cgroup / "cgroup.procs")
+
+    def join() -> None:
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+
+    return join
 
 
 @contextlib.contextmanager
@@ -327,11 +341,14 @@ class Lab:
         timeout: float = 60.0,
         check: bool = True,
         input: str | None = None,
+        cgroup: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run a command inside a host and capture its text output."""
+        """Run a command inside a host and capture its text output; with `cgroup` (a cgroup
+        directory) the command runs in that cgroup."""
         command = self._in_namespace(host, [str(a) for a in argv])
         try:
-            completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, input=input)
+            completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, input=input,
+                                       preexec_fn=_joiner(cgroup))
         except subprocess.TimeoutExpired as exc:
             raise ToolError(f"`{shlex.join(command[4:])}` in host {host} timed out after {timeout:g} s") from exc
         except OSError as exc:
@@ -350,13 +367,16 @@ class Lab:
         *,
         stdout: Any = subprocess.DEVNULL,
         stderr: Any = subprocess.DEVNULL,
+        cgroup: Path | None = None,
         **popen_kwargs: Any,
     ) -> subprocess.Popen[Any]:
-        """Start a background process inside a host; the lab stops it at teardown."""
+        """Start a background process inside a host (in `cgroup`, if given); the lab stops it at
+        teardown."""
         command = self._in_namespace(host, [str(a) for a in argv])
         try:
             # `ip netns exec` execs the command, so the Popen pid is the command's own pid.
-            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, **popen_kwargs)
+            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
+                                       preexec_fn=_joiner(cgroup), **popen_kwargs)
         except OSError as exc:
             raise ToolError(f"cannot start {command[0]}: {exc}") from exc
         self._spawned.append(process)

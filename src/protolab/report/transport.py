@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from protolab.report.build import Builder, Experiment, Run
 
 STATES = ("slow_start", "conservative_slow_start", "congestion_avoidance", "recovery", "application_limited", "unknown")
-NUMERIC_SWEEPS = {"bandwidth_mbps": "bandwidth (Mbit/s)", "rtt_ms": "RTT (ms)", "loss_pct": "loss (%)"}
+NUMERIC_SWEEPS = {"bandwidth_mbps": "bandwidth (Mbit/s)", "rtt_ms": "RTT (ms)", "loss_pct": "loss (%)",
+                  "cpu_pct": "client CPU (% of a core)"}
 GRID_MS = 10.0
 MAX_TIMELINES = 6
 MAX_STATE_BARS = 40
@@ -154,18 +155,26 @@ def _pivot(exp: Experiment, ok: Sequence[Run]) -> str:
     rows_f, cols_f = fields
     row_values = sorted({r.params.get(rows_f) for r in ok}, key=h._sort_key)
     col_values = sorted({r.params.get(cols_f) for r in ok}, key=h._sort_key)
-    grid: dict[tuple[Any, Any], list[float]] = defaultdict(list)
-    for run in ok:
-        grid[(run.params.get(rows_f), run.params.get(cols_f))].append(run.goodput_mbps)  # type: ignore[arg-type]
-    if len(grid) != len(row_values) * len(col_values):
-        return ""
-    modes = sorted({r.mode for r in ok})
-    table_rows = [[h._esc(h.fmt_param(rows_f, rv))] + [h._num(float(np.median(grid[(rv, cv)])), 2) for cv in col_values]
-                  for rv in row_values]
-    caption = f"Median goodput (Mbit/s) over the {rows_f} x {cols_f} grid ({', '.join(modes)})."
-    return (f'<p class="caption">{h._esc(caption)}</p>' +
-            h._table([f"{rows_f} \\ {cols_f}", *[h.fmt_param(cols_f, cv) for cv in col_values]], table_rows,
-                     numeric_from=1, css="data"))
+    html = ""
+    for mode in sorted({r.mode for r in ok}, key=h.mode_sort_key):
+        grid: dict[tuple[Any, Any], list[float]] = defaultdict(list)
+        for run in ok:
+            if run.mode == mode:
+                grid[(run.params.get(rows_f), run.params.get(cols_f))].append(run.goodput_mbps)  # type: ignore[arg-type]
+        if len(grid) != len(row_values) * len(col_values):
+            continue
+        table_rows = []
+        for rv in row_values:
+            medians = [float(np.median(grid[(rv, cv)])) for cv in col_values]
+            # The change from the last column (e.g. an unlimited CPU share) to the first (000 Table 6.2).
+            change = 100 * (medians[0] - medians[-1]) / medians[-1] if medians[-1] else None
+            table_rows.append([h._esc(h.fmt_param(rows_f, rv)), *[h._num(m, 2) for m in medians],
+                               h._num(change, 1) + "%" if change is not None else "-"])
+        caption = f"{mode}: median goodput (Mbit/s) over the {rows_f} x {cols_f} grid."
+        html += (f'<p class="caption">{h._esc(caption)}</p>' +
+                 h._table([f"{rows_f} \\ {cols_f}", *[h.fmt_param(cols_f, cv) for cv in col_values],
+                           f"first vs last {cols_f}"], table_rows, numeric_from=1, css="data"))
+    return html
 
 
 def throughput_timeline(b: Builder, exp: Experiment, name: str) -> str:

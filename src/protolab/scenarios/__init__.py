@@ -15,6 +15,7 @@ from protolab.scenarios.builtin import (
 )
 from protolab.scenarios.congestion import (
     CcSuite,
+    CpuLimit,
     CubicTuning,
     Fairness,
     QuicVsTcp,
@@ -25,7 +26,7 @@ SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
     for scenario in (
         WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(),
-        Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(),
+        Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(),
     )
 }
 

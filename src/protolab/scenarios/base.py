@@ -164,7 +164,14 @@ class Scenario:
         raise NotImplementedError
 
     def start(self, ctx: Context, params: Any) -> None:
-        """Once per lab, after the page server is up (e.g. cross-traffic servers)."""
+        """Once per lab, before the first run (e.g. cross-traffic servers)."""
+
+    def stop(self, ctx: Context, params: Any) -> None:
+        """Once per lab, after the last run and the servers stopped (undo what `start` made)."""
+
+    def cgroup(self, ctx: Context, params: Any, role: str) -> Path | None:
+        """The cgroup a `client` or `server` command runs in (None: the runner's own)."""
+        return None
 
     def enter(self, ctx: Context, params: Any, condition: Condition) -> None:
         """Before the first run of a condition (after its links are set)."""

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protolab.lab import dumbbell, host, ideal_link, ms
+from protolab.lab.cgroup import CpuLimit as CpuLimit_
 from protolab.scenarios.base import (
     BULK_SERVER_ADDRESS,
     CLIENT,
     CLIENT_ADDRESS,
     SERVER,
     Condition,
+    Context,
     Scenario,
     direction,
 )
@@ -358,3 +361,61 @@ class SlowStartExit(BulkScenario):
             jitter = {"std": ms(params.jitter_ms), "dist": params.jitter_distribution,
                       "preserve_order": params.order_preserving}
         return _bottleneck_links(condition, jitter=jitter)
+
+
+# ---------------------------------------------------------------------- cpu-limit
+
+
+class CpuLimitParams(SlowStartExitParams):
+    jitter_ms: float = Field(0.0, ge=0, le=1000, description="delay variation (none by default)")
+    limit_server: bool = Field(False, description="also run the server in the CPU-limited cgroup")
+
+
+class CpuLimit(BulkScenario):
+    """000 §6.1.4, Table 6.2: QUIC runs in user space, TCP in the kernel, so a client short of CPU
+    slows QUIC down more. The client (and with `limit_server` the server) runs in a cgroup whose
+    CPU quota is the scenario axis `cpu_pct`, percent of one core (cgroup v2 `cpu.max`, or v1
+    `cpu.cfs_quota_us` where the cpu controller is v1's); 100 means no limit. A 10 MB download
+    (or page loads with `workload = "page"`) over links of the seed's three clients' rates."""
+
+    name = "cpu-limit"
+    source = "000 §6.1.4, Table 6.2"
+    description = "client CPU quota 10-100% of a core: QUIC (user space) vs TCP (kernel) throughput and PLT"
+    Params = CpuLimitParams
+    extra_axes: ClassVar[dict[str, Any]] = {"cpu_pct": float}
+    default_axes: ClassVar[dict[str, list[Any]]] = {
+        "bandwidth_mbps": [10, 30, 60],
+        "rtt_ms": [40],
+        "loss_pct": [0],
+        "buffer": ["1bdp"],
+        "mode": ["tcp", "h3"],
+        "page": ["amazon"],
+        "cpu_pct": [10, 25, 50, 100],
+    }
+
+    def workload_for(self, params: CpuLimitParams) -> Workload:
+        return PAGE_LOADS if params.workload == "page" else BULK_TRANSFERS
+
+    def check(self, params: CpuLimitParams, axes: Mapping[str, Sequence[Any]]) -> None:
+        for value in axes["cpu_pct"]:
+            if not 1 <= value <= 100:
+                raise ValueError(f"axes.cpu_pct: {value} is not a share of one core in 1..100 (%)")
+
+    def start(self, ctx: Context, params: CpuLimitParams) -> None:
+        limit = CpuLimit_(f"pl-{ctx.lab.name}-cpu")
+        limit.create()
+        ctx.state["cpu"] = limit
+
+    def enter(self, ctx: Context, params: CpuLimitParams, condition: Condition) -> None:
+        ctx.state["cpu"].set(float(condition.extra("cpu_pct")))
+
+    def stop(self, ctx: Context, params: CpuLimitParams) -> None:
+        limit = ctx.state.pop("cpu", None)
+        if limit is not None:
+            limit.remove()
+
+    def cgroup(self, ctx: Context, params: CpuLimitParams, role: str) -> Path | None:
+        limit = ctx.state.get("cpu")
+        if limit is None or (role == "server" and not params.limit_server):
+            return None
+        return limit.path
