@@ -107,3 +107,33 @@ def test_pair_shares_from_the_event_log(tmp_path: Path, emu_binary: Path, lab_na
     senders = _rows(results, "SELECT transport, controller FROM connection_states WHERE sender ORDER BY transport")
     assert {s["transport"] for s in senders} == {"quic", "tcp"} and "gquic39" in {s["controller"] for s in senders}
     assert (results / "runs").is_dir() and list((results / "runs").glob("*/events.ndjson"))
+
+
+CPU = """
+schema_version = 1
+name = "cpu-lab"
+scenario = "cpu-limit"
+repetitions = 1
+[params]
+bytes = 5000000
+[axes]
+bandwidth_mbps = [60]
+cpu_pct = [10, 100]
+mode = ["tcp", "h3"]
+"""
+
+
+def test_cpu_limited_client(tmp_path: Path, emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    """A client held to 10% of a core: QUIC, whose packets the client's own process handles,
+    slows down; TCP, handled by the kernel, hardly. The lab's cgroup is gone afterwards."""
+    name = lab_name()
+    results = tmp_path / "results"
+    summary = run_experiment(parse_spec(CPU), results, LabExecutor(binary=emu_binary, lab_name=name), Events())
+    assert (summary.ok, summary.total) == (4, 4)
+    goodput = {(r["mode"], r["cpu"]): r["goodput_mbps"] for r in _rows(
+        results, "SELECT mode, CAST(json_extract(params, '$.cpu_pct') AS DOUBLE) AS cpu, goodput_mbps FROM runs")}
+    assert goodput[("h3", 10.0)] < 0.85 * goodput[("h3", 100.0)], goodput
+    assert goodput[("tcp", 10.0)] > 0.85 * goodput[("tcp", 100.0)], goodput
+    assert not any(p.name == f"pl-{name}-cpu" for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/cpu"),
+                                                             Path("/sys/fs/cgroup/unified")) if root.is_dir()
+                   for p in root.iterdir())

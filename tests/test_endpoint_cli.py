@@ -72,7 +72,7 @@ def test_load_bad_input(emu_binary: Path, tmp_path: Path, page: Path, ca: Path) 
     _bad(_run(emu_binary, *base, "--manifest", page, "--mode", "h2"), "--ca")
     _bad(_run(emu_binary, *base, "--manifest", page, "--mode", "h2", "--ca", tmp_path / "nope.pem"), "nope.pem")
     _bad(_run(emu_binary, *base, "--manifest", page, "--mode", "h3", "--ca", page), str(page), "certificate")
-    _bad(_run(emu_binary, *base, "--manifest", page, "--mode", "h3", "--ca", ca, "--quic-cc", "fast"), "--quic-cc", "fast")
+    _bad(_run(emu_binary, *base, "--manifest", page, "--mode", "h3", "--ca", ca, "--quic-cc", "vegas"), "--quic-cc", "vegas")
     _bad(_run(emu_binary, *base, "--manifest", page, "--mode", "h3", "--ca", ca, "--quic-packet-threshold", "1"),
          "--quic-packet-threshold: 1 is below")
     _bad(_run(emu_binary, *base, "--manifest", page, "--mode", "h1c", "--sample-interval-ms", "0"), "--sample-interval-ms")
@@ -103,7 +103,7 @@ def test_serve_bad_input(emu_binary: Path, tmp_path: Path, page: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     _bad(_run(emu_binary, *base, "--manifest", broken), str(broken))
-    _bad(_run(emu_binary, *base, "--manifest", page, "--quic-cc", "fast"), "--quic-cc")
+    _bad(_run(emu_binary, *base, "--manifest", page, "--quic-cc", "vegas"), "--quic-cc", "vegas")
     _bad(_run(emu_binary, *base, "--manifest", page, "--quic-time-threshold", "0.5"), "--quic-time-threshold")
     _bad(_run(emu_binary, *base, "--manifest", page, "--max-header-bytes", "100"), "--max-header-bytes")
     done = _run(emu_binary, *base, "--manifest", page, "--tcp-cc", "vegas")
@@ -131,7 +131,7 @@ def test_bulk_bad_input(emu_binary: Path, tmp_path: Path, ca: Path) -> None:
     _bad(_run(emu_binary, *base, "--protocol", "tcp", "--bytes", "0"), "--bytes")
     _bad(_run(emu_binary, *base, "--protocol", "h2", "--bytes", "10", "--ca", ca, "--qlog", tmp_path / "q"), "--qlog")
     _bad(_run(emu_binary, *base, "--protocol", "h2", "--direction", "upload", "--bytes", "10", "--ca", ca, "--path", "/x"), "--path")
-    _bad(_run(emu_binary, *base, "--protocol", "h3", "--bytes", "10", "--ca", ca, "--quic-cc", "fast"), "--quic-cc")
+    _bad(_run(emu_binary, *base, "--protocol", "h3", "--bytes", "10", "--ca", ca, "--quic-cc", "vegas"), "--quic-cc", "vegas")
     both = _run(emu_binary, *base, "--protocol", "tcp", "--bytes", "10", "--duration-ms", "10")
     assert both.returncode == 2 and "--duration-ms" in both.stderr and "panicked" not in both.stderr
     assert not out.exists() and not samples.exists() and not (tmp_path / "q").exists()

@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -62,20 +62,6 @@ def _lab_name_of(topology: Mapping[str, Any] | Path) -> str | None:
         return None
     name = data.get("lab") if isinstance(data, dict) else None
     return name if isinstance(name, str) else None
-
-
-def _joiner(cgroup: Path | None) -> Callable[[], None] | None:
-    """A pre-exec function that moves the child into `cgroup`: before `ip netns exec`, whose
-    fresh /sys hides the cgroup hierarchy."""
-    if cgroup is None:
-        return None
-    procs = str(cgroup / "cgroup.procs")
-
-    def join() -> None:
-        with open(procs, "w") as f:
-            f.write(str(os.getpid()))
-
-    return join
 
 
 @contextlib.contextmanager
@@ -330,8 +316,13 @@ class Lab:
             raise LabError(f"host {host!r} has no address")
         return addresses[0]
 
-    def _in_namespace(self, host: str, argv: Sequence[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.namespace(host), *map(str, argv)]
+    def _in_namespace(self, host: str, argv: Sequence[str], cgroup: Path | None = None) -> list[str]:
+        command = ["ip", "netns", "exec", self.namespace(host), *map(str, argv)]
+        if cgroup is None:
+            return command
+        # Join the cgroup first: `ip netns exec` mounts a fresh /sys, which hides the cgroup
+        # hierarchy. The shell writes its pid, then execs ip, which execs the command: one pid.
+        return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup / "cgroup.procs"), *command]
 
     def run(
         self,
@@ -345,18 +336,17 @@ class Lab:
     ) -> subprocess.CompletedProcess[str]:
         """Run a command inside a host and capture its text output; with `cgroup` (a cgroup
         directory) the command runs in that cgroup."""
-        command = self._in_namespace(host, [str(a) for a in argv])
+        command = self._in_namespace(host, [str(a) for a in argv], cgroup)
         try:
-            completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, input=input,
-                                       preexec_fn=_joiner(cgroup))
+            completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, input=input)
         except subprocess.TimeoutExpired as exc:
-            raise ToolError(f"`{shlex.join(command[4:])}` in host {host} timed out after {timeout:g} s") from exc
+            raise ToolError(f"`{shlex.join(map(str, argv))}` in host {host} timed out after {timeout:g} s") from exc
         except OSError as exc:
             raise ToolError(f"cannot run {command[0]}: {exc}") from exc
         if check and completed.returncode != 0:
             detail = (completed.stderr.strip() or completed.stdout.strip())[-2000:]
             raise ToolError(
-                f"`{shlex.join(command[4:])}` in host {host} exited with status {completed.returncode}: {detail}"
+                f"`{shlex.join(map(str, argv))}` in host {host} exited with status {completed.returncode}: {detail}"
             )
         return completed
 
@@ -372,11 +362,10 @@ class Lab:
     ) -> subprocess.Popen[Any]:
         """Start a background process inside a host (in `cgroup`, if given); the lab stops it at
         teardown."""
-        command = self._in_namespace(host, [str(a) for a in argv])
+        command = self._in_namespace(host, [str(a) for a in argv], cgroup)
         try:
             # `ip netns exec` execs the command, so the Popen pid is the command's own pid.
-            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
-                                       preexec_fn=_joiner(cgroup), **popen_kwargs)
+            process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, **popen_kwargs)
         except OSError as exc:
             raise ToolError(f"cannot start {command[0]}: {exc}") from exc
         self._spawned.append(process)
