@@ -46,9 +46,11 @@ test: setup ## set up, then run all tests (Rust, then Python)
 	cargo test --release --workspace
 	$(VENV)/bin/pytest -q tests
 
-bench: setup ## set up, then run the benchmarks (emulator throughput; endpoints vs nginx/caddy)
+bench: setup ## set up, then run the benchmarks (emulator throughput; endpoints vs nginx/caddy; analysis of results/demo)
 	$(PYTHON) benches/emu_throughput.py $(BENCH_ARGS)
 	$(PYTHON) benches/endpoints.py $(ENDPOINTS_BENCH_ARGS)
+	@if [[ -f $(RESULTS)/demo/results.duckdb ]]; then $(PYTHON) benches/analysis.py $(RESULTS)/demo; \
+	  else echo "bench: no $(RESULTS)/demo (make demo): the analysis benchmark is skipped"; fi
 
 cleanup: ## remove what crashed labs left behind (all labs, or LAB=name)
 	@if [[ ! -x $(NET) ]]; then \

@@ -338,7 +338,8 @@ class Lab:
         directory) the command runs in that cgroup."""
         command = self._in_namespace(host, [str(a) for a in argv], cgroup)
         try:
-            completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, input=input)
+            completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, input=input,
+                                       check=False)
         except subprocess.TimeoutExpired as exc:
             raise ToolError(f"`{shlex.join(map(str, argv))}` in host {host} timed out after {timeout:g} s") from exc
         except OSError as exc:
@@ -467,7 +468,7 @@ def cleanup_lab(
     if state_dir is not None:
         argv += ["--state-dir", str(state_dir)]
     try:
-        completed = subprocess.run(argv, capture_output=True, text=True, timeout=CLEANUP_TIMEOUT_S)
+        completed = subprocess.run(argv, capture_output=True, text=True, timeout=CLEANUP_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LabError(f"protolab-net emu cleanup --lab {name} failed: {exc}") from exc
     if completed.returncode != 0:
