@@ -119,7 +119,19 @@ def test_quic_packets_onto_datagrams() -> None:
                                        ("1RTT", 2): 3}
     assert (mapping.unmatched_datagrams, mapping.unmatched_packets) == (0, 0)
     result = L.compare({("1RTT", 1), ("1RTT", 2)}, {("1RTT", 1)}, {("1RTT", 0), ("1RTT", 2)})
-    assert result == {"detected": 2, "true_losses": 1, "true_positives": 1, "precision": 0.5, "recall": 1.0, "spurious": 1}
+    assert result == {"detected": 2, "true_losses": 1, "censored_losses": 0, "true_positives": 1, "precision": 0.5,
+                      "recall": 1.0, "spurious": 1}
+    # Packets sent too near the end for the sender to notice their loss leave precision and recall.
+    censored = L.compare({1, 2}, {1, 2, 8, 9}, {3, 4, 5}, censored={8, 9, 5})
+    assert (censored["true_losses"], censored["censored_losses"], censored["recall"], censored["precision"]) == (4, 2, 1.0, 1.0)
+
+
+def test_censor_window() -> None:
+    from protolab.analyze import censor_window_ms
+
+    assert censor_window_ms({"smooth_rtt_ms": 40.0, "var_rtt_ms": 5.0}) == 60.0
+    assert censor_window_ms({"smooth_rtt_ms": None, "min_rtt_ms": 30.0}) == 60.0
+    assert censor_window_ms({}) == 0.0
 
 
 # ---------------------------------------------------------------------- QUIC_info, TCP_info

@@ -158,7 +158,10 @@ def _quic_losses(trace: QlogTrace, info: Mapping[str, Any], events: Path | None,
     mapping = L.map_quic_packets(sent, datagrams)
     dropped = {key for key, index in mapping.packet_datagram.items() if datagrams[index].dropped}
     delivered = {key for key, index in mapping.packet_datagram.items() if not datagrams[index].dropped}
-    truth = L.compare(detected, dropped, delivered)
+    last_sent = max(sent_at.values(), default=0.0)
+    window = censor_window_ms(info)
+    censored = {key for key, t in sent_at.items() if t > last_sent - window}
+    truth = L.compare(detected, dropped, delivered, censored)
     start = trace.start_unix_ns or 0
     true_times = sorted((datagrams[mapping.packet_datagram[k]].dropped_ns or 0) / 1e6 - start / 1e6 for k in dropped)
     true_sizes = L.bursts(true_times, threshold)
@@ -173,6 +176,16 @@ def _quic_losses(trace: QlogTrace, info: Mapping[str, Any], events: Path | None,
         "true_mean_run": _mean_run(sorted(pn for space, pn in dropped if space == "1RTT")),
     })
     return row, bursts
+
+
+def censor_window_ms(info: Mapping[str, Any]) -> float:
+    """How long before its last transmission a sender can no longer detect a loss: sRTT + 4 RTT
+    variance (an RTO without its floor; twice the minimum RTT when there is no smoothed RTT)."""
+    smoothed = info.get("smooth_rtt_ms")
+    if isinstance(smoothed, int | float) and smoothed > 0:
+        return float(smoothed) + 4 * float(info.get("var_rtt_ms") or 0.0)
+    minimum = info.get("min_rtt_ms")
+    return 2 * float(minimum) if isinstance(minimum, int | float) else 0.0
 
 
 def _causes(datagrams: Sequence[L.Datagram]) -> dict[str, int]:
@@ -229,7 +242,7 @@ def tshark_segments(pcap: Path) -> list[dict[str, Any]]:
 
 
 def tcp_losses(segments: Sequence[Mapping[str, Any]], events: Path | None, ends: Endpoints,
-                role: str, threshold_ms: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+               role: str, threshold_ms: float, censor_ms: float = 0.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     src, dst = ends.sender(role)
     mine = [s for s in segments if (s["src"], s["sport"], s["dst"], s["dport"]) == (*src, *dst)]
     # At the sender a segment below the highest sequence number sent so far is a retransmission
@@ -263,7 +276,9 @@ def tcp_losses(segments: Sequence[Mapping[str, Any]], events: Path | None, ends:
     # A sequence number is truly lost when a transmission of it was dropped.
     lost_seqs = {s["seq"] for s in mine if s["ip_id"] in dropped_ids}
     delivered_seqs = {s["seq"] for s in mine if s["ip_id"] not in dropped_ids and id(s) not in retransmission}
-    truth = L.compare(detected, lost_seqs, delivered_seqs - lost_seqs)
+    last_sent = max((s["t"] for s in mine), default=0.0)
+    censored = {seq for seq, t in first_sent.items() if t > last_sent - censor_ms / 1e3}
+    truth = L.compare(detected, lost_seqs, delivered_seqs - lost_seqs, censored)
     true_times = sorted(dropped_ids[s["ip_id"]]["t"] / 1e6 for s in mine if s["ip_id"] in dropped_ids)
     true_sizes = L.bursts(true_times, threshold_ms)
     bursts += [{"kind": "true", "size": s} for s in true_sizes]
@@ -354,7 +369,7 @@ def analyze_run(run_dir: Path, samples: Sequence[Mapping[str, Any]], params: Map
                 segments = _sender_capture(captures, ends, role)
                 if segments is not None:
                     threshold = (info.get("smooth_rtt_ms") or 0.0) + (info.get("var_rtt_ms") or 0.0)
-                    loss_row, bursts = tcp_losses(segments, events_path, ends, role, threshold)
+                    loss_row, bursts = tcp_losses(segments, events_path, ends, role, threshold, censor_window_ms(info))
         except (AnalysisError, L.GroundTruthError) as exc:
             out.notes.append({"file": conn, "note": str(exc)})
         out.connection_info.append({**base, **{k: info.get(k) for k in FIELD_NAMES}})

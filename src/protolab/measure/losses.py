@@ -127,14 +127,21 @@ def map_quic_packets(sent: Sequence[tuple[str, int, int]], datagrams: Sequence[D
     return result
 
 
-def compare(detected: set[Any], truly_lost: set[Any], delivered: set[Any]) -> dict[str, Any]:
-    """Precision and recall of `detected` against `truly_lost`; spurious = detected but delivered."""
-    hits = detected & truly_lost
+def compare(detected: set[Any], truly_lost: set[Any], delivered: set[Any],
+            censored: set[Any] | frozenset[Any] = frozenset()) -> dict[str, Any]:
+    """Precision and recall of `detected` against `truly_lost`; spurious = detected but delivered.
+
+    `censored` packets were sent too close to the flow's end for the sender to detect their loss
+    (it stopped sending before an RTT had passed): they are left out of precision and recall,
+    and counted as `censored_losses` when they were lost."""
+    kept_detected, kept_lost = detected - censored, truly_lost - censored
+    hits = kept_detected & kept_lost
     return {
         "detected": len(detected),
         "true_losses": len(truly_lost),
+        "censored_losses": len(truly_lost & censored),
         "true_positives": len(hits),
-        "precision": len(hits) / len(detected) if detected else None,
-        "recall": len(hits) / len(truly_lost) if truly_lost else None,
+        "precision": len(hits) / len(kept_detected) if kept_detected else None,
+        "recall": len(hits) / len(kept_lost) if kept_lost else None,
         "spurious": len(detected & delivered),
     }
