@@ -62,7 +62,10 @@ def test_detected_losses_match_the_emulators_truth(tmp_path: Path, emu_binary: P
         assert row["true_losses"] >= 10, row
         assert row["precision"] >= 0.99 and row["recall"] >= 0.99, (transport, row)
         assert row["spurious"] <= 1, row
-        assert row["true_mean_burst"] and abs(row["detected_mean_burst"] - row["true_mean_burst"]) <= 0.1 * row["true_mean_burst"]
+        # TCP's truth also counts dropped retransmissions and the censored tail, which a sender
+        # never retransmits: a few dozen losses leave its mean burst a little looser.
+        tolerance = 0.1 if transport == "quic" else 0.25
+        assert row["true_mean_burst"] and abs(row["detected_mean_burst"] - row["true_mean_burst"]) <= tolerance * row["true_mean_burst"], row
     quic = losses["quic"]
     assert quic["unmatched_datagrams"] == 0 and quic["unmatched_packets"] == 0, quic
     if burst > 1:
@@ -74,7 +77,10 @@ def test_detected_losses_match_the_emulators_truth(tmp_path: Path, emu_binary: P
     assert server["spurious"] == quic["spurious"] and server["next_send_pkt_nbr"] > 1000
     assert 35 < server["min_rtt_ms"] < 60 and server["frames_sent"] is None
     tcp = info[("tcp", "server")]
-    assert tcp["rto_ms"] >= 200 and tcp["retrans"] >= losses["tcp"]["true_losses"] and tcp["dgrams_sent"] > 1000
+    # Every drop the sender could see is retransmitted; a censored one (in flight when the timed
+    # download stopped) may never be.
+    detectable = losses["tcp"]["true_losses"] - losses["tcp"]["censored_losses"]
+    assert tcp["rto_ms"] >= 200 and tcp["retrans"] >= detectable and tcp["dgrams_sent"] > 1000
     # The overhead of both protocols, wire bytes over body bytes.
     overhead = {r["protocol"]: r["factor"] for r in _rows(results, "SELECT * FROM overhead")}
     assert set(overhead) == {"h3", "tcp"} and all(1.0 < f < 1.15 for f in overhead.values()), overhead

@@ -92,23 +92,34 @@ def _page_files(page_load: dict[str, Any], field: str) -> list[str]:
     return [c[field] for c in page_load.get("connections") or [] if isinstance(c, dict) and isinstance(c.get(field), str)]
 
 
+def _run_client(session: LabSession, run: PlannedRun, run_dir: Path, argv: list[str], timeout_s: float,
+                command: str) -> tuple[RunOutcome, dict[str, Any] | None]:
+    """One `protolab-net <command>` in the client host between the run's begin and end (link
+    set, counters and captures); its stderr kept as `<command>.stderr`. The outcome is `failed`
+    with the reason when the command wrote no result (`run_dir/result.json`)."""
+    link_config, capture = session.begin(run, run_dir)
+    try:
+        completed = session.lab.run(session.scenario.client, argv, timeout=timeout_s, check=False,
+                                    cgroup=_client_cgroup(session))
+    finally:
+        counters = session.end(capture)
+    (run_dir / f"{command}.stderr").write_text(completed.stderr)
+    outcome = RunOutcome("failed", None, link_config=link_config, link_counters=counters)
+    result = _json_file(run_dir / "result.json")
+    if completed.returncode == 2 or result is None:
+        outcome.error = _failure(completed.returncode, completed.stderr or completed.stdout, command)
+        return outcome, None
+    return outcome, result
+
+
 def run_page(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
     assert run.page is not None, "a page-load run has a page"
     spec = session.experiment.spec
     server = session.server(session.scenario.server, run.transport, session.page_manifests())
-    link_config, capture = session.begin(run, run_dir)
     result_file = run_dir / "result.json"
     argv = load_argv(session, run, run.mode, session.pages[run.page.ref], server, result_file, run_dir)
-    try:
-        completed = session.lab.run(session.scenario.client, argv, timeout=spec.timeout_s + LOAD_GRACE_S, check=False,
-                                    cgroup=_client_cgroup(session))
-    finally:
-        counters = session.end(capture)
-    (run_dir / "load.stderr").write_text(completed.stderr)
-    outcome = RunOutcome("failed", None, link_config=link_config, link_counters=counters)
-    page_load = _json_file(result_file)
-    if completed.returncode == 2 or page_load is None:
-        outcome.error = _failure(completed.returncode, completed.stderr or completed.stdout, "load")
+    outcome, page_load = _run_client(session, run, run_dir, argv, spec.timeout_s + LOAD_GRACE_S, "load")
+    if page_load is None:
         return outcome
     outcome.page_load = page_load
     status = page_load.get("status")
@@ -165,19 +176,9 @@ def run_bulk(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
     params = session.params
     address = session.scenario.bulk_server_address(params)
     server = session.server(session.scenario.server, run.transport, listen=[address])
-    link_config, capture = session.begin(run, run_dir)
-    result_file = run_dir / "result.json"
-    argv = bulk_argv(session, run, run.mode, address, server, result_file, run_dir, params)
-    try:
-        completed = session.lab.run(session.scenario.client, argv, timeout=_bulk_timeout(session, params), check=False,
-                                    cgroup=_client_cgroup(session))
-    finally:
-        counters = session.end(capture)
-    (run_dir / "bulk.stderr").write_text(completed.stderr)
-    outcome = RunOutcome("failed", None, link_config=link_config, link_counters=counters)
-    result = _json_file(result_file)
-    if completed.returncode == 2 or result is None:
-        outcome.error = _failure(completed.returncode, completed.stderr or completed.stdout, "bulk")
+    argv = bulk_argv(session, run, run.mode, address, server, run_dir / "result.json", run_dir, params)
+    outcome, result = _run_client(session, run, run_dir, argv, _bulk_timeout(session, params), "bulk")
+    if result is None:
         return outcome
     outcome.bulk = [{**result, "side": None, "flow": 0}]
     outcome.status, outcome.error = _bulk_status([result], [])
