@@ -132,8 +132,10 @@ def test_cpu_limited_client(tmp_path: Path, emu_binary: Path, lab_name: Callable
     assert (summary.ok, summary.total) == (4, 4)
     goodput = {(r["mode"], r["cpu"]): r["goodput_mbps"] for r in _rows(
         results, "SELECT mode, CAST(json_extract(params, '$.cpu_pct') AS DOUBLE) AS cpu, goodput_mbps FROM runs")}
-    assert goodput[("h3", 5.0)] < 0.7 * goodput[("h3", 100.0)], goodput
-    assert goodput[("tcp", 5.0)] > 0.85 * goodput[("tcp", 100.0)], goodput
+    # Quiet machine: QUIC keeps about a third, TCP all but a few percent. With two CPU hogs the
+    # throttled client also reads TCP more slowly (about three quarters kept): the gap stays wide.
+    h3_kept, tcp_kept = (goodput[(mode, 5.0)] / goodput[(mode, 100.0)] for mode in ("h3", "tcp"))
+    assert h3_kept < 0.7 and tcp_kept > h3_kept + 0.25, goodput
     assert not any(p.name == f"pl-{name}-cpu" for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/cpu"),
                                                              Path("/sys/fs/cgroup/unified")) if root.is_dir()
                    for p in root.iterdir())
