@@ -519,7 +519,8 @@ async fn h2_mptcp_against_an_mptcp_server() {
 /// ports, here the same for TCP and UDP), both parities occur, so an XOR flow hash spreads
 /// parallel connections; the kernel's own choice for connect() is even ports only on this
 /// kernel (why the option exists). (A second TCP load with the same seed may differ: the first
-/// load's ports are in TIME_WAIT and the next draws are taken.)
+/// load's ports are in TIME_WAIT and the next draws are taken; so is a port that a concurrent
+/// test holds.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_source_ports_are_reproducible_and_of_both_parities() {
     let manifest = manifest();
@@ -539,7 +540,11 @@ async fn seeded_source_ports_are_reproducible_and_of_both_parities() {
         seen.push(ports(&r));
         assert_eq!(serde_json::to_value(&r).unwrap()["config"]["source_port_seed"], 99);
     }
-    assert_eq!(seen[0], seen[1], "same seed, same ports (connections open in a fixed order)");
+    // Same seed, same draws; connections open in a fixed order. The other tests of this binary
+    // run alongside in the same namespace, so a drawn port may be busy at that instant and the
+    // load takes the next draw: allow one such skip per protocol, no more.
+    let common = seen[0].iter().filter(|p| seen[1].contains(p)).count();
+    assert!(common >= 6, "same seed, same ports: {:?} vs {:?}", seen[0], seen[1]);
     assert!(seen[0].iter().any(|p| p % 2 == 1) && seen[0].iter().any(|p| p % 2 == 0), "{:?}", seen[0]);
     let r = lab.load(&manifest, lab.options("h2-parallel:4", Scheduler::RoundRobin)).await;
     eprintln!("kernel-chosen ports: {:?}", ports(&r));
