@@ -56,6 +56,7 @@ def test_qlog_reader(tmp_path: Path) -> None:
     (qlog_text([sent(1.0, 0, 1200)])[:-30], r"line 2 \(byte \d+\): truncated record at the end"),
     (qlog_text([sent(1.0, 0, 1200)]) + RS + "{not json}\n", r"line 3 \(byte \d+\): not valid JSON"),
     (RS + json.dumps({"traceEvents": []}) + "\n", r"line 1 \(byte 1\): not a qlog trace"),
+    (qlog_text([sent(float(i), i, 1200) for i in range(5)]) + RS + "{not json}\n", r"line 7 \(byte \d+\): not valid JSON"),
     (qlog_text([], {**HEADER, "qlog_version": "0.1"}), "qlog_version '0.1' is not read"),
     (qlog_text([{"name": "x", "data": {}}]), "event without a numeric time"),
     (qlog_text([{"time": 1, "data": {}}]), "event without a name"),
