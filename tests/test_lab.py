@@ -219,6 +219,51 @@ def test_watchdog_cleans_up_after_sigkill_by_itself(emu_binary: Path, lab_name: 
         lab.close()
 
 
+_OWNER_SCRIPT = """
+import json, sys, time
+from protolab.lab import Lab
+from protolab.lab.cgroup import CpuLimit
+lab = Lab(json.loads(sys.argv[1]), state_dir=sys.argv[2])
+lab.start()
+limit = CpuLimit(f"pl-{lab.name}-cpu")
+limit.create()
+sleeper = lab.spawn("server", ["sleep", "600"], cgroup=limit.path)
+print(json.dumps({"emulator": lab.pid, "sleeper": sleeper.pid, "cgroup": str(limit.path)}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_sigkilled_runner_leaves_no_lab_behind(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
+    """The emulator watches the process that started it (`--owner-pid`): when a runner is
+    SIGKILLed mid-run, its lab, the processes in it and its CPU-limit cgroup go too."""
+    import sys
+
+    name = lab_name()
+    state_dir = tmp_path / "state"
+    runner = subprocess.Popen([sys.executable, "-c", _OWNER_SCRIPT, json.dumps(_two_hosts(name)), str(state_dir)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = runner.stdout.readline() if runner.stdout else ""
+        assert line, "the runner did not start its lab"
+        started = json.loads(line)
+        assert lab_namespaces(name) and Path(started["cgroup"]).is_dir()
+        runner.kill()
+        runner.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while (lab_namespaces(name) or (state_dir / name).exists() or Path(started["cgroup"]).exists()) \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lab_namespaces(name) == []
+        assert not (state_dir / name).exists()
+        assert not Path(started["cgroup"]).exists(), "the lab's CPU-limit cgroup is removed"
+        for pid in (started["emulator"], started["sleeper"]):
+            assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        cleanup_lab(name, state_dir=state_dir)
+
+
 def test_control_socket_survives_garbage(emu_binary: Path, lab_name: Callable[[], str]) -> None:
     import socket
 

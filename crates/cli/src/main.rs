@@ -222,6 +222,9 @@ enum EmuCommand {
         /// Do not start the watchdog that cleans up after a SIGKILL.
         #[arg(long)]
         no_watchdog: bool,
+        /// Stop (and clean up) when this process ends: the runner that started the lab.
+        #[arg(long)]
+        owner_pid: Option<i32>,
         /// Busy-poll this many microseconds before each due packet (precise timing on VMs; 0 = never).
         #[arg(long, default_value_t = 100)]
         spin_us: u64,
@@ -273,8 +276,8 @@ enum EmuCommand {
 
 fn emu_command(command: EmuCommand) -> anyhow::Result<()> {
     match command {
-        EmuCommand::Run { topology, state_dir, no_watchdog, spin_us, rt_priority } => {
-            emu::run(&emu::RunOptions { topology, state_dir, watchdog: !no_watchdog, spin_us, rt_priority })?;
+        EmuCommand::Run { topology, state_dir, no_watchdog, owner_pid, spin_us, rt_priority } => {
+            emu::run(&emu::RunOptions { topology, state_dir, watchdog: !no_watchdog, spin_us, rt_priority, owner_pid })?;
         }
         EmuCommand::Check { topology } => {
             let (topology, _) = emu::check(&topology)?;

@@ -49,6 +49,9 @@ pub enum EmuError {
     /// Not root.
     #[error("the emulator needs root (network namespaces and TUN devices)")]
     NotRoot,
+    /// `--owner-pid` names no running process.
+    #[error("--owner-pid {0}: no such running process")]
+    NoOwner(i32),
 }
 
 fn io(what: &str) -> impl FnOnce(std::io::Error) -> SystemError + '_ {
@@ -107,6 +110,27 @@ pub struct RunOptions {
     pub spin_us: u64,
     /// SCHED_FIFO priority of the packet loop (0: normal scheduling).
     pub rt_priority: i32,
+    /// Stop as on SIGTERM when this process ends (the runner that started the lab), so that a
+    /// SIGKILLed runner leaves no lab behind.
+    pub owner_pid: Option<i32>,
+}
+
+/// How often the owner's life is checked.
+const OWNER_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Sends this process SIGTERM once process `pid` (as it is now, by its start time) has ended.
+fn watch_owner(pid: i32) -> Result<(), EmuError> {
+    let started = system::process_start_time(pid).ok_or(EmuError::NoOwner(pid))?;
+    std::thread::Builder::new()
+        .name("owner-watch".into())
+        .spawn(move || {
+            while system::process_start_time(pid) == Some(started) {
+                std::thread::sleep(OWNER_POLL);
+            }
+            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::TERM);
+        })
+        .map_err(io("start the owner watch"))?;
+    Ok(())
 }
 
 /// Builds the lab, prints the ready line, forwards packets until stopped, then removes the lab.
@@ -120,6 +144,9 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
         return Err(EmuError::LabExists { lab, reason });
     }
     let signal = signal_socket()?;
+    if let Some(pid) = options.owner_pid {
+        watch_owner(pid)?;
+    }
     let state = LabState::new(&options.state_dir, &lab);
     std::fs::create_dir_all(&state.dir).map_err(io("create the state directory"))?;
     let _guard = LabGuard { state_dir: &options.state_dir, lab: lab.clone() };

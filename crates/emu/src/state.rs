@@ -82,10 +82,44 @@ pub struct CleanupReport {
     pub processes: Vec<i32>,
     /// Whether a state directory was removed.
     pub state_removed: bool,
+    /// CPU-limit cgroups removed (`pl-<lab>-cpu`).
+    pub cgroups: Vec<String>,
+}
+
+/// Where the runner makes a lab's CPU-limit cgroup `pl-<lab>-cpu` (src/protolab/lab/cgroup.py):
+/// cgroup v2, v2 beside v1 on a hybrid system, v1's cpu controller.
+pub const CGROUP_PARENTS: [&str; 3] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/cpu"];
+
+/// Removes lab `lab`'s CPU-limit cgroup under each of `parents`. Its members ran in the lab's
+/// namespaces and are gone by now, but the kernel may take a moment to empty the cgroup, so
+/// removal is retried for about two seconds.
+pub fn remove_cgroups(parents: &[&Path], lab: &str) -> Result<Vec<String>, SystemError> {
+    let mut removed = Vec::new();
+    for parent in parents {
+        let path = parent.join(format!("pl-{lab}-cpu"));
+        if !path.is_dir() {
+            continue;
+        }
+        let mut tries = 0;
+        loop {
+            match std::fs::remove_dir(&path) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(_) if tries < 40 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(source) => return Err(SystemError::Io { what: format!("remove cgroup {}", path.display()), source }),
+            }
+        }
+        removed.push(path.display().to_string());
+    }
+    Ok(removed)
 }
 
 /// Removes everything of lab `lab`: its emulator (only if it is a `protolab-net` other than us),
-/// the processes inside its namespaces, the namespaces, the state directory. Idempotent.
+/// the processes inside its namespaces, the namespaces, its CPU-limit cgroup, the state directory.
+/// Idempotent.
 pub fn cleanup_lab(state_dir: &Path, lab: &str) -> Result<CleanupReport, SystemError> {
     let state = LabState::new(state_dir, lab);
     let mut report = CleanupReport { lab: lab.to_string(), ..Default::default() };
@@ -101,10 +135,32 @@ pub fn cleanup_lab(state_dir: &Path, lab: &str) -> Result<CleanupReport, SystemE
         system::delete_namespace(&ns)?;
         report.namespaces.push(ns);
     }
+    let parents: Vec<&Path> = CGROUP_PARENTS.iter().map(Path::new).collect();
+    report.cgroups = remove_cgroups(&parents, lab)?;
     match std::fs::remove_dir_all(&state.dir) {
         Ok(()) => report.state_removed = true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(source) => return Err(SystemError::Io { what: format!("remove {}", state.dir.display()), source }),
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_left_cgroup_of_the_lab_is_removed_and_no_other() {
+        let root = std::env::temp_dir().join(format!("pl-cgroup-test-{}", std::process::id()));
+        let (v2, v1) = (root.join("v2"), root.join("cpu"));
+        for dir in [v2.join("pl-lab1-cpu"), v1.join("pl-lab1-cpu"), v2.join("pl-lab2-cpu")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let removed = remove_cgroups(&[&v2, &root.join("absent"), &v1], "lab1").unwrap();
+        assert_eq!(removed.len(), 2, "{removed:?}");
+        assert!(!v2.join("pl-lab1-cpu").exists() && !v1.join("pl-lab1-cpu").exists());
+        assert!(v2.join("pl-lab2-cpu").is_dir(), "another lab's cgroup stays");
+        assert!(remove_cgroups(&[&v2, &v1], "lab1").unwrap().is_empty(), "idempotent");
+        std::fs::remove_dir_all(root).unwrap();
+    }
 }

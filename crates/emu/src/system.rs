@@ -207,3 +207,16 @@ pub fn process_name(pid: i32) -> Option<String> {
 pub fn process_alive(pid: i32) -> bool {
     alive(pid)
 }
+
+/// When a live (not zombie) process started, in clock ticks after boot (`/proc/PID/stat` field
+/// 22): with the pid it names one process, even after the pid is reused.
+pub fn process_start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    // Fields after the state: ppid (4th) .. starttime (22nd), so 18 more to skip.
+    fields.nth(18)?.parse().ok()
+}

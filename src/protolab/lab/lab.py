@@ -178,7 +178,8 @@ class Lab:
 
     def _launch(self, topology_file: Path) -> None:
         assert self._workdir is not None and self.binary is not None
-        argv = [str(self.binary), "emu", "run", "--topology", str(topology_file)]
+        # The emulator ends with us, so even a SIGKILLed runner leaves no lab behind.
+        argv = [str(self.binary), "emu", "run", "--topology", str(topology_file), "--owner-pid", str(os.getpid())]
         if self.state_dir is not None:
             argv += ["--state-dir", str(self.state_dir)]
         argv += self._emu_args
