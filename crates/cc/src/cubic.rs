@@ -277,23 +277,13 @@ impl Algorithm for Cubic {
     }
 
     fn state(&self) -> State {
-        if self.recovery.active() {
-            State::Recovery
-        } else if self.in_slow_start() {
-            match self.hystart_phase() {
-                Some(Phase::Css { .. }) => State::ConservativeSlowStart,
-                _ => State::SlowStart,
-            }
-        } else {
-            State::CongestionAvoidance
+        match State::of_window(self.recovery.active(), self.in_slow_start()) {
+            State::SlowStart if matches!(self.hystart_phase(), Some(Phase::Css { .. })) => State::ConservativeSlowStart,
+            state => state,
         }
     }
 
     fn initial_window(&self) -> u64 {
         self.initial_window
-    }
-
-    fn clone_box(&self) -> Box<dyn Algorithm> {
-        Box::new(self.clone())
     }
 }

@@ -157,20 +157,10 @@ impl Algorithm for Fast {
     }
 
     fn state(&self) -> State {
-        if self.recovery.active() {
-            State::Recovery
-        } else if self.slow_start {
-            State::SlowStart
-        } else {
-            State::CongestionAvoidance
-        }
+        State::of_window(self.recovery.active(), self.slow_start)
     }
 
     fn initial_window(&self) -> u64 {
         self.initial_window
-    }
-
-    fn clone_box(&self) -> Box<dyn Algorithm> {
-        Box::new(self.clone())
     }
 }

@@ -102,8 +102,4 @@ impl Algorithm for Fixed {
     fn initial_window(&self) -> u64 {
         self.initial_window
     }
-
-    fn clone_box(&self) -> Box<dyn Algorithm> {
-        Box::new(self.clone())
-    }
 }

@@ -52,6 +52,17 @@ pub enum State {
 }
 
 impl State {
+    /// The state of a window-based controller: recovery first, then slow start or not.
+    pub fn of_window(recovery: bool, slow_start: bool) -> State {
+        if recovery {
+            State::Recovery
+        } else if slow_start {
+            State::SlowStart
+        } else {
+            State::CongestionAvoidance
+        }
+    }
+
     /// Every state, in the order reports list them.
     pub const ALL: [State; 5] =
         [State::SlowStart, State::ConservativeSlowStart, State::CongestionAvoidance, State::Recovery, State::ApplicationLimited];
@@ -105,7 +116,7 @@ pub struct Ack {
 ///
 /// Windows are in bytes. The `mtu` is quinn's current maximum datagram size, the controller's
 /// segment size.
-pub trait Algorithm: Send + Sync + fmt::Debug {
+pub trait Algorithm: Send + Sync + fmt::Debug + CloneAlgorithm {
     /// Packets were sent: `bytes` in total, the last with packet number `last_packet_number`.
     fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
         let _ = (now, bytes, last_packet_number);
@@ -138,9 +149,18 @@ pub trait Algorithm: Send + Sync + fmt::Debug {
 
     /// The initial window in bytes.
     fn initial_window(&self) -> u64;
+}
 
+/// A boxed copy of an algorithm; every `Clone` algorithm has it.
+pub trait CloneAlgorithm {
     /// A copy of the controller.
     fn clone_box(&self) -> Box<dyn Algorithm>;
+}
+
+impl<T: Algorithm + Clone + 'static> CloneAlgorithm for T {
+    fn clone_box(&self) -> Box<dyn Algorithm> {
+        Box::new(self.clone())
+    }
 }
 
 impl Clone for Box<dyn Algorithm> {

@@ -107,20 +107,10 @@ impl Algorithm for Reno {
     }
 
     fn state(&self) -> State {
-        if self.recovery.active() {
-            State::Recovery
-        } else if self.in_slow_start() {
-            State::SlowStart
-        } else {
-            State::CongestionAvoidance
-        }
+        State::of_window(self.recovery.active(), self.in_slow_start())
     }
 
     fn initial_window(&self) -> u64 {
         self.initial_window
-    }
-
-    fn clone_box(&self) -> Box<dyn Algorithm> {
-        Box::new(self.clone())
     }
 }

@@ -127,20 +127,10 @@ impl Algorithm for SproutEwma {
     }
 
     fn state(&self) -> State {
-        if self.recovery.active() {
-            State::Recovery
-        } else if self.rate.is_none() {
-            State::SlowStart
-        } else {
-            State::CongestionAvoidance
-        }
+        State::of_window(self.recovery.active(), self.rate.is_none())
     }
 
     fn initial_window(&self) -> u64 {
         self.initial_window
-    }
-
-    fn clone_box(&self) -> Box<dyn Algorithm> {
-        Box::new(self.clone())
     }
 }

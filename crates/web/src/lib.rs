@@ -6,6 +6,7 @@
 pub mod body;
 pub mod bulk;
 pub mod instrument;
+pub mod limits;
 pub mod load;
 pub mod manifest;
 pub mod ratelimit;

@@ -31,8 +31,27 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::body::{Block, PatternStream};
-use crate::bulk::Direction;
-use crate::server::Limits;
+use crate::limits::Limits;
+
+/// Who sends, in a raw request and in a bulk transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// The server sends.
+    Download,
+    /// The client sends.
+    Upload,
+}
+
+impl Direction {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Download => "download",
+            Direction::Upload => "upload",
+        }
+    }
+}
 
 /// Default port of the raw protocol: clear of iperf3's 5201 and of the second iperf3 server
 /// the emulator validation runs on 5202 (src/protolab/validate.py), so all can share a host.
@@ -222,15 +241,7 @@ pub async fn serve_raw(listener: TcpListener, config: RawConfig) {
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
-        let (stream, peer) = match listener.accept().await {
-            Ok(a) => a,
-            Err(e) => {
-                // EMFILE, ENOBUFS, ECONNABORTED...: the listener stays; back off briefly.
-                eprintln!("protolab-net serve: raw accept on {:?}: {e}", listener.local_addr().ok());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        let (stream, peer) = crate::transport::accept_retrying(&listener, "raw accept").await;
         let Ok(permit) = config.connections.clone().try_acquire_owned() else { continue };
         let _ = stream.set_nodelay(true);
         if let Some(cc) = &config.tcp_congestion {

@@ -329,3 +329,18 @@ mod tests {
         assert!(err.to_string().contains("nosuchcc"), "{err}");
     }
 }
+
+/// The next connection on `listener`. Accept errors (EMFILE, ENOBUFS, ECONNABORTED...) never
+/// end a server: each is reported (`what` names the listener) and accepting resumes after a
+/// short pause.
+pub async fn accept_retrying(listener: &TcpListener, what: &str) -> (TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(e) => {
+                eprintln!("protolab-net serve: {what} on {:?}: {e}", listener.local_addr().ok());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

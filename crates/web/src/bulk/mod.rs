@@ -115,15 +115,9 @@ impl fmt::Display for BulkProtocol {
     }
 }
 
-/// Who sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// The server sends.
-    Download,
-    /// The client sends.
-    Upload,
-}
+/// Who sends (defined with the raw protocol, which carries it, so that `raw` needs nothing of
+/// `bulk`).
+pub use crate::raw::Direction;
 
 impl Direction {
     /// The direction of that name (`download`, `upload`).
@@ -135,13 +129,6 @@ impl Direction {
         }
     }
 
-    /// Its name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Direction::Download => "download",
-            Direction::Upload => "upload",
-        }
-    }
 }
 
 /// How much to move.
@@ -362,8 +349,8 @@ impl Bulk {
         let o = &options;
         match o.amount {
             Amount::Bytes(0) => return Err(bad("--bytes", "must be positive")),
-            Amount::Bytes(n) if o.direction == Direction::Download && o.protocol != BulkProtocol::Tcp && n > crate::server::MAX_BYTES_N => {
-                return Err(bad("--bytes", format!("{n} is more than an HTTP download can ask for ({})", crate::server::MAX_BYTES_N)));
+            Amount::Bytes(n) if o.direction == Direction::Download && o.protocol != BulkProtocol::Tcp && n > crate::limits::MAX_BYTES_N => {
+                return Err(bad("--bytes", format!("{n} is more than an HTTP download can ask for ({})", crate::limits::MAX_BYTES_N)));
             }
             Amount::Bytes(n) if n == crate::raw::UNTIL_CLOSED => return Err(bad("--bytes", format!("{n} is too large"))),
             Amount::Duration(d) if d.is_zero() || d > MAX_DURATION => {
@@ -526,11 +513,11 @@ mod tests {
         let qlog = InstrumentOptions { qlog_dir: Some(std::env::temp_dir()), ..InstrumentOptions::default() };
         assert_eq!(option_of(BulkOptions { instrument: qlog, ..base() }), "--qlog");
         assert_eq!(
-            option_of(BulkOptions { protocol: BulkProtocol::H1c, amount: Amount::Bytes(crate::server::MAX_BYTES_N + 1), ..base() }),
+            option_of(BulkOptions { protocol: BulkProtocol::H1c, amount: Amount::Bytes(crate::limits::MAX_BYTES_N + 1), ..base() }),
             "--bytes"
         );
         // A raw download may ask for more than HTTP's limit.
-        assert_eq!(option_of(BulkOptions { amount: Amount::Bytes(crate::server::MAX_BYTES_N + 1), ..base() }), "ok");
+        assert_eq!(option_of(BulkOptions { amount: Amount::Bytes(crate::limits::MAX_BYTES_N + 1), ..base() }), "ok");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::instrument::{self, Role, SamplerHandle};
 use crate::load::conn::{finish_h3_request, http_handshake, quic_connect, quic_endpoint, tls_connect, Sender};
 use crate::load::Protocol;
 use crate::raw::{self, RawRequest, REPLY_LEN, REPORT_LEN};
-use crate::server::{BYTES_SEED, MAX_BYTES_N};
+use crate::limits::{BYTES_SEED, MAX_BYTES_N};
 use crate::transport::tcp_connect;
 
 const USER_AGENT: &str = concat!("protolab-bulk/", env!("CARGO_PKG_VERSION"));

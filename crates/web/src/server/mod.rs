@@ -14,22 +14,19 @@ use std::fmt::Display;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Frame};
+use hyper::body::Body;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -44,11 +41,13 @@ use crate::site::Site;
 pub use crate::transport::tcp_congestion_of;
 use crate::transport::{tcp_listen, QuicOptions, TcpOptions, TransportError};
 
-/// Largest `n` of `GET /bytes?n=N` (10 GB).
-pub const MAX_BYTES_N: u64 = 10_000_000_000;
+mod activity;
+mod quic;
 
-/// Seed of the block `/bytes` streams from.
-pub const BYTES_SEED: u64 = 0x0062_7974_6573; // "bytes"
+use activity::{Activity, ActivityIo, TrackedBody};
+use quic::{quic_accept_loop, quic_server_config};
+
+pub use crate::limits::{Limits, BYTES_SEED, MAX_BYTES_N};
 
 /// Server failures (setup only: per-connection errors never end the server).
 #[derive(Debug, thiserror::Error)]
@@ -74,50 +73,6 @@ pub enum ServeError {
     /// The TLS configuration cannot be used for QUIC.
     #[error("HTTP/3: {0}")]
     Quic(String),
-}
-
-/// Limits a public server needs.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Largest request head (HTTP/1.1 read buffer, HTTP/2 header list), bytes (>= 8192).
-    pub max_header_bytes: usize,
-    /// Most header fields in an HTTP/1.1 request.
-    pub max_headers: usize,
-    /// Concurrent streams per HTTP/2 connection, and concurrent bidirectional (request) streams
-    /// per QUIC connection.
-    pub max_concurrent_streams: u32,
-    /// A connection with no bytes read or written (QUIC: no packet received) for this long is
-    /// closed.
-    pub idle_timeout: Duration,
-    /// Time for a TLS handshake, and for an HTTP/1.1 request head to arrive.
-    pub handshake_timeout: Duration,
-    /// Open connections per server; more are closed at once.
-    pub max_connections: usize,
-    /// HTTP/2 streams a client may reset before the server answers them (rapid-reset guard).
-    pub max_pending_accept_reset_streams: usize,
-    /// Requests per second one connection may make, sustained (token bucket; beyond it: 429
-    /// with `retry-after`).
-    pub max_requests_per_second: u32,
-    /// Requests one connection may make at once before the sustained rate applies.
-    pub max_request_burst: u32,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_header_bytes: 32 * 1024,
-            max_headers: 100,
-            max_concurrent_streams: 100,
-            idle_timeout: Duration::from_secs(30),
-            handshake_timeout: Duration::from_secs(10),
-            max_connections: 4096,
-            max_pending_accept_reset_streams: 20,
-            // Far above what a page load or a benchmark makes on one connection (a page has at
-            // most a few hundred objects); it caps floods of cheap requests.
-            max_requests_per_second: 10_000,
-            max_request_burst: 10_000,
-        }
-    }
 }
 
 /// Where and how to listen.
@@ -344,39 +299,6 @@ fn listen_tcp_udp(ip: IpAddr, port: u16, options: &TcpOptions) -> Result<(TcpLis
     Err(ServeError::Listen { addr, error })
 }
 
-/// quinn's server configuration: the TLS configuration's certificates and SNI selection with
-/// ALPN `h3`, the QUIC options, the stream limit and the idle timeout, and a qlog stream when
-/// one connection is to be logged.
-fn quic_server_config(tls: &rustls::ServerConfig, limits: &Limits, quic: &QuicOptions, qlog: Option<quinn::QlogStream>) -> Result<quinn::ServerConfig, ServeError> {
-    let mut tls = tls.clone();
-    tls.alpn_protocols = vec![b"h3".to_vec()];
-    // QUIC needs early data off or unlimited; 0-RTT is not offered.
-    tls.max_early_data_size = 0;
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(|e| ServeError::Quic(e.to_string()))?;
-    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(quic_transport(limits, quic, qlog)?));
-    Ok(config)
-}
-
-fn quic_transport(limits: &Limits, quic: &QuicOptions, qlog: Option<quinn::QlogStream>) -> Result<quinn::TransportConfig, ServeError> {
-    let mut transport = quic.transport_config()?;
-    transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(limits.max_concurrent_streams));
-    // Durations beyond 2^62 ms do not exist in practice; such a value means no timeout.
-    transport.max_idle_timeout(quinn::IdleTimeout::try_from(limits.idle_timeout).ok());
-    transport.qlog_stream(qlog);
-    Ok(transport)
-}
-
-/// A copy of the QUIC server configuration whose transport writes a qlog of this connection,
-/// when qlogs are asked for. A qlog that cannot be opened is reported and skipped.
-fn qlog_config(ctx: &Ctx, conn_id: &str) -> Option<quinn::ServerConfig> {
-    let (stream, _) = ctx.instrument.qlog(Role::Server, conn_id).unwrap_or_else(|e| report_skipped("qlog", conn_id, e))?;
-    let mut config = ctx.quic_config.clone();
-    // The options were checked when the server was bound; they cannot fail now.
-    config.transport_config(Arc::new(quic_transport(&ctx.limits, &ctx.quic, Some(stream)).ok()?));
-    Some(config)
-}
-
 /// A connection's samples or qlog could not be written (disk full, directory removed): the
 /// server says so and serves the connection without them.
 fn report_skipped<T>(what: &str, conn_id: &str, error: io::Error) -> Option<T> {
@@ -384,147 +306,11 @@ fn report_skipped<T>(what: &str, conn_id: &str, error: io::Error) -> Option<T> {
     None
 }
 
-type H3Connection = h3::server::Connection<h3_quinn::Connection, Bytes>;
-type H3Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
-
-async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
-    let bound_ip = endpoint.local_addr().ok().map(|a| a.ip()).filter(|ip| !ip.is_unspecified());
-    let local_port = endpoint.local_addr().ok().map(|a| a.port());
-    let mut connections = JoinSet::new();
-    // Ends when the endpoint is closed.
-    while let Some(incoming) = endpoint.accept().await {
-        while connections.try_join_next().is_some() {}
-        let Ok(permit) = ctx.connections.clone().try_acquire_owned() else {
-            incoming.refuse();
-            continue;
-        };
-        let ctx = ctx.clone();
-        connections.spawn(async move {
-            let _permit = permit;
-            let local_ip = incoming.local_ip().or(bound_ip);
-            let peer = incoming.remote_address();
-            let local = local_ip.zip(local_port).map(|(ip, port)| SocketAddr::new(ip, port));
-            let conn_id = instrument::connection_id("quic", Some(peer), local);
-            let connecting = match qlog_config(&ctx, &conn_id) {
-                Some(config) => incoming.accept_with(Arc::new(config)),
-                None => incoming.accept(),
-            };
-            let Ok(connecting) = connecting else { return };
-            let Ok(Ok(conn)) = tokio::time::timeout(ctx.limits.handshake_timeout, connecting).await else { return };
-            let sampler = ctx
-                .instrument
-                .quic_sampler(&conn, &conn_id, Role::Server, &ctx.quic.controller.given)
-                .unwrap_or_else(|e| report_skipped("samples", &conn_id, e));
-            serve_h3(conn, peer, local_ip, ctx).await;
-            if let Some(s) = sampler {
-                let _ = s.stop().await;
-            }
-        });
-    }
-}
-
-async fn serve_h3(conn: quinn::Connection, peer: SocketAddr, local_ip: Option<IpAddr>, ctx: Arc<Ctx>) {
-    let mut builder = h3::server::builder();
-    builder.max_field_section_size(ctx.limits.max_header_bytes as u64);
-    let setup = builder.build::<_, Bytes>(h3_quinn::Connection::new(conn));
-    let Ok(Ok(mut h3c)) = tokio::time::timeout(ctx.limits.handshake_timeout, setup).await else { return };
-    let h3c: &mut H3Connection = &mut h3c;
-    let mut requests = JoinSet::new();
-    let bucket = Arc::new(std::sync::Mutex::new(RequestBucket::new(ctx.limits.max_requests_per_second, ctx.limits.max_request_burst, Instant::now())));
-    // Ends on GOAWAY, a connection error or the idle timeout (quinn closes the connection).
-    while let Ok(Some(resolver)) = h3c.accept().await {
-        while requests.try_join_next().is_some() {}
-        let ctx = ctx.clone();
-        let bucket = bucket.clone();
-        requests.spawn(async move {
-            // Malformed request heads end their own stream (h3 resets it).
-            if let Ok((req, stream)) = resolver.resolve_request().await {
-                let limited = bucket.lock().map(|mut b| b.take(Instant::now()).err()).unwrap_or(Some(Duration::from_secs(1)));
-                serve_h3_request(req, stream, &ctx, local_ip, peer, limited).await;
-            }
-        });
-    }
-    // Dropping the h3 connection closes it: let the requests in flight finish first.
-    while requests.join_next().await.is_some() {}
-}
-
-/// A request body read from an HTTP/3 request stream.
-struct H3Body {
-    recv: h3::server::RequestStream<h3_quinn::RecvStream, Bytes>,
-}
-
-impl Body for H3Body {
-    type Data = Bytes;
-    type Error = h3::error::StreamError;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        match self.get_mut().recv.poll_recv_data(cx) {
-            Poll::Ready(Ok(Some(mut buf))) => Poll::Ready(Some(Ok(Frame::data(buf.copy_to_bytes(buf.remaining()))))),
-            Poll::Ready(Ok(None)) => Poll::Ready(None),
-            Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-/// Request bodies of methods that carry none (GET, HEAD, ...) are read and discarded up to this
-/// many bytes; more is a bad request.
-const H3_IGNORED_BODY_LIMIT: usize = 64 * 1024;
-
-async fn serve_h3_request(req: Request<()>, mut stream: H3Stream, ctx: &Ctx, local_ip: Option<IpAddr>, peer: SocketAddr, limited: Option<Duration>) {
-    if req.method() != Method::POST && req.method() != Method::PUT {
-        // Wait for the end of the request (its FIN follows the HEADERS at once) before
-        // answering: closing the receive side earlier makes quinn send STOP_SENDING, and a
-        // client still finishing its request stream sees an error instead of the response.
-        let drained = tokio::time::timeout(ctx.limits.handshake_timeout, async {
-            let mut ignored = 0usize;
-            while let Ok(Some(chunk)) = stream.recv_data().await {
-                ignored += chunk.remaining();
-                if ignored > H3_IGNORED_BODY_LIMIT {
-                    return false;
-                }
-            }
-            true
-        })
-        .await;
-        if drained != Ok(true) {
-            stream.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);
-            return;
-        }
-    }
-    let (mut send, recv) = stream.split();
-    let response = match limited {
-        Some(wait) => too_many_requests(wait),
-        None => handle(req.map(|()| H3Body { recv }), ctx, local_ip, peer).await,
-    };
-    let (parts, mut body) = response.into_parts();
-    if send.send_response(Response::from_parts(parts, ())).await.is_err() {
-        return;
-    }
-    while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame;
-        if let Ok(data) = frame.into_data() {
-            if send.send_data(data).await.is_err() {
-                return;
-            }
-        }
-    }
-    let _ = send.finish().await;
-}
-
 async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>, tls: bool) {
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
-        let (stream, peer) = match listener.accept().await {
-            Ok(a) => a,
-            Err(e) => {
-                // EMFILE, ENOBUFS, ECONNABORTED...: the listener stays; back off briefly.
-                eprintln!("protolab-net serve: accept on {:?}: {e}", listener.local_addr().ok());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        let (stream, peer) = crate::transport::accept_retrying(&listener, "accept").await;
         let Ok(permit) = ctx.connections.clone().try_acquire_owned() else {
             drop(stream);
             continue;
@@ -549,124 +335,6 @@ async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>, tls: bool) {
     }
 }
 
-/// When a connection last made progress, for the idle timeout. Bytes count as progress only
-/// while a request is in flight (from its head until its response body is done or dropped):
-/// a client that trickles a request head (HTTP/2 HEADERS, TLS or HTTP/1.1 bytes) or sends
-/// only control frames (PING, WINDOW_UPDATE) between requests is idle, and is closed after the
-/// idle timeout however many bytes it sends.
-struct Activity {
-    last_ms: AtomicU64,
-    in_flight: AtomicUsize,
-    epoch: Instant,
-}
-
-impl Activity {
-    fn new(epoch: Instant) -> Arc<Activity> {
-        Arc::new(Activity { last_ms: AtomicU64::new(epoch.elapsed().as_millis() as u64), in_flight: AtomicUsize::new(0), epoch })
-    }
-
-    fn touch(&self) {
-        self.last_ms.store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
-    }
-
-    fn moved(&self) {
-        if self.in_flight.load(Ordering::Relaxed) > 0 {
-            self.touch();
-        }
-    }
-
-    /// A request began: progress until the guard is dropped.
-    fn begin(self: &Arc<Self>) -> InFlight {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        self.touch();
-        InFlight(self.clone())
-    }
-
-    /// Completes once nothing moved for `idle`.
-    async fn idle(&self, idle: Duration) {
-        loop {
-            let deadline = self.epoch + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)) + idle;
-            if Instant::now() >= deadline {
-                return;
-            }
-            tokio::time::sleep_until(deadline.into()).await;
-        }
-    }
-}
-
-/// One request in flight; the idle clock restarts when it ends.
-struct InFlight(Arc<Activity>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.0.touch();
-    }
-}
-
-/// A response body that keeps its request in flight until it is sent or dropped.
-struct TrackedBody {
-    inner: ResponseBody,
-    _in_flight: InFlight,
-}
-
-impl Body for TrackedBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// Wraps a stream and reports bytes moved to its [`Activity`].
-struct ActivityIo<S> {
-    inner: S,
-    activity: Arc<Activity>,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for ActivityIo<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.moved();
-        }
-        r
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for ActivityIo<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, data);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.moved();
-        }
-        r
-    }
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.moved();
-        }
-        r
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
 
 /// Runs a hyper-util connection until it ends or idles out (then a graceful close with a
 /// one-second grace). A macro because `auto::Connection`'s bounds are long to spell out.

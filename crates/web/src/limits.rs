@@ -1,0 +1,55 @@
+//! What the server accepts and serves at most, shared by the HTTP server (`crate::server`), the
+//! raw bulk protocol (`crate::raw`) and the bulk client (`crate::bulk`), so none of them
+//! depends on another for it.
+
+use std::time::Duration;
+
+/// Largest `n` of `GET /bytes?n=N` (10 GB).
+pub const MAX_BYTES_N: u64 = 10_000_000_000;
+
+/// Seed of the block `/bytes` streams from.
+pub const BYTES_SEED: u64 = 0x0062_7974_6573; // "bytes"
+
+/// Limits a public server needs.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request head (HTTP/1.1 read buffer, HTTP/2 header list), bytes (>= 8192).
+    pub max_header_bytes: usize,
+    /// Most header fields in an HTTP/1.1 request.
+    pub max_headers: usize,
+    /// Concurrent streams per HTTP/2 connection, and concurrent bidirectional (request) streams
+    /// per QUIC connection.
+    pub max_concurrent_streams: u32,
+    /// A connection with no bytes read or written (QUIC: no packet received) for this long is
+    /// closed.
+    pub idle_timeout: Duration,
+    /// Time for a TLS handshake, and for an HTTP/1.1 request head to arrive.
+    pub handshake_timeout: Duration,
+    /// Open connections per server; more are closed at once.
+    pub max_connections: usize,
+    /// HTTP/2 streams a client may reset before the server answers them (rapid-reset guard).
+    pub max_pending_accept_reset_streams: usize,
+    /// Requests per second one connection may make, sustained (token bucket; beyond it: 429
+    /// with `retry-after`).
+    pub max_requests_per_second: u32,
+    /// Requests one connection may make at once before the sustained rate applies.
+    pub max_request_burst: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 32 * 1024,
+            max_headers: 100,
+            max_concurrent_streams: 100,
+            idle_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(10),
+            max_connections: 4096,
+            max_pending_accept_reset_streams: 20,
+            // Far above what a page load or a benchmark makes on one connection (a page has at
+            // most a few hundred objects); it caps floods of cheap requests.
+            max_requests_per_second: 10_000,
+            max_request_burst: 10_000,
+        }
+    }
+}
