@@ -60,12 +60,12 @@ app = ProtolabApp(
 )
 app.add_typer(corpus_app, name="corpus")
 
-from protolab.report.cli import export_command, report_command  # noqa: E402  (light: heavy imports are lazy)
+from protolab.report.cli import export_command, report_command
 
 app.command("report")(report_command)
 app.command("export")(export_command)
 
-from protolab.analyze_cli import analyze_command  # noqa: E402
+from protolab.analyze_cli import analyze_command
 
 app.command("analyze")(analyze_command)
 
@@ -161,7 +161,12 @@ def validate_emulator(
         raise ValidationFailed(f"{summary['fail']} validation checks failed: {failed}")
 
 
-from protolab.run_cli import demo_command, run_command  # noqa: E402  (needs `app` defined above)
+from protolab.run_cli import demo_command, run_command
 
 app.command("run")(run_command)
 app.command("demo")(demo_command)
+
+from protolab.reproduce.cli import reproduce_command, scenarios_command
+
+app.command("reproduce")(reproduce_command)
+app.command("scenarios")(scenarios_command)

@@ -1,0 +1,176 @@
+"""`protolab reproduce FIGURE`: run a seed figure's spec (or its `--quick` variant), judge the
+seed's claims on the results, print the paper's numbers beside ours with a verdict per claim,
+and write RESULTS/reproduce.json."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from protolab import __version__
+from protolab.errors import ProtolabError
+from protolab.experiment import Experiment, SpecError, spec_from_dict
+from protolab.files import write_text_atomically
+from protolab.reproduce.claims import (
+    INCONCLUSIVE,
+    NO_DATA,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Verdict,
+)
+from protolab.reproduce.data import rows_of
+from protolab.reproduce.figures import FIGURES, REGISTRY, Figure, merged
+from protolab.run_cli import (
+    REPO_ROOT,
+    BinaryOption,
+    LabOption,
+    _console,
+    dry_run,
+    execute,
+)
+from protolab.store import ResultsStore
+
+SPECS_DIR = REPO_ROOT / "specs"
+SCHEMA = "protolab.reproduce"
+SCHEMA_VERSION = 1
+VERDICT_STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "bold red", INCONCLUSIVE: "yellow", NO_DATA: "dim"}
+
+
+def figure_named(name: str) -> Figure:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ProtolabError(f"no figure {name!r}; known: {', '.join(REGISTRY)} (protolab reproduce --list)") from None
+
+
+def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR) -> Experiment:
+    """The figure's spec, with its quick overrides merged in when asked."""
+    path = specs_dir / figure.spec
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML: {exc}") from exc
+    if quick:
+        data = merged(data, figure.quick)
+    return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
+
+
+def judge(figure: Figure, results_dir: Path, experiment_id: str) -> tuple[list[Verdict], int]:
+    """The verdict on every claim, from the runs in the store; (verdicts, rows judged)."""
+    if not (results_dir / "results.duckdb").exists():
+        raise ProtolabError(f"{results_dir}: no results.duckdb to judge (run without --evaluate-only first)")
+    with ResultsStore(results_dir, read_only=True) as store:
+        rows = rows_of(store, figure.source, experiment_id)
+    return [claim.check(rows) for claim in figure.claims], len(rows)
+
+
+def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "protolab_version": __version__,
+        "figure": {"id": figure.id, "title": figure.title, "seed": figure.seed, "spec": figure.spec, "note": figure.note},
+        "quick": quick,
+        "quick_overrides": figure.quick if quick else {},
+        "experiment": experiment.name,
+        "rows": rows,
+        "paper": [{"what": what, "value": value} for what, value in figure.paper],
+        "claims": [v.to_dict() for v in verdicts],
+        "reproduced": sum(v.outcome == REPRODUCED for v in verdicts),
+    }
+
+
+def _number(value: float) -> str:
+    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+
+
+def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
+    table = Table(title=f"{figure.id}: {figure.title} ({figure.seed})", box=box.SIMPLE_HEAD)
+    for column, justify in [("claim", "left"), ("paper", "left"), ("expected", "right"), ("ours [95% CI]", "right"),
+                            ("n", "right"), ("verdict", "left")]:
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for v in verdicts:
+        e = v.estimate
+        ours = "-" if e is None else f"{_number(e.value)} [{_number(e.low)}, {_number(e.high)}]"
+        style = VERDICT_STYLE.get(v.outcome, "")
+        table.add_row(escape(v.claim.statement), escape(v.claim.paper), v.claim.expected(), ours,
+                      "-" if e is None else str(e.n), f"[{style}]{v.outcome}[/]")
+    return table
+
+
+def list_table() -> Table:
+    """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own."""
+    from protolab.runner import plan
+
+    table = Table(box=box.SIMPLE_HEAD)
+    for column, justify in [("figure", "left"), ("seed / what", "left"), ("spec", "left"), ("claims", "right"),
+                            ("runs quick/full", "right")]:
+        table.add_column(column, justify=justify, no_wrap=column == "figure")  # type: ignore[arg-type]
+    for figure in FIGURES:
+        quick, full = (len(plan(experiment_of(figure, q))) for q in (True, False))
+        table.add_row(figure.id, escape(f"{figure.seed}: {figure.title}"), figure.spec, str(len(figure.claims)),
+                      f"{quick}/{full}")
+    return table
+
+
+def reproduce_command(
+    figure: Annotated[str | None, typer.Argument(help="Figure id (protolab reproduce --list).")] = None,
+    list_flag: Annotated[bool, typer.Option("--list", help="List the figures and exit.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="The reduced variant (fewer pages, repetitions, points).")] = False,
+    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/reproduce/FIGURE[-quick]).")] = None,
+    evaluate_only: Annotated[bool, typer.Option("--evaluate-only", help="Judge the runs already in RESULTS; run nothing.")] = False,
+    dry_run_flag: Annotated[bool, typer.Option("--dry-run", help="Print the run matrix and exit.")] = False,
+    binary: BinaryOption = None,
+    lab: LabOption = None,
+) -> None:
+    """Reproduce a seed figure or table: run its spec, then judge the seed's claims (paper vs ours, with CIs)."""
+    console = _console()
+    if list_flag:
+        console.print(list_table())
+        return
+    if figure is None:
+        raise ProtolabError("name a figure (protolab reproduce --list shows them)")
+    chosen = figure_named(figure)
+    experiment = experiment_of(chosen, quick)
+    results_dir = results if results is not None else Path("results") / "reproduce" / f"{chosen.id}{'-quick' if quick else ''}"
+    if dry_run_flag:
+        dry_run(experiment, results_dir, console)
+        return
+    if not evaluate_only:
+        execute(experiment, results_dir, console, binary=binary, lab=lab)
+    verdicts, rows = judge(chosen, results_dir, experiment.name)
+    console.print(verdict_table(chosen, verdicts))
+    for what, value in chosen.paper:
+        console.print(f"  paper: {escape(what)}: {escape(value)}", highlight=False)
+    if chosen.note:
+        console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
+    out = results_dir / "reproduce.json"
+    write_text_atomically(out, json.dumps(verdict_document(chosen, quick, experiment, verdicts, rows), indent=2) + "\n")
+    done = sum(v.outcome == REPRODUCED for v in verdicts)
+    console.print(f"{done} of {len(verdicts)} claims reproduced; verdicts in {out}")
+
+
+def scenarios_command() -> None:
+    """List the scenarios: name, seed, what they set up, and their default axes."""
+    from protolab.scenarios import SCENARIOS
+
+    table = Table(title="Scenarios (docs/scenarios.md)", box=box.SIMPLE_HEAD)
+    for column in ("scenario", "seed", "what", "default axes"):
+        table.add_column(column)
+    for name, scenario in SCENARIOS.items():
+        axes = "; ".join(f"{axis}={values}" for axis, values in scenario.default_axes.items()
+                         if values and not (axis == "page" and len(values) > 5))
+        pages = scenario.default_axes.get("page") or []
+        if len(pages) > 5:
+            axes += f"; page=({len(pages)} pages)"
+        table.add_row(name, escape(scenario.source), escape(scenario.description), escape(axes))
+    _console().print(table)
