@@ -10,13 +10,17 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from protolab import controllers
+from protolab.browser.modes import chromium_mode
 from protolab.errors import LabError
 from protolab.files import write_text_atomically
 from protolab.measure import flows
@@ -25,6 +29,7 @@ from protolab.scenarios.workloads import Side, parse_pair
 from protolab.session import LabSession, Server, read_samples, transport_argv
 
 LOAD_GRACE_S = 30.0  # beyond the client's own timeout before the runner gives up on it
+CHROMIUM_GRACE_S = 45.0  # Chromium's start and shutdown on top of that
 DURATION_GRACE_S = 30.0  # a duration-mode bulk transfer's timeout beyond its duration
 
 
@@ -42,7 +47,8 @@ def _json_file(path: Path) -> dict[str, Any] | None:
 
 def _failure(completed_status: int | None, stderr: str, what: str) -> str:
     detail = stderr.strip()[-1500:] or "(no output)"
-    return f"protolab-net {what} exited with status {completed_status}: {detail}"
+    program = "the Chromium driver" if what == "chromium" else f"protolab-net {what}"
+    return f"{program} exited with status {completed_status}: {detail}"
 
 
 def _instrument_argv(session: LabSession, run_dir: Path, qlog: bool = True) -> list[str]:
@@ -112,13 +118,44 @@ def _run_client(session: LabSession, run: PlannedRun, run_dir: Path, argv: list[
     return outcome, result
 
 
+def chromium_argv(session: LabSession, run: PlannedRun, manifest: Path, server: Server, run_dir: Path,
+                  profile: Path) -> list[str]:
+    """The Chromium driver's command line for one cold load of the run's page (docs/browser.md)."""
+    page = json.loads(manifest.read_text())
+    root = next(o for o in page["objects"] if not o.get("parent"))
+    mode = chromium_mode(run.mode)
+    argv = [sys.executable, "-m", "protolab.browser.driver", "--url", f"{mode.scheme}://{root['origin']}{root['path']}",
+            "--mode", run.mode, "--spki", (server.tls_dir / "spki.txt").read_text().strip(), "--manifest", str(manifest),
+            "--profile", str(profile), "--out", str((run_dir / "result.json").resolve()),
+            "--har", str((run_dir / "page.har").resolve()),
+            "--timeout-ms", str(int(session.experiment.spec.timeout_s * 1000))]
+    for origin in page["origins"]:
+        argv += ["--map", f"{origin['hostname']}={origin['address']}"]
+    return ["mptcpize", "run", *argv] if mode.mptcpize else argv
+
+
+def _load_with_chromium(session: LabSession, run: PlannedRun, run_dir: Path, server: Server,
+                        timeout_s: float) -> tuple[RunOutcome, dict[str, Any] | None]:
+    """One cold load in a fresh Chromium profile, removed afterwards (`pl-<lab>-chromium-*`
+    under the temporary directory; `make cleanup` removes those of a killed run)."""
+    assert run.page is not None
+    profile = Path(tempfile.mkdtemp(prefix=f"pl-{session.lab.name or 'lab'}-chromium-"))
+    try:
+        argv = chromium_argv(session, run, session.pages[run.page.ref], server, run_dir, profile)
+        return _run_client(session, run, run_dir, argv, timeout_s + CHROMIUM_GRACE_S, "chromium")
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
 def run_page(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
     assert run.page is not None, "a page-load run has a page"
     spec = session.experiment.spec
     server = session.server(session.scenario.server, run.transport, session.page_manifests())
-    result_file = run_dir / "result.json"
-    argv = load_argv(session, run, run.mode, session.pages[run.page.ref], server, result_file, run_dir)
-    outcome, page_load = _run_client(session, run, run_dir, argv, spec.timeout_s + LOAD_GRACE_S, "load")
+    if run.transport.get("client") == "chromium":
+        outcome, page_load = _load_with_chromium(session, run, run_dir, server, spec.timeout_s)
+    else:
+        argv = load_argv(session, run, run.mode, session.pages[run.page.ref], server, run_dir / "result.json", run_dir)
+        outcome, page_load = _run_client(session, run, run_dir, argv, spec.timeout_s + LOAD_GRACE_S, "load")
     if page_load is None:
         return outcome
     outcome.page_load = page_load

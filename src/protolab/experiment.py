@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from protolab import controllers
+from protolab.browser.modes import UnsupportedMode, chromium_mode
 from protolab.scenarios import SCENARIOS, Scenario
 from protolab.spec import (
     STANDARD_AXES,
@@ -174,6 +175,21 @@ def _check_controllers(source: str, spec: Spec, axes: Mapping[str, list[Any]]) -
                             "but the bandwidth axis has \"unlimited\"")
 
 
+def _check_client(source: str, spec: Spec, axes: Mapping[str, list[Any]], workload_name: str) -> None:
+    """Chromium loads pages, in the modes it can be made to speak."""
+    where = "axes.client" if "client" in axes else "transport.client"
+    if "chromium" not in axes.get("client", [spec.transport.client]):
+        return
+    if workload_name != "page":
+        raise SpecError(f"{source}: {where}: client \"chromium\" loads pages; scenario {quoted(spec.scenario)} "
+                        f"runs a {workload_name} workload")
+    for index, mode in enumerate(axes.get("mode", [])):
+        try:
+            chromium_mode(mode)
+        except UnsupportedMode as exc:
+            raise SpecError(f"{source}: axes.mode[{index}]: {exc} (client \"chromium\" in {where})") from None
+
+
 def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
     scenario = SCENARIOS.get(spec.scenario)
     if scenario is None:
@@ -217,6 +233,7 @@ def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
         if name in axes and name in spec.transport.model_fields_set:
             raise SpecError(f"{source}: axes.{name}: also set in [transport]; give it in one place")
     _check_controllers(source, spec, axes)
+    _check_client(source, spec, axes, workload.name)
 
     base_dir = path.parent if path is not None else Path.cwd()
     scenario_pages = scenario.pages(params)

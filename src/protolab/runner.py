@@ -109,6 +109,15 @@ def _without_none(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+def _key_transport(transport: dict[str, Any]) -> dict[str, Any]:
+    """The transport options in a run key: the engine, the default client, is left out so the
+    keys of engine runs are those they had before Chromium could load pages."""
+    key = _without_none(transport)
+    if key.get("client") == "engine":
+        del key["client"]
+    return key
+
+
 def plan(experiment: Experiment) -> list[PlannedRun]:
     """Every run of the experiment in execution order."""
     spec = experiment.spec
@@ -139,7 +148,7 @@ def plan(experiment: Experiment) -> list[PlannedRun]:
                     "mode": mode,
                     "page": page.name if page is not None else None,
                     "page_digest": page.digest if page is not None else None,
-                    "transport": _without_none(transport),
+                    "transport": _key_transport(transport),
                     "spec_seed": spec.seed,
                     "repetition": repetition,
                 }

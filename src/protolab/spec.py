@@ -274,6 +274,8 @@ class Transport(BaseModel):
     quic_max_ack_delay_ms: Annotated[int, Field(ge=1, le=16_383)] | None = None
     h1_connections: Annotated[int, Field(ge=1, le=64)] = 6
     scheduler: Scheduler = "round-robin"
+    # Who loads the pages: protolab's page-load engine or headless Chromium (docs/browser.md).
+    client: Literal["engine", "chromium"] = "engine"
 
 
 TRANSPORT_AXES = tuple(Transport.model_fields)

@@ -30,6 +30,7 @@ KNOWN_PARAMS: list[Column] = [
     ("seed", "BIGINT", "seed of the run's random draws"),
     ("tcp_cc", "VARCHAR", "TCP congestion control"),
     ("quic_cc", "VARCHAR", "QUIC congestion controller as the spec wrote it (NAME[:key=value,...])"),
+    ("client", "VARCHAR", "who loaded the page: engine (protolab-net load) or chromium (docs/browser.md)"),
     ("order_index", "INTEGER", "position of the run in the executed (interleaved) order"),
     ("workload", "VARCHAR", "what the run did: page (page load), bulk (bulk transfer) or pair (two clients)"),
 ]

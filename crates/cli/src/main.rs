@@ -141,6 +141,18 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
         manifests.push((path.display().to_string(), web::Manifest::load(path)?));
     }
     let site = web::Site::new(&manifests)?;
+    let unfit: Vec<serde_json::Value> = site
+        .unfit()
+        .iter()
+        .map(|(file, u)| {
+            eprintln!(
+                "warning: {file}: {}{}: {} bytes hold references to {} of its {} children; the browser will not request the others",
+                u.key.0, u.key.1, u.size, u.referenced, u.children
+            );
+            serde_json::json!({"file": file, "origin": u.key.0, "path": u.key.1, "size": u.size,
+                               "referenced": u.referenced, "children": u.children})
+        })
+        .collect();
     let mut listen = args.listen.clone();
     if listen.is_empty() {
         listen = site.origins().values().copied().collect();
@@ -195,6 +207,7 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
             "quic_cc_canonical": quic_cc_canonical,
             "tls_dir": args.tls_dir.display().to_string(),
             "spki": material.spki_list(),
+            "real_page_unfit": unfit,
         });
         println!("{ready}");
         server

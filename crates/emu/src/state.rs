@@ -84,6 +84,27 @@ pub struct CleanupReport {
     pub state_removed: bool,
     /// CPU-limit cgroups removed (`pl-<lab>-cpu`).
     pub cgroups: Vec<String>,
+    /// Temporary directories removed (Chromium profiles `pl-<lab>-chromium-*`).
+    pub temp_dirs: Vec<String>,
+}
+
+/// Removes lab `lab`'s temporary directories in `dir`: the Chromium profiles the runner makes
+/// for each browser load (`pl-<lab>-chromium-*`, src/protolab/executors.py), left when the
+/// runner was killed during a load.
+pub fn remove_temp_dirs(dir: &Path, lab: &str) -> Vec<String> {
+    let prefix = format!("pl-{lab}-chromium-");
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_ours = name.to_str().is_some_and(|n| n.starts_with(&prefix));
+        // Only directories (never a symlink followed out of `dir`).
+        if is_ours && entry.file_type().is_ok_and(|t| t.is_dir()) && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed.push(entry.path().display().to_string());
+        }
+    }
+    removed.sort();
+    removed
 }
 
 /// Where the runner makes a lab's CPU-limit cgroup `pl-<lab>-cpu` (src/protolab/lab/cgroup.py):
@@ -137,6 +158,7 @@ pub fn cleanup_lab(state_dir: &Path, lab: &str) -> Result<CleanupReport, SystemE
     }
     let parents: Vec<&Path> = CGROUP_PARENTS.iter().map(Path::new).collect();
     report.cgroups = remove_cgroups(&parents, lab)?;
+    report.temp_dirs = remove_temp_dirs(&std::env::temp_dir(), lab);
     match std::fs::remove_dir_all(&state.dir) {
         Ok(()) => report.state_removed = true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -161,6 +183,21 @@ mod tests {
         assert!(!v2.join("pl-lab1-cpu").exists() && !v1.join("pl-lab1-cpu").exists());
         assert!(v2.join("pl-lab2-cpu").is_dir(), "another lab's cgroup stays");
         assert!(remove_cgroups(&[&v2, &v1], "lab1").unwrap().is_empty(), "idempotent");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn the_lab_s_chromium_profiles_are_removed_and_no_other() {
+        let root = std::env::temp_dir().join(format!("pl-tempdir-test-{}", std::process::id()));
+        for dir in ["pl-lab1-chromium-abc/Default", "pl-lab1-chromium-def", "pl-lab2-chromium-x", "other"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join("pl-lab1-chromium-file"), b"not a directory").unwrap();
+        let removed = remove_temp_dirs(&root, "lab1");
+        assert_eq!(removed.len(), 2, "{removed:?}");
+        assert!(root.join("pl-lab2-chromium-x").is_dir() && root.join("other").is_dir());
+        assert!(root.join("pl-lab1-chromium-file").is_file());
+        assert!(remove_temp_dirs(&root, "lab1").is_empty(), "idempotent");
         std::fs::remove_dir_all(root).unwrap();
     }
 }

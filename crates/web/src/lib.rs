@@ -11,6 +11,7 @@ pub mod load;
 pub mod manifest;
 pub mod ratelimit;
 pub mod pace;
+pub mod page;
 pub mod raw;
 pub mod server;
 pub mod site;

@@ -19,13 +19,14 @@ import numpy as np
 from protolab.errors import ProtolabError
 from protolab.measure.stats import clopper_pearson
 from protolab.report import analysis as ga
+from protolab.report import calibration as cal
 from protolab.report import figures
 from protolab.report import transport as tr
 from protolab.report.stats import CI_LEVEL, improvement_pct, median, speedup, summarize
 from protolab.store import KNOWN_PARAMS, SCHEMA_VERSION, ResultsStore
 
-CONDITION_FIELDS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "tcp_cc", "quic_cc")
-PRIMARY_CONDITIONS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "tcp_cc", "quic_cc")
+CONDITION_FIELDS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "tcp_cc", "quic_cc", "client")
+PRIMARY_CONDITIONS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "tcp_cc", "quic_cc", "client")
 PAGE_FIELDS = {"page_ref", "page_bytes", "page_digest"}  # describe the page, shown with the pages
 NOT_CONDITIONS = {"mode", "page", "repetition", "seed", "order_index", "workload", "transport_axes",
                   "quic_cc_resolved"}
@@ -197,6 +198,7 @@ PARAM_FORMATS = {
     "buffer": "buffer {}",
     "tcp_cc": "TCP {}",
     "quic_cc": "QUIC {}",
+    "client": "client {}",
     "scenario": "{}",
 }
 
@@ -300,6 +302,8 @@ class Builder:
             "pair": [("fairness", "Shares of the bottleneck and Jain's index", partial(tr.fairness, self)),
                      ("share-time", "Throughput per side over time", partial(tr.share_timeline, self)), *transport],
         }
+        if "client" in exp.varying:
+            by_workload["page"].insert(1, ("engine-vs-browser", "Engine vs browser", self.engine_vs_browser))
         sections = [*by_workload[tr.workload_of(exp)],
                     ("failed", "Failed runs", self.failed_table),
                     ("links", "Achieved versus configured link conditions", self.link_table)]
@@ -526,6 +530,39 @@ class Builder:
         return (f'<p class="caption">{_esc(caption)}</p>' +
                 _table(["condition", "page", "mode", "n ok", "n failed", "median", "mean", "Q1", "Q3",
                         f"{CI_LEVEL:.0%} CI of mean", f"{CI_LEVEL:.0%} CI of median"], rows, numeric_from=3, css="data"))
+
+    def engine_vs_browser(self, exp: Experiment, name: str) -> str:
+        """Median PLT of the engine and of Chromium per condition x page x mode (docs/browser.md)."""
+        at = exp.varying.index("client")
+        network = {r["run_key"]: r["net"] for r in self.store.query(
+            "SELECT run_key, max(finished_ms) AS net FROM objects WHERE experiment_id = ? GROUP BY run_key", [exp.id])}
+        rows = [cal.LoadRow(condition=run.condition[:at] + run.condition[at + 1:], page=run.page, mode=run.mode,
+                            client=str(run.params.get("client")), plt_ms=run.plt_ms,
+                            network_ms=network.get(run.run_key), connections=run.n_connections)
+                for run in exp.runs if run.status == "ok" and run.plt_ms is not None]
+        cells = cal.calibrate(rows)
+        if not cells:
+            return _note("No page and mode loaded successfully by both the engine and Chromium.")
+        others = [n for n in exp.varying if n != "client"]
+
+        def label(condition: tuple[Any, ...]) -> str:
+            return ", ".join(fmt_param(n, v) for n, v in zip(others, condition, strict=True)) or "all runs"
+
+        table = [[_esc(label(c.condition)), _esc(c.page), _esc(c.mode), _num(c.engine_ms, 0), _num(c.chromium_ms, 0),
+                  f"{c.ratio:.2f}" + ("" if c.agrees else " *"), _num(c.chromium_network_ms, 0),
+                  _num(c.after_network_ms, 0), _num(c.engine_connections, 0), _num(c.chromium_connections, 0),
+                  f"{c.n_engine}/{c.n_chromium}"] for c in cells]
+        summary = [[_esc(label(cond)), _esc(mode), f"{ratio:.2f}"] for (cond, mode), ratio in cal.per_mode(cells).items()]
+        caption = ("Median PLT (ms) of the page-load engine and of Chromium on the same page, link and protocol; "
+                   "ratio = Chromium / engine (* outside 0.85-1.15). Chromium's network end: its last object's last "
+                   "byte (ms since the root request); after network: its load event minus that (parse, style, layout, "
+                   "script, load event). Connections: median per load (Chromium keeps separate pools for CORS "
+                   "requests).")
+        return (f'<p class="caption">{_esc(caption)}</p>' +
+                _table(["condition", "page", "mode", "engine", "Chromium", "ratio", "Chromium network end",
+                        "after network", "engine conns", "Chromium conns", "n"], table, numeric_from=3, css="data") +
+                '<p class="caption">Ratio per mode: geometric mean over the pages.</p>' +
+                _table(["condition", "mode", "ratio"], summary, numeric_from=2, css="data"))
 
     def failed_table(self, exp: Experiment, name: str) -> str:
         failed = [r for r in exp.runs if r.status != "ok"]

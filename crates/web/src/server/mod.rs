@@ -543,10 +543,18 @@ where
                 // Site::new creates a block for every seed it stores; kept as a 500, not a panic.
                 return text(StatusCode::INTERNAL_SERVER_ERROR, "no body block");
             };
-            let mut r = reply(StatusCode::OK, ResponseBody::pattern(block, object.offset, object.size));
+            let body = match &object.document {
+                Some(document) => ResponseBody::full(document.clone()),
+                None => ResponseBody::pattern(block, object.offset, object.size),
+            };
+            let mut r = reply(StatusCode::OK, body);
             r.headers_mut().insert(header::CONTENT_TYPE, object.content_type.clone());
             for (name, value) in &object.headers {
                 r.headers_mut().append(name.clone(), value.clone());
+            }
+            // Cross-origin fonts and script-inserted objects of a real page need CORS.
+            if !r.headers().contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
+                r.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
             }
             head_of(r, is_head)
         }

@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use web::body::{object_offset, Block};
 use web::{Limits, Manifest, ServeOptions, Server, Site, TlsMaterial};
 
 pub const PAGE: &str = r#"{
@@ -78,7 +77,6 @@ impl Lab {
     }
 
     pub fn expected(&self, host: &str, path: &str) -> Vec<u8> {
-        let o = self.manifest.objects.iter().find(|o| o.origin == host && o.path == path).unwrap();
-        Block::new(self.manifest.seed).expected(object_offset(host, path), o.size)
+        Site::new(&[("page.json".into(), self.manifest.clone())]).unwrap().body(host, path).unwrap()
     }
 }

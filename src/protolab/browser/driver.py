@@ -1,0 +1,225 @@
+"""One cold page load in headless Chromium (Debian's), run inside the client namespace by the
+runner (docs/browser.md):
+
+    python -m protolab.browser.driver --url https://www.x.test/ --mode h2 --spki SPKI \\
+        --map www.x.test=10.99.0.1 ... --manifest page.json --profile DIR --out result.json \\
+        [--har page.har] [--timeout-ms 60000]
+
+Chromium gets a fresh profile (`--profile`, created by the caller and removed by it), its cache
+disabled, DNS replaced by `--host-resolver-rules` and our CA trusted by SPKI; the protocol is
+forced per mode. The result has the page-load engine's shape (docs/load.md): PLT from
+Navigation Timing (`loadEventEnd` since navigation start), one object per response seen by
+the DevTools protocol with its timing and connection, one connection per DevTools
+`connectionId`. Exit status: 0 with a result (also a failed or timed-out load), 2 when the load
+could not be attempted (bad arguments, no Chromium).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from protolab.browser.modes import CHROMIUM_MODES, chromium_flags
+
+RESULT_SCHEMA_VERSION = 1
+CDP_PROTOCOL = {"http/1.1": "h1", "h2": "h2", "h3": "h3"}
+
+
+class Recorder:
+    """What the DevTools protocol says about every request of the page."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []
+
+    def _entry(self, request_id: str) -> dict[str, Any]:
+        if request_id not in self.requests:
+            self.requests[request_id] = {"bytes": 0}
+            self.order.append(request_id)
+        return self.requests[request_id]
+
+    def will_be_sent(self, e: dict[str, Any]) -> None:
+        r = self._entry(e["requestId"])
+        r.setdefault("url", e["request"]["url"])
+        r.setdefault("sent", e["timestamp"])
+        r.setdefault("wall", e.get("wallTime"))
+        initiator = e.get("initiator") or {}
+        r.setdefault("initiator", initiator.get("url") or (initiator.get("stack") or {}).get("callFrames", [{}])[0].get("url"))
+
+    def response(self, e: dict[str, Any]) -> None:
+        r = self._entry(e["requestId"])
+        resp = e["response"]
+        r["url"] = resp.get("url", r.get("url"))
+        r["status"] = resp.get("status")
+        r["protocol"] = resp.get("protocol", "")
+        r["connection"] = resp.get("connectionId")
+        r["reused"] = resp.get("connectionReused")
+        r["remote"] = f"{resp.get('remoteIPAddress', '')}:{resp.get('remotePort', '')}"
+        r["timing"] = resp.get("timing") or {}
+
+    def data(self, e: dict[str, Any]) -> None:
+        self._entry(e["requestId"])["bytes"] += int(e.get("dataLength", 0))
+
+    def finished(self, e: dict[str, Any]) -> None:
+        self._entry(e["requestId"])["finished"] = e["timestamp"]
+
+    def failed(self, e: dict[str, Any]) -> None:
+        r = self._entry(e["requestId"])
+        r["error"] = e.get("errorText") or "failed"
+        r["finished_failed"] = e["timestamp"]
+
+
+def _ms(t: float | None, t0: float) -> float | None:
+    return None if t is None else round((t - t0) * 1000.0, 3)
+
+
+Rows = list[dict[str, Any]]
+
+
+def _objects_and_connections(rec: Recorder, manifest: dict[str, Any], mode: str) -> tuple[Rows, Rows, Rows]:
+    """The engine's object and connection rows from the recorded requests, and the requests
+    of URLs the manifest does not have; times in ms since the root request was sent."""
+    ids = [i for i in rec.order if "url" in rec.requests[i] and not rec.requests[i]["url"].startswith("data:")]
+    if not ids:
+        return [], [], []
+    t0 = min(rec.requests[i]["sent"] for i in ids)
+    sizes = {(o["origin"], o["path"]): o for o in manifest.get("objects", [])}
+    objects: list[dict[str, Any]] = []
+    extra: list[dict[str, Any]] = []
+    connections: dict[Any, dict[str, Any]] = {}
+    for i in ids:
+        r = rec.requests[i]
+        u = urlsplit(r["url"])
+        path = u.path + (f"?{u.query}" if u.query else "")
+        known = sizes.get((u.hostname or "", path))
+        if known is None:  # e.g. the /favicon.ico Chromium asks for by itself
+            extra.append({"url": r["url"], "status": r.get("status"), "bytes": r["bytes"],
+                          "started_ms": _ms(r["sent"], t0), "error": r.get("error")})
+            continue
+        timing = r.get("timing") or {}
+        start = timing.get("requestTime")
+        send = start + timing["sendStart"] / 1000.0 if start is not None and "sendStart" in timing else r["sent"]
+        head = start + timing["receiveHeadersEnd"] / 1000.0 if start is not None and "receiveHeadersEnd" in timing else None
+        conn_key = (r.get("connection"), r.get("remote"))
+        objects.append({
+            "origin": u.hostname, "path": path,
+            "parent": known.get("parent"),
+            "connection": None if r.get("connection") is None else int(r["connection"]),
+            "status": r.get("status"), "expected_bytes": known["size"], "bytes": r["bytes"],
+            "discovered_ms": _ms(r["sent"], t0), "queued_ms": _ms(r["sent"], t0), "started_ms": _ms(send, t0),
+            "first_byte_ms": _ms(head, t0), "finished_ms": _ms(r.get("finished"), t0),
+            "error": r.get("error"),
+            "protocol": CDP_PROTOCOL.get(r.get("protocol", ""), r.get("protocol")),
+        })
+        if r.get("connection") is None:
+            continue
+        c = connections.get(conn_key)
+        if c is None:
+            protocol = CDP_PROTOCOL.get(r.get("protocol", ""), r.get("protocol"))
+            if protocol == "h1" and mode == "h1c":
+                protocol = "h1c"
+            handshake = None
+            if start is not None and timing.get("connectStart", -1) >= 0 and timing.get("connectEnd", -1) >= 0:
+                handshake = round(timing["connectEnd"] - timing["connectStart"], 3)
+            connect_start = start + timing["connectStart"] / 1000.0 if handshake is not None else None
+            c = connections[conn_key] = {
+                "id": int(r["connection"]), "origin": u.hostname, "protocol": protocol,
+                "transport": "quic" if protocol == "h3" else ("mptcp" if mode == "h2-mptcp" else "tcp"),
+                "local": None, "remote": r.get("remote"),
+                "connect_start_ms": _ms(connect_start, t0), "handshake_ms": handshake, "requests": 0, "bytes": 0,
+            }
+        c["requests"] += 1
+        c["bytes"] += r["bytes"]
+    return objects, list(connections.values()), extra
+
+
+async def load(a: argparse.Namespace) -> dict[str, Any]:
+    from playwright.async_api import Error as PlaywrightError
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+    from playwright.async_api import async_playwright
+
+    manifest = json.loads(Path(a.manifest).read_text())
+    rec = Recorder()
+    config: dict[str, Any] = {"client": "chromium", "mode": a.mode, "page": manifest.get("name"), "url": a.url}
+    status, error, plt_ms, navigation = "ok", None, None, {}
+    start_unix_ns = time.time_ns()
+    async with async_playwright() as pw:
+        context = await pw.chromium.launch_persistent_context(
+            a.profile, executable_path=a.chromium, headless=True,
+            args=chromium_flags(a.mode, a.spki, a.map), record_har_path=a.har, record_har_content="omit")
+        try:
+            config["chromium_version"] = context.browser.version if context.browser else None
+            page = context.pages[0] if context.pages else await context.new_page()
+            cdp = await context.new_cdp_session(page)
+            for event, handler in [("Network.requestWillBeSent", rec.will_be_sent), ("Network.responseReceived", rec.response),
+                                   ("Network.dataReceived", rec.data), ("Network.loadingFinished", rec.finished),
+                                   ("Network.loadingFailed", rec.failed)]:
+                cdp.on(event, handler)
+            await cdp.send("Network.enable")
+            await cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+            start_unix_ns = time.time_ns()
+            try:
+                await page.goto(a.url, wait_until="load", timeout=a.timeout_ms)
+                navigation = await page.evaluate(
+                    "() => { const n = performance.getEntriesByType('navigation')[0]; return n ? n.toJSON() : {}; }")
+                plt_ms = navigation.get("loadEventEnd")
+                if not plt_ms:
+                    status, error = "failed", "no loadEventEnd in Navigation Timing"
+            except PlaywrightTimeout:
+                status, error = "timeout", f"no load event within {a.timeout_ms} ms"
+            except PlaywrightError as exc:
+                status, error = "failed", str(exc).splitlines()[0]
+            await asyncio.sleep(0.2)  # the last DevTools events
+        finally:
+            await context.close()  # writes the HAR
+    objects, connections, extra = _objects_and_connections(rec, manifest, a.mode)
+    missing = len(manifest.get("objects", [])) - len({(o["origin"], o["path"]) for o in objects})
+    if status == "ok":
+        root = objects[0] if objects else None
+        if root is None or root.get("status") != 200:
+            status, error = "failed", f"root document: status {root.get('status') if root else None}"
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION, "status": status, "error": error,
+        "plt_ms": round(plt_ms, 3) if plt_ms else None, "bytes": sum(o["bytes"] for o in objects),
+        "start_unix_ns": start_unix_ns, "config": config, "objects": objects, "connections": connections,
+        "navigation": {k: v for k, v in navigation.items() if isinstance(v, int | float | str)},
+        "not_requested": missing, "extra_requests": extra,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="protolab.browser.driver", description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", required=True, help="the page's root URL")
+    p.add_argument("--mode", choices=sorted(CHROMIUM_MODES), required=True)
+    p.add_argument("--spki", required=True, help="SPKI hash(es) of the lab's certificates, comma-separated")
+    p.add_argument("--map", action="append", default=[], help="HOST=ADDR (host resolver rule)")
+    p.add_argument("--manifest", required=True, help="the page's manifest (expected sizes and parents)")
+    p.add_argument("--profile", required=True, help="empty profile directory (the caller removes it)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--har", default=None, help="write the load's HAR here")
+    p.add_argument("--timeout-ms", type=int, default=60_000)
+    p.add_argument("--chromium", default="/usr/bin/chromium")
+    a = p.parse_args(argv)
+    if not Path(a.chromium).exists():
+        print(f"--chromium {a.chromium}: no such file (Debian package chromium)", file=sys.stderr)
+        return 2
+    try:
+        result = asyncio.run(load(a))
+    except Exception as exc:  # noqa: BLE001 - the browser did not start or died: a failed load, with why
+        result = {"schema_version": RESULT_SCHEMA_VERSION, "status": "failed", "error": f"chromium: {exc}".splitlines()[0],
+                  "plt_ms": None, "bytes": 0, "start_unix_ns": time.time_ns(),
+                  "config": {"client": "chromium", "mode": a.mode}, "objects": [], "connections": []}
+    tmp = Path(a.out + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.replace(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
