@@ -3,11 +3,13 @@ binary is missing (CI always builds it)."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +35,14 @@ def lab_name() -> Callable[[], str]:
         return "t" + secrets.token_hex(4)
 
     return fresh
+
+
+def toml_text(spec: dict[str, Any]) -> str:
+    """A spec dict as TOML (values: strings, numbers, booleans and lists of them; tables one level deep)."""
+    top = [f"{k} = {json.dumps(v)}" for k, v in spec.items() if not isinstance(v, dict)]
+    tables = [f"[{k}]\n" + "\n".join(f"{kk} = {json.dumps(vv)}" for kk, vv in v.items())
+              for k, v in spec.items() if isinstance(v, dict)]
+    return "\n".join(top) + "\n" + "\n".join(tables) + "\n"
 
 
 def lab_namespaces(name: str) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from conftest import lab_namespaces
+from conftest import lab_namespaces, toml_text
 
 from protolab.browser.modes import chromium_flags
 from protolab.experiment import SpecError, spec_from_dict
@@ -67,14 +67,6 @@ def _spec(page: Path | str, modes: list[str], bandwidth_mbps: float = 20, **extr
     }
 
 
-def _toml(spec: dict[str, Any]) -> str:
-    """The spec as TOML (values are strings, numbers and lists of them; tables one level deep)."""
-    top = [f"{k} = {json.dumps(v)}" for k, v in spec.items() if not isinstance(v, dict)]
-    tables = [f"[{k}]\n" + "\n".join(f"{kk} = {json.dumps(vv)}" for kk, vv in v.items())
-              for k, v in spec.items() if isinstance(v, dict)]
-    return "\n".join(top) + "\n" + "\n".join(tables) + "\n"
-
-
 def _protolab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "protolab", *args], capture_output=True, text=True, timeout=timeout,
                           check=False)
@@ -113,7 +105,7 @@ def test_chromium_loads_every_object_of_a_real_page_in_every_mode(emu_binary: Pa
     page.write_text(json.dumps(_page()))
     spec = tmp_path / "browser.toml"
     modes = ["h1c", "h1", "h2", "h3"]
-    spec.write_text(_toml(_spec(page, modes)))
+    spec.write_text(toml_text(_spec(page, modes)))
     results = tmp_path / "results"
     done = _protolab("run", str(spec), "--results", str(results))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -158,7 +150,7 @@ def _chromium_pids(profile_prefix: str) -> list[int]:
 def test_a_runner_killed_during_a_browser_load_leaves_nothing(emu_binary: Path, lab_name: Any, tmp_path: Path) -> None:
     name = lab_name()
     spec = tmp_path / "slow.toml"
-    spec.write_text(_toml(_spec("amazon", ["h2"], bandwidth_mbps=1, timeout_s=120)))  # 3.7 MB: about 30 s
+    spec.write_text(toml_text(_spec("amazon", ["h2"], bandwidth_mbps=1, timeout_s=120)))  # 3.7 MB: about 30 s
     prefix = f"pl-{name}-chromium-"
     runner = subprocess.Popen([sys.executable, "-m", "protolab", "run", str(spec), "--results", str(tmp_path / "r"),
                                "--lab", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -162,3 +162,14 @@ def test_quick_overhead_figure_end_to_end(emu_binary: Path, tmp_path: Path) -> N
     # QUIC carries a little more than TCP on the wire per byte delivered, whatever the verdict band.
     assert 1.0 < quic["estimate"]["value"] < 1.15
     assert "claims reproduced" in done.stdout
+
+
+def test_queue_fill_is_the_largest_occupancy_over_the_limit() -> None:
+    from protolab.reproduce.data import queue_fill
+
+    assert queue_fill({"configured_queue": '{"kind": "droptail", "bytes": 125000}', "max_queue_bytes": 124000,
+                       "max_queue_packets": 83}) == pytest.approx(0.992)
+    assert queue_fill({"configured_queue": {"kind": "droptail", "packets": 1000}, "max_queue_bytes": 1500,
+                       "max_queue_packets": 1}) == pytest.approx(0.001)
+    assert queue_fill({"configured_queue": None, "max_queue_bytes": 10}) is None
+    assert queue_fill({"configured_queue": '{"kind": "droptail"}', "max_queue_bytes": 10}) is None

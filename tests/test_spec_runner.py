@@ -163,6 +163,11 @@ def test_bad_ecmp_params_and_axis() -> None:
         parse_spec('schema_version = 1\nscenario = "ecmp-congestion"\n[params]\ncross_flows = 0\n')
     with pytest.raises(SpecError, match=r"spec.toml: params.path_buffer: invalid buffer"):
         parse_spec('schema_version = 1\nscenario = "ecmp-congestion"\n[params]\npath_buffer = "lots"\n')
+    for bad in ('"lots"', "1.5", "0"):
+        with pytest.raises(SpecError, match=r"spec.toml: params.cross_load"):
+            parse_spec(f'schema_version = 1\nscenario = "ecmp-congestion"\n[params]\ncross_load = {bad}\n')
+    paced = parse_spec('schema_version = 1\nscenario = "ecmp-congestion"\n[params]\ncross_load = 0.9\n')
+    assert paced.params.cross_load == 0.9
 
 
 def test_spec_file_errors_name_the_file(tmp_path: Path) -> None:
@@ -239,7 +244,8 @@ def test_ecmp_topology_and_links() -> None:
     assert [p["name"] for p in topology["paths"]] == ["p0", "p1"]
     links = scenario.links(params, conditions(experiment)[1])
     assert links["client.down"]["rate"] == "10mbit" and links["client.up"]["rate"] == "10mbit"
-    assert links["p1.reverse"]["rate"] == "1000mbit" and links["p0.forward"]["delay"] == "25ms"
+    assert links["p1.reverse"]["rate"] == "20mbit" and links["p0.forward"]["delay"] == "25ms"
+    assert params.cross_load == "greedy"
     assert scenario.busy(params, conditions(experiment)[1]) and not scenario.busy(params, conditions(experiment)[0])
 
 

@@ -24,7 +24,7 @@ from protolab.browser.modes import chromium_mode
 from protolab.errors import LabError
 from protolab.files import write_text_atomically
 from protolab.measure import flows
-from protolab.runner import PlannedRun, RunOutcome
+from protolab.runner import PlannedRun, RunOutcome, derived_seed
 from protolab.scenarios.workloads import Side, parse_pair
 from protolab.session import LabSession, Server, read_samples, transport_argv
 
@@ -90,7 +90,9 @@ def load_argv(session: LabSession, run: PlannedRun, mode: str, manifest: Path, s
         "--timeout-ms", str(int(spec.timeout_s * 1000)), *transport_argv(run.transport, quic_cc),
     ]
     if session.scenario.seeded_source_ports(session.params):
-        argv += ["--source-port-seed", str(run.link_seed)]
+        # Per run, not per repetition: the runs of one repetition share the link seed, and the
+        # same port draws would find the previous run's connections still in TIME_WAIT.
+        argv += ["--source-port-seed", str(derived_seed(run.link_seed, "source-ports", run.key))]
     return argv + _instrument_argv(session, run_dir)
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from protolab import controllers
 from protolab.browser.modes import UnsupportedMode, chromium_mode
+from protolab.corpus.manifest import valid_body_path
 from protolab.scenarios import SCENARIOS, Scenario
 from protolab.spec import (
     STANDARD_AXES,
@@ -304,6 +305,19 @@ def _check_manifest_shape(file: Path, manifest: Any) -> None:
     objects = manifest.get("objects")
     if not isinstance(objects, list) or not objects:
         raise ValueError(f"manifest {file}: objects: a non-empty list")
+    for i, obj in enumerate(objects):
+        body = obj.get("body") if isinstance(obj, dict) else None
+        if body is None:
+            continue
+        if not isinstance(body, str) or not valid_body_path(body):
+            raise ValueError(f"manifest {file}: objects[{i}].body: {body!r} must be a relative path inside "
+                             "the manifest's directory")
+        try:
+            length = (file.parent / body).stat().st_size
+        except OSError as exc:
+            raise ValueError(f"manifest {file}: objects[{i}].body: cannot read {body}: {exc.strerror or exc}") from exc
+        if length != obj.get("size"):
+            raise ValueError(f"manifest {file}: objects[{i}].body: {body} has {length} bytes, size is {obj.get('size')}")
 
 
 def corpus_manifest(name: str, *, seed: int) -> dict[str, Any]:

@@ -71,9 +71,28 @@ def write_pages(experiment: Experiment, results_dir: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
     for ref, page in experiment.pages.items():
         target = results_dir / "pages" / f"{page.name}.json"
+        _copy_bodies(page.source, page.manifest, target.parent)
         _write_json(target, page.manifest)
         files[ref] = target.resolve()
     return files
+
+
+def _copy_bodies(source: str, manifest: dict[str, Any], pages_dir: Path) -> None:
+    """The recorded bodies of a manifest file (`objects[].body`, relative to it) beside its copy,
+    so the results directory serves the same page on its own."""
+    bodies = {o["body"] for o in manifest.get("objects", []) if isinstance(o, dict) and isinstance(o.get("body"), str)}
+    if not bodies:
+        return
+    base = Path(source).parent
+    for body in sorted(bodies):
+        target = pages_dir / body
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(base / body, target)
+        except OSError as exc:
+            raise ToolError(f"manifest {source}: body {body}: cannot copy: {exc.strerror or exc}") from exc
 
 
 def tail(path: Path, limit: int = 1500) -> str:

@@ -79,6 +79,19 @@ pub struct Object {
     /// Time between the parent finishing and this object being requested (parse/compute time).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub delay_ms: u64,
+    /// A recorded body (`protolab corpus record`): a file, relative to the manifest's directory,
+    /// of exactly `size` bytes, served instead of a generated body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+}
+
+/// Whether `body` is a relative path inside the manifest's directory (no `..`, not absolute).
+pub fn valid_body_path(body: &str) -> bool {
+    !body.is_empty()
+        && body.len() <= 1024
+        && !body.starts_with('/')
+        && !body.contains('\\')
+        && body.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -269,6 +282,11 @@ impl Manifest {
                 }
                 if http::HeaderValue::from_str(value).is_err() {
                     return Err((field, format!("{value:?} is not a header value")));
+                }
+            }
+            if let Some(body) = &o.body {
+                if !valid_body_path(body) {
+                    return Err((at("body"), format!("{body:?} must be a relative path inside the manifest's directory")));
                 }
             }
             if o.delay_ms > MAX_DELAY_MS {

@@ -43,6 +43,16 @@ pub struct ServedObject {
     raw_headers: BTreeMap<String, String>,
 }
 
+/// A recorded body: `body` relative to the directory of manifest `file`, exactly `size` bytes.
+fn recorded_body(file: &str, body: &str, size: u64) -> Result<Bytes, String> {
+    let path = std::path::Path::new(file).parent().unwrap_or(std::path::Path::new(".")).join(body);
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 != size {
+        return Err(format!("{} has {} bytes, but size is {size}", path.display(), bytes.len()));
+    }
+    Ok(Bytes::from(bytes))
+}
+
 /// The merged objects of every manifest a server serves.
 #[derive(Debug, Default)]
 pub struct Site {
@@ -91,13 +101,17 @@ impl Site {
                 let Ok(content_type) = HeaderValue::from_str(&o.content_type) else {
                     return Err(err(format!("objects[{i}].content_type"), "not a header value".into()));
                 };
+                let document = match &o.body {
+                    Some(body) => Some(recorded_body(file, body, o.size).map_err(|m| err(format!("objects[{i}].body"), m))?),
+                    None => docs.bodies.remove(&o.key()),
+                };
                 let served = ServedObject {
                     size: o.size,
                     content_type,
                     headers,
                     seed: m.seed,
                     offset: object_offset(&o.origin, &o.path),
-                    document: docs.bodies.remove(&o.key()),
+                    document,
                     source: format!("{file}: objects[{i}]"),
                     raw_headers: o.headers.clone(),
                 };
@@ -105,7 +119,8 @@ impl Site {
                     let same = previous.size == served.size
                         && previous.content_type == served.content_type
                         && previous.raw_headers == served.raw_headers
-                        && previous.seed == served.seed;
+                        && previous.seed == served.seed
+                        && (o.body.is_none() || previous.document == served.document);
                     if !same {
                         return Err(err(
                             format!("objects[{i}]"),
@@ -177,6 +192,36 @@ impl Site {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recorded_bodies_are_read_and_checked() {
+        let dir = std::env::temp_dir().join(format!("pl-site-body-test-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("p.bodies")).unwrap();
+        std::fs::write(dir.join("p.bodies/root"), b"<html>recorded</html>").unwrap();
+        let text = |size: u64, body: &str| {
+            serde_json::json!({
+                "name": "p",
+                "origins": [{"hostname": "www.a.test", "address": "10.0.0.1"}],
+                "objects": [{"path": "/", "origin": "www.a.test", "size": size, "content_type": "text/html", "body": body}]
+            })
+            .to_string()
+        };
+        let file = dir.join("p.json").display().to_string();
+        let m = Manifest::parse(&text(21, "p.bodies/root"), &file).unwrap();
+        let site = Site::new(&[(file.clone(), m)]).unwrap();
+        assert_eq!(site.body("www.a.test", "/").unwrap(), b"<html>recorded</html>");
+        let m = Manifest::parse(&text(20, "p.bodies/root"), &file).unwrap();
+        let e = Site::new(&[(file.clone(), m)]).unwrap_err();
+        assert_eq!(e.field, "objects[0].body");
+        assert!(e.message.ends_with("has 21 bytes, but size is 20"), "{e}");
+        let m = Manifest::parse(&text(21, "p.bodies/none"), &file).unwrap();
+        assert!(Site::new(&[(file.clone(), m)]).unwrap_err().message.starts_with("cannot read"));
+        for bad in ["../x", "/etc/passwd", "a/../b", ""] {
+            let e = Manifest::parse(&text(21, bad), &file).unwrap_err();
+            assert_eq!(e.field, "objects[0].body", "{bad}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     fn manifest(address: &str, size: u64) -> Manifest {
         let text = serde_json::json!({

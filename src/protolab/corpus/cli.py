@@ -23,7 +23,7 @@ from protolab.corpus.manifest import load_manifest, write_manifests
 _WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
 console = Console(width=_WIDTH)
 
-corpus_app = typer.Typer(name="corpus", help="Page manifests: Table I replicas, generated corpora, HAR import.",
+corpus_app = typer.Typer(name="corpus", help="Page manifests: Table I replicas, generated corpora, HAR import, recording.",
                          no_args_is_help=True, add_completion=False)
 
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the page model and of the bodies.", min=0)]
@@ -119,12 +119,47 @@ def import_har(
     total = sum(o["size"] for o in manifest["objects"])
     console.print(f"wrote {escape(str(out))}: {result.kept} of {result.entries} entries as objects, "
                   f"{total} bytes, {len(manifest['origins'])} origins")
+    _report_import(result)
+
+
+def _report_import(result: object) -> None:
+    from protolab.corpus.har import HarImport
+
+    assert isinstance(result, HarImport)
     for how, count in sorted(result.parents.items()):
         console.print(f"  parent from {how}: {count}")
     for reason, count in sorted(result.skipped.items()):
         console.print(f"  skipped {count}: {reason}")
     for warning in result.warnings:
         console.print(f"  [yellow]warning:[/] {escape(warning)}")
+
+
+@corpus_app.command("record")
+def record(
+    url: Annotated[str, typer.Argument(help="The page to record (http or https).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory for NAME.json, NAME.bodies/ and NAME.record.json.")],
+    name: Annotated[str, typer.Option("--name", help="Page name.")] = "recorded",
+    maps: Annotated[list[str] | None, typer.Option("--map", help="HOST=ADDRESS: resolve HOST to ADDRESS "
+                                                   "(Chromium's host resolver rules; repeatable).")] = None,
+    spki: Annotated[str | None, typer.Option("--spki", help="Trust certificates with these SPKI hashes "
+                                             "(comma-separated), e.g. a local test server's.")] = None,
+    network: Annotated[str, typer.Option("--network", help="IPv4 network for origins without a usable "
+                                         "IPv4 server address.")] = "10.98.0.0/16",
+    timeout_s: Annotated[float, typer.Option("--timeout-s", help="Give up if the page has not loaded.", min=1)] = 60.0,
+    settle_ms: Annotated[int, typer.Option("--settle-ms", help="Keep recording this long after the load event.",
+                                           min=0)] = 1000,
+    chromium: Annotated[str, typer.Option("--chromium", help="The browser.")] = "/usr/bin/chromium",
+) -> None:
+    """Record a page with headless Chromium: every response's body and headers, and the tree."""
+    from protolab.corpus.record import record as run_record
+
+    result = run_record(url, out, name, maps=maps or [], spki=spki, network=network, timeout_s=timeout_s,
+                        settle_s=settle_ms / 1000.0, chromium=chromium)
+    manifest = result.imported.manifest
+    console.print(f"wrote {escape(str(result.manifest_file))}: {result.imported.kept} of {result.imported.entries} "
+                  f"responses as objects, {result.bodies} recorded bodies ({result.body_bytes} bytes), "
+                  f"{len(manifest['origins'])} origins; the recording in {escape(str(result.record_file))}")
+    _report_import(result.imported)
 
 
 @corpus_app.command("validate")

@@ -159,6 +159,23 @@ def _target(path: str, query: str) -> str:
     return target
 
 
+def target_of(path: str, query: str) -> str:
+    """A URL's path and query as a manifest object's `path`."""
+    return _target(path, query)
+
+
+def manifest_host(host: str) -> tuple[str, str | None]:
+    """A URL's host as a manifest origin: (hostname, the address an IP literal gives, or None).
+    The manifest wants names: an IP-literal origin becomes ip-a-b-c-d.har.test."""
+    host = host.rstrip(".").lower()
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        return host, None
+    name = f"ip-{str(literal).replace('.', '-').replace(':', '-')}.har.test"
+    return name, str(literal) if literal.version == 4 else None
+
+
 def _initiator_urls(initiator: Any) -> Iterator[str]:
     """URLs named by Chrome's `_initiator`: `url`, then the call frames of the stack and of its
     parent (async) stacks, innermost first."""
@@ -279,17 +296,7 @@ def import_har(har: Any, file: str, name: str, seed: int = 1,
         if status >= 400:
             result.skipped[SKIP_ERROR] += 1
             continue
-        host = host.rstrip(".").lower()
-        address: str | None = None
-        try:
-            literal = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
-        if literal is not None:
-            # The manifest wants names: an IP-literal origin becomes ip-a-b-c-d.har.test.
-            host = f"ip-{str(literal).replace('.', '-').replace(':', '-')}.har.test"
-            if literal.version == 4:
-                address = str(literal)
+        host, address = manifest_host(host)
         if not valid_hostname(host):
             raise HarError(file, f"{where}.request.url", f"host {host!r} is not a DNS name the lab can serve")
         default_port = 443 if parts.scheme == "https" else 80

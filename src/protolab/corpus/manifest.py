@@ -37,6 +37,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def valid_body_path(body: str) -> bool:
+    """A recorded body's file: relative, inside the manifest's directory (as crates/web checks)."""
+    parts = body.split("/")
+    return (0 < len(body) <= 1024 and not body.startswith("/") and "\\" not in body
+            and all(part not in ("", ".", "..") for part in parts))
+
+
 class Origin(_Strict):
     hostname: StrictStr
     address: StrictStr
@@ -50,6 +57,7 @@ class PageObject(_Strict):
     headers: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     parent: StrictStr | None = None
     delay_ms: StrictInt = 0
+    body: StrictStr | None = None  # a recorded body, relative to the manifest's directory
 
     def key(self) -> tuple[str, str]:
         return (self.origin, self.path)
@@ -185,6 +193,8 @@ def validate_manifest(data: Any, file: str | os.PathLike[str] = "manifest.json")
                 raise fail(field, f'"{value}" is not a header value')
         if not 0 <= obj.delay_ms <= MAX_DELAY_MS:
             raise fail(f"{at}.delay_ms", f"{obj.delay_ms} must be between 0 and {MAX_DELAY_MS} ms")
+        if obj.body is not None and not valid_body_path(obj.body):
+            raise fail(f"{at}.body", f'"{obj.body}" must be a relative path inside the manifest\'s directory')
         previous = index.get(obj.key())
         if previous is not None:
             raise fail(f"{at}.path", f'"{obj.path}" on "{obj.origin}" is already objects[{previous}]')

@@ -12,15 +12,41 @@ RUN_COLUMNS = ("run_key", "mode", "page", "bandwidth_mbps", "rtt_ms", "loss_pct"
                "repetition", "plt_ms", "goodput_mbps")
 
 
+def queue_fill(counters: dict[str, Any]) -> float | None:
+    """The largest queue occupancy of a link direction over its limit (1.0: it was full)."""
+    queue = counters.get("configured_queue")
+    queue = json.loads(queue) if isinstance(queue, str) else queue
+    if not isinstance(queue, dict):
+        return None
+    for unit, used in (("bytes", counters.get("max_queue_bytes")), ("packets", counters.get("max_queue_packets"))):
+        limit = queue.get(unit)
+        if isinstance(limit, int | float) and limit > 0 and used is not None:
+            return float(used) / float(limit)
+    return None
+
+
+def _link_metrics(store: ResultsStore, experiment: str) -> dict[str, dict[str, Any]]:
+    """Per run: `queue_fill.<link>` and `queue_drops.<link>` (packets dropped at a full queue)."""
+    metrics: dict[str, dict[str, Any]] = {}
+    for c in store.query("SELECT run_key, link, configured_queue, max_queue_bytes, max_queue_packets, "
+                         "dropped_queue_full_packets FROM link_counters WHERE experiment_id = ?", [experiment]):
+        run = metrics.setdefault(c["run_key"], {})
+        run[f"queue_fill.{c['link']}"] = queue_fill(c)
+        run[f"queue_drops.{c['link']}"] = c["dropped_queue_full_packets"]
+    return metrics
+
+
 def _runs(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
-    """Successful runs, each with its scenario parameters and extra axes (`params`) merged in."""
+    """Successful runs, each with its scenario parameters and extra axes (`params`) merged in,
+    and the queue metrics of every link direction."""
     rows = store.query(f"SELECT {', '.join(RUN_COLUMNS)}, params FROM runs WHERE experiment_id = ? AND status = 'ok'",
                        [experiment])
+    links = _link_metrics(store, experiment)
     out = []
     for row in rows:
         params = row.pop("params")
         extra = json.loads(params) if isinstance(params, str) else (params or {})
-        out.append({**extra, **row})
+        out.append({**extra, **links.get(row["run_key"], {}), **row})
     return out
 
 

@@ -6,7 +6,7 @@ import contextlib
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -111,10 +111,12 @@ CROSS_SETTLE_S = 2.0
 class EcmpParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path_mbps: float = Field(1000, gt=0, description="rate of each ISP->server path (001: 1 Gbit/s)")
+    path_mbps: float = Field(20, gt=0, description="rate of each ISP->server path (001: 1 Gbit/s; see docs/scenarios.md)")
     path_buffer: int | str = Field("1bdp", description="queue of each path direction: bytes, <x>bdp or default")
     cross_flows: int = Field(8, ge=1, le=128, description="iperf3 connections on the congested path (001: 8)")
-    cross_load: float = Field(0.9, gt=0, le=1.0, description="their total rate as a share of the path (001: 90%)")
+    cross_load: Annotated[float, Field(gt=0, le=1.0)] | Literal["greedy"] = Field(
+        "greedy", description="their total rate as a share of the path (001: 90%), or greedy: unpaced flows that "
+        "fill the path's queue and drop, as 001's congested path did")
     congested_path: Literal["p0", "p1"] = "p1"
     cross_cc: str = "cubic"
     source_ports: Literal["seeded", "kernel"] = Field(
@@ -127,7 +129,8 @@ class EcmpCongestion(Scenario):
     """001 §IV-C1: a home network behind a 10 Mbit/s access link; the ISP's head-end balances
     flows over two equal-cost paths to the server with the 5-tuple XOR hash
     H = SA ^ DA ^ SP ^ DP ^ PT mod 2 (the emulator's `ecmp-xor` routing); one path carries
-    cross traffic at 90% of its capacity from 8 iperf3 connections.
+    cross traffic from 8 iperf3 connections: greedy by default, so the path's queue fills and
+    drops (001 offered 90% of 1 Gbit/s, and its H2 loads shot up); `cross_load` < 1 paces them.
 
     Hosts: `client` (access link = the bandwidth axis, queue = the buffer axis), `xclient` and
     `xserver` (cross traffic, ideal access links, pinned to the congested path), `server` (every
@@ -138,7 +141,7 @@ class EcmpCongestion(Scenario):
 
     name = "ecmp-congestion"
     source = "001 §IV-C1, 000 §5.2"
-    description = "10 Mbit/s access, two equal-cost 1 Gbit/s paths (xor flow hash), one 90% loaded by 8 iperf3 flows"
+    description = "10 Mbit/s access, two equal-cost paths (xor flow hash), one congested by 8 greedy iperf3 flows"
     Params = EcmpParams
     extra_axes: ClassVar[dict[str, Any]] = {"congested": bool}
     default_axes: ClassVar[dict[str, list[Any]]] = {
@@ -202,10 +205,13 @@ class EcmpCongestion(Scenario):
     def enter(self, ctx: Context, params: EcmpParams, condition: Condition) -> None:
         if not condition.extra("congested"):
             return
-        per_flow = params.path_mbps * params.cross_load / params.cross_flows
+        if params.cross_load == "greedy":
+            rate = "0"  # iperf3: unlimited, each flow as fast as its congestion control lets it
+        else:
+            rate = mbit(params.path_mbps * params.cross_load / params.cross_flows).replace("mbit", "M")
         argv = [
             "iperf3", "-c", XSERVER_ADDRESS, "-p", str(IPERF_PORT), "-R", "-P", str(params.cross_flows),
-            "-b", mbit(per_flow).replace("mbit", "M"), "-t", "86400", "-C", params.cross_cc,
+            "-b", rate, "-t", "86400", "-C", params.cross_cc,
         ]
         log = ctx.workdir / "iperf3-cross.log"
         with log.open("ab") as out:
