@@ -106,11 +106,19 @@ def canonical_digest(value: Any) -> str:
 
 def load_spec(path: Path) -> Experiment:
     """Read, validate and resolve a spec file; raise SpecError naming the file and field."""
+    return spec_from_dict(read_spec_data(path), source=path.name, path=path)
+
+
+def read_spec_data(path: Path) -> dict[str, Any]:
+    """A spec file's TOML as a dict, not yet validated (callers may merge overrides into it)."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    return parse_spec(text, source=path.name, path=path)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path.name}: not valid TOML: {exc}") from exc
 
 
 def parse_spec(text: str, *, source: str = "spec.toml", path: Path | None = None) -> Experiment:

@@ -5,7 +5,6 @@ and write RESULTS/reproduce.json."""
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +15,7 @@ from rich.table import Table
 
 from protolab import __version__
 from protolab.errors import ProtolabError
-from protolab.experiment import Experiment, SpecError, spec_from_dict
+from protolab.experiment import Experiment, read_spec_data, spec_from_dict
 from protolab.files import write_text_atomically
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
@@ -53,12 +52,7 @@ def figure_named(name: str) -> Figure:
 def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR) -> Experiment:
     """The figure's spec, with its quick overrides merged in when asked."""
     path = specs_dir / figure.spec
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: not valid TOML: {exc}") from exc
+    data = read_spec_data(path)
     if quick:
         data = merged(data, figure.quick)
     return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
