@@ -30,6 +30,12 @@ class Figure:
     note: str = ""
 
 
+def _starved(mode: str, bandwidth_mbps: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The runs of `mode` at a link rate with 10% of a core, and with a whole core."""
+    return ({"mode": mode, "bandwidth_mbps": bandwidth_mbps, "cpu_pct": 10},
+            {"mode": mode, "bandwidth_mbps": bandwidth_mbps, "cpu_pct": 100})
+
+
 def _plt(num: dict[str, Any], den: dict[str, Any]) -> Ratio:
     return Ratio("plt_ms", num, den, by="page")
 
@@ -147,16 +153,10 @@ FIGURES: tuple[Figure, ...] = (
                ("10.2 Mbit/s", "TCP -3%, QUIC -16.4%")),
         claims=(
             Claim("a CPU-starved client slows QUIC down more than TCP (60 Mbit/s, 10% of a core)",
-                  RatioOfRatios("goodput_mbps", {"mode": "h3", "bandwidth_mbps": 60, "cpu_pct": 10},
-                                {"mode": "h3", "bandwidth_mbps": 60, "cpu_pct": 100},
-                                {"mode": "tcp", "bandwidth_mbps": 60, "cpu_pct": 10},
-                                {"mode": "tcp", "bandwidth_mbps": 60, "cpu_pct": 100}), high=1.0,
+                  RatioOfRatios("goodput_mbps", *_starved("h3", 60), *_starved("tcp", 60)), high=1.0,
                   paper="QUIC -54.3% vs TCP -8.6%"),
             Claim("the higher the link rate, the more QUIC loses (60 vs 10 Mbit/s at 10% of a core)",
-                  RatioOfRatios("goodput_mbps", {"mode": "h3", "bandwidth_mbps": 60, "cpu_pct": 10},
-                                {"mode": "h3", "bandwidth_mbps": 60, "cpu_pct": 100},
-                                {"mode": "h3", "bandwidth_mbps": 10, "cpu_pct": 10},
-                                {"mode": "h3", "bandwidth_mbps": 10, "cpu_pct": 100}), high=1.0,
+                  RatioOfRatios("goodput_mbps", *_starved("h3", 60), *_starved("h3", 10)), high=1.0,
                   paper="-54.3% at 58.5 Mbit/s vs -16.4% at 10.2 Mbit/s"),
         ),
     ),
