@@ -19,6 +19,9 @@ VALIDATE_ARGS ?=
 BENCH_ARGS ?=
 # Arguments of benches/endpoints.py, e.g. `make bench ENDPOINTS_BENCH_ARGS='--repeat 9'`.
 ENDPOINTS_BENCH_ARGS ?=
+# Arguments of benches/flows_bench.py and benches/traffic_classify.py.
+FLOWS_BENCH_ARGS ?=
+CLASSIFY_BENCH_ARGS ?=
 # `make cleanup LAB=name` cleans one lab; without LAB, every protolab lab on this machine.
 LAB ?=
 
@@ -46,9 +49,11 @@ test: setup ## set up, then run all tests (Rust, then Python)
 	cargo test --release --workspace
 	$(VENV)/bin/pytest -q tests
 
-bench: setup ## set up, then run the benchmarks (emulator throughput; endpoints vs nginx/caddy; analysis of results/demo)
+bench: setup ## set up, then run the benchmarks (emulator throughput; endpoints vs nginx/caddy; flow extraction; classifier; analysis of results/demo)
 	$(PYTHON) benches/emu_throughput.py $(BENCH_ARGS)
 	$(PYTHON) benches/endpoints.py $(ENDPOINTS_BENCH_ARGS)
+	$(PYTHON) benches/flows_bench.py $(FLOWS_BENCH_ARGS)
+	$(PYTHON) benches/traffic_classify.py $(CLASSIFY_BENCH_ARGS)
 	@if [[ -f $(RESULTS)/demo/results.duckdb ]]; then $(PYTHON) benches/analysis.py $(RESULTS)/demo; \
 	  else echo "bench: no $(RESULTS)/demo (make demo): the analysis benchmark is skipped"; fi
 

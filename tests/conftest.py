@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -56,3 +57,9 @@ def _require_root_for_labs(request: pytest.FixtureRequest) -> None:
     # Namespaces need root; say so plainly instead of failing deep inside `ip`.
     if os.geteuid() != 0 and any(item.get_closest_marker("lab") for item in request.session.items):
         pytest.exit("the lab tests need root (network namespaces)", returncode=2)
+
+
+def run_protolab(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`python -m protolab ARGS` with its output captured (the tests' way to drive the CLI)."""
+    return subprocess.run([sys.executable, "-m", "protolab", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, check=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import toml_text
+from conftest import run_protolab, toml_text
 from peers.helpers import Netns
 
 from protolab.corpus.record import (
@@ -169,8 +169,7 @@ def test_record_a_local_site_and_replay_it_over_h1_h2_h3(emu_binary: Path, tmp_p
                  "page": [str(recorded / "site.json")], "client": ["engine", "chromium"]},
     }))
     results = tmp_path / "results"
-    run = subprocess.run([sys.executable, "-m", "protolab", "run", str(spec), "--results", str(results)],
-                         capture_output=True, text=True, timeout=600, check=False)
+    run = run_protolab("run", spec, "--results", results)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with duckdb.connect(str(results / "results.duckdb"), read_only=True) as con:
         runs = con.execute("SELECT run_key, mode, client, status, error, plt_ms FROM runs").fetchall()

@@ -104,6 +104,9 @@ def _planned_rows(figure: Any, quick: bool) -> list[dict[str, Any]]:
         row = {**run.params, **dict(c.extras), "mode": run.mode, "page": run.page.name if run.page else None,
                "bandwidth_mbps": c.bandwidth_mbps, "rtt_ms": c.rtt_ms, "loss_pct": c.loss_pct,
                "pair": run.mode, "protocol": run.mode}
+        # The rpm source's derived column (protolab.reproduce.data._rpm).
+        if c.bandwidth_mbps and c.rtt_ms and c.buffer_bytes:
+            row["buffer_bdp"] = round(c.buffer_bytes / (c.bandwidth_mbps * 1e6 * c.rtt_ms / 1e3 / 8), 2)
         rows.append(row)
     return rows
 

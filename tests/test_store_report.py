@@ -331,7 +331,7 @@ def test_schema_version_and_bad_files(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "a" / "results.duckdb"))
     con.execute("UPDATE meta SET schema_version = 99")
     con.close()
-    with pytest.raises(StoreError, match=r"meta\.schema_version is 99.*schema version 2"):
+    with pytest.raises(StoreError, match=rf"meta\.schema_version is 99.*schema version {SCHEMA_VERSION}"):
         ResultsStore(tmp_path / "a")
     with pytest.raises(StoreError, match="no results store here"):
         ResultsStore(tmp_path / "missing", read_only=True)
@@ -371,7 +371,7 @@ def test_version_1_store_is_migrated(tmp_path: Path, read_only: bool) -> None:
     con.execute("UPDATE meta SET schema_version = 1")
     con.close()
     with ResultsStore(tmp_path / "res", read_only=read_only) as store:
-        assert store.schema_version() == 2
+        assert store.schema_version() == SCHEMA_VERSION
         assert store.query("SELECT count(*) AS n FROM runs")[0]["n"] == runs_before[0]
         for table in V2_TABLES:
             assert store.query(f"SELECT count(*) AS n FROM {table}")[0]["n"] == 0

@@ -121,12 +121,15 @@ def validate_emulator(
     out: Annotated[Path | None, typer.Option("--out", help="Write the result JSON here.")] = None,
     binary: Annotated[Path | None, typer.Option("--binary", help="protolab-net binary to use.")] = None,
     lab: Annotated[str, typer.Option("--lab", help="Lab name ([a-z0-9]{1,10}).")] = "plvalidate",
+    no_delay_compensation: Annotated[bool, typer.Option(
+        "--no-delay-compensation", help="Do not deduct the lab's measured path latency from configured delays "
+                                        "(then the mean RTT limit is 0.5 ms).")] = False,
 ) -> None:
     """Measure the emulator with real tools (irtt, ping, iperf3) against its configured links."""
     from protolab.validate import ValidationConfig, run_validation, write_report
 
     try:
-        config = ValidationConfig.for_mode(quick=quick, lab=lab)
+        config = ValidationConfig.for_mode(quick=quick, lab=lab, delay_compensation=not no_delay_compensation)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -170,3 +173,23 @@ from protolab.reproduce.cli import reproduce_command, scenarios_command
 
 app.command("reproduce")(reproduce_command)
 app.command("scenarios")(scenarios_command)
+
+from protolab.live.cli import serve_live_command
+
+app.command("serve-live")(serve_live_command)
+
+from protolab.traffic.cli import traffic_app
+
+app.add_typer(traffic_app, name="traffic")
+
+
+@app.command("worker")
+def worker_command(
+    scheduler: Annotated[str, typer.Argument(help="The Dask scheduler's address, e.g. tcp://HOST:8786.")],
+    name: Annotated[str | None, typer.Option("--name", help="Worker name (default: Dask's).")] = None,
+) -> None:
+    """A Dask worker for `protolab run --cluster` (docs/cluster.md): one lab at a time, as root, on a
+    machine with protolab set up; runs until interrupted or the scheduler goes away."""
+    from protolab.cluster import serve_worker
+
+    serve_worker(scheduler, name)

@@ -89,6 +89,8 @@ def load_argv(session: LabSession, run: PlannedRun, mode: str, manifest: Path, s
         "--scheduler", str(run.transport["scheduler"]), "--h1-connections", str(run.transport["h1_connections"]),
         "--timeout-ms", str(int(spec.timeout_s * 1000)), *transport_argv(run.transport, quic_cc),
     ]
+    if run.transport.get("warm") == "resumed":
+        argv += ["--warm"]
     if session.scenario.seeded_source_ports(session.params):
         # Per run, not per repetition: the runs of one repetition share the link seed, and the
         # same port draws would find the previous run's connections still in TIME_WAIT.
@@ -131,6 +133,8 @@ def chromium_argv(session: LabSession, run: PlannedRun, manifest: Path, server: 
             "--profile", str(profile), "--out", str((run_dir / "result.json").resolve()),
             "--har", str((run_dir / "page.har").resolve()),
             "--timeout-ms", str(int(session.experiment.spec.timeout_s * 1000))]
+    if run.transport.get("warm") == "resumed":
+        argv += ["--warm"]
     for origin in page["origins"]:
         argv += ["--map", f"{origin['hostname']}={origin['address']}"]
     return ["mptcpize", "run", *argv] if mode.mptcpize else argv
@@ -371,8 +375,40 @@ def _summarize_pair(session: LabSession, run: PlannedRun, run_dir: Path, sides: 
                                                            indent=2, sort_keys=True, default=str))
 
 
+# ---------------------------------------------------------------------- rpm
+
+
+def rpm_argv(session: LabSession, run: PlannedRun, address: str, server: Server, out: Path, params: Any) -> list[str]:
+    return [
+        str(session.binary), "rpm", "--server", address, "--host", address, "--protocol", run.mode,
+        "--direction", params.direction, "--max-duration-s", str(params.max_duration_s),
+        "--idle-probes", str(params.idle_probes), "--interval-s", str(params.interval_s), "--mps", str(params.mps),
+        "--ca", str(server.tls_dir / "ca.pem"), "--out", str(out.resolve()), "--quiet",
+        *transport_argv(run.transport),
+    ]
+
+
+def run_rpm(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
+    from protolab.measure.rpm import rpm_rows
+
+    params = session.params
+    address = session.scenario.bulk_server_address(params)
+    server = session.server(session.scenario.server, run.transport, listen=[address])
+    argv = rpm_argv(session, run, address, server, run_dir / "result.json", params)
+    directions = 2 if params.direction == "both" else 1
+    timeout = directions * (params.max_duration_s + DURATION_GRACE_S) + LOAD_GRACE_S
+    outcome, result = _run_client(session, run, run_dir, argv, timeout, "rpm")
+    if result is None:
+        return outcome
+    outcome.rpm = rpm_rows(result, run.params, outcome.link_counters)
+    outcome.status = "ok" if result.get("status") == "ok" else "failed"
+    outcome.error = result.get("error")
+    return outcome
+
+
 EXECUTORS: dict[str, Callable[[LabSession, PlannedRun, Path], RunOutcome]] = {
     "page": run_page,
     "bulk": run_bulk,
     "pair": run_pair,
+    "rpm": run_rpm,
 }

@@ -24,8 +24,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from protolab import controllers
 from protolab.browser.modes import UnsupportedMode, chromium_mode
 from protolab.corpus.manifest import valid_body_path
+from protolab.design import WSP_MAX_POINTS, design_points, design_seed
 from protolab.scenarios import SCENARIOS, Scenario
 from protolab.spec import (
+    RANGED_AXES,
     STANDARD_AXES,
     TRANSPORT_AXES,
     Axes,
@@ -199,6 +201,88 @@ def _check_client(source: str, spec: Spec, axes: Mapping[str, list[Any]], worklo
             raise SpecError(f"{source}: axes.mode[{index}]: {exc} (client \"chromium\" in {where})") from None
 
 
+def _check_warm(source: str, spec: Spec, axes: Mapping[str, list[Any]], workload_name: str) -> None:
+    """Warm loads prime the TLS sessions of a page's origins: page loads only."""
+    if "resumed" in axes.get("warm", [spec.transport.warm]) and workload_name != "page":
+        where = "axes.warm" if "warm" in axes else "transport.warm"
+        raise SpecError(f"{source}: {where}: warm loads are page loads; scenario {quoted(spec.scenario)} "
+                        f"runs a {workload_name} workload")
+
+
+def _check_ranges(spec: Spec, scenario: Any, written: Mapping[str, list[Any]], source: str) -> None:
+    """The ranges of a space-filling design: numeric condition axes, not also in [axes]."""
+    d = spec.design
+    for name, (lo, hi) in d.ranges.items():
+        where = f"{source}: design.ranges.{name}"
+        if name not in RANGED_AXES:
+            what = ("not a numeric condition axis" if name in (*STANDARD_AXES, *scenario.extra_axes, *TRANSPORT_AXES)
+                    else f"unknown axis for scenario {quoted(scenario.name)}")
+            raise SpecError(f"{where}: {what}; a range is for one of {', '.join(RANGED_AXES)} "
+                            "(other axes keep their lists in [axes])")
+        if name in written:
+            raise SpecError(f"{where}: also an axis ([axes] {name}); give it in one place")
+        if not lo < hi:
+            raise SpecError(f"{where}: the low end {lo:g} must be below the high end {hi:g}")
+        if name == "buffer":
+            if lo <= 0:
+                raise SpecError(f"{where}: a buffer range is in multiples of the BDP and must be above 0, got {lo:g}")
+            continue
+        try:  # the axis's own bounds; every point lies between the two ends
+            Axes.model_validate({name: [lo, hi]})
+        except ValidationError as exc:
+            raise SpecError(format_validation_error(source, exc, Axes, prefix=("design", "ranges"))) from exc
+    for index, name in enumerate(d.log):
+        if name not in d.ranges:
+            raise SpecError(f"{source}: design.log[{index}]: {name} has no range in [design.ranges]")
+        if d.ranges[name][0] <= 0:
+            raise SpecError(f"{source}: design.log[{index}]: a log scale needs a positive low end for {name}")
+    if len(set(d.log)) != len(d.log):
+        raise SpecError(f"{source}: design.log: an axis appears twice")
+
+
+def _check_adaptive(spec: Spec, source: str) -> None:
+    d = spec.design
+    if d.ci_target is None:
+        if "min_repetitions" in d.model_fields_set:
+            raise SpecError(f"{source}: design.min_repetitions: only with adaptive repetitions (design.ci_target)")
+        return
+    if spec.repetitions <= d.min_repetitions:
+        raise SpecError(f"{source}: design.ci_target: adaptive repetitions need repetitions (the maximum, "
+                        f"{spec.repetitions}) above design.min_repetitions ({d.min_repetitions})")
+
+
+def _design_sweeps(spec: Spec, scenario: Any, params: BaseModel, base: dict[str, list[Any]],
+                   written: Mapping[str, list[Any]], source: str) -> list[dict[str, list[Any]]]:
+    """A space-filling design's points as one sweep each (none for a grid)."""
+    _check_adaptive(spec, source)
+    d = spec.design
+    if d.kind == "grid":
+        for field_name in ("points", "ranges", "log"):
+            if getattr(d, field_name):
+                raise SpecError(f"{source}: design.{field_name}: only for a space-filling design "
+                                f"(kind lhs, sobol or wsp), not a grid")
+        return []
+    if d.points is None:
+        raise SpecError(f"{source}: design.points: kind {quoted(d.kind)} needs a number of points (the budget "
+                        "of conditions)")
+    if d.kind == "wsp" and d.points > WSP_MAX_POINTS:
+        raise SpecError(f"{source}: design.points: a wsp design takes at most {WSP_MAX_POINTS} points "
+                        f"(lhs and sobol: 100000), got {d.points}")
+    if not d.ranges:
+        raise SpecError(f"{source}: design.ranges: kind {quoted(d.kind)} needs at least one range, "
+                        "e.g. rtt_ms = [10, 200]")
+    if spec.sweeps:
+        raise SpecError(f"{source}: design.kind: a space-filling design ({quoted(d.kind)}) and sweeps cannot be combined")
+    _check_ranges(spec, scenario, written, source)
+    seed = design_seed(spec.seed if d.seed is None else d.seed, d.kind)
+    sweeps = []
+    for point in design_points(d.kind, d.points, d.ranges, d.log, seed):
+        values = {name: f"{value:g}bdp" if name == "buffer" else value for name, value in point.items()}
+        sweeps.append({**base, **{name: _axis_values(scenario, params, name, [value], f"design.ranges.{name}", source)
+                                  for name, value in values.items()}})
+    return sweeps
+
+
 def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
     scenario = SCENARIOS.get(spec.scenario)
     if scenario is None:
@@ -231,7 +315,7 @@ def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
             raise SpecError(f"{source}: {where}.page: scenario {quoted(scenario.name)} loads no pages")
         sweeps.append({**base, **{name: _axis_values(scenario, params, name, list(values), where, source)
                                   for name, values in override.items()}})
-    sweeps = sweeps or [base]
+    sweeps = _design_sweeps(spec, scenario, params, base, written, source) or sweeps or [base]
     # Every axis over all sweeps, values in first-seen order.
     axes: dict[str, list[Any]] = {}
     for sweep in sweeps:
@@ -243,6 +327,7 @@ def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
             raise SpecError(f"{source}: axes.{name}: also set in [transport]; give it in one place")
     _check_controllers(source, spec, axes)
     _check_client(source, spec, axes, workload.name)
+    _check_warm(source, spec, axes, workload.name)
 
     base_dir = path.parent if path is not None else Path.cwd()
     scenario_pages = scenario.pages(params)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
 def write_text_atomically(path: Path, text: str) -> None:
     """Writes `text` next to `path` and renames it into place (creating the directory)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
+    # Per process: two processes (cluster workers sharing a results directory) may write the
+    # same file at once; each renames its own complete copy.
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     partial.write_text(text)
     partial.replace(path)

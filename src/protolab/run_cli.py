@@ -93,6 +93,11 @@ class RichEvents(Events):
                 f"[{style}]{record.status}[/] {escape(run.label())}: {escape((record.error or '')[:300])}",
                 highlight=False)
 
+    def converged(self, run: PlannedRun) -> None:
+        """A run left out because its cell converged ([design] ci_target): the bar counts it."""
+        if self.task is not None:
+            self.progress.advance(self.task)
+
     def note(self, text: str) -> None:
         self.progress.console.print(escape(text), style="dim", highlight=False)
 
@@ -151,10 +156,16 @@ def dry_run(experiment: Experiment, results_dir: Path, console: Console) -> None
 
 
 def execute(experiment: Experiment, results_dir: Path, console: Console, *, binary: Path | None,
-            lab: str | None) -> Summary:
+            lab: str | None, delay_compensation: bool = True, cluster: str | None = None) -> Summary:
     events = RichEvents(console)
+    executor = LabExecutor(binary=binary, lab_name=lab, delay_compensation=delay_compensation)
     try:
-        summary = run_experiment(experiment, results_dir, LabExecutor(binary=binary, lab_name=lab), events)
+        if cluster is not None:
+            from protolab.cluster import run_on_cluster
+
+            summary = run_on_cluster(experiment, results_dir, cluster, events)
+        else:
+            summary = run_experiment(experiment, results_dir, executor, events)
     except KeyboardInterrupt:
         events.stop()
         console.print("interrupted: the lab was torn down and the run in progress was not recorded; "
@@ -164,7 +175,9 @@ def execute(experiment: Experiment, results_dir: Path, console: Console, *, bina
         events.stop()
     console.print(
         f"{summary.experiment_id}: {summary.ok} ok, {summary.failed} failed, {summary.timeout} timed out"
-        f"{f', {summary.skipped} already recorded' if summary.skipped else ''} in {_duration(summary.duration_s)}; "
+        f"{f', {summary.skipped} already recorded' if summary.skipped else ''}"
+        f"{f', {summary.converged} left out (their cells converged)' if summary.converged else ''}"
+        f" in {_duration(summary.duration_s)}; "
         f"results in {results_dir / 'results.duckdb'}"
     )
     return summary
@@ -182,6 +195,13 @@ def run_command(
     dry_run_flag: Annotated[bool, typer.Option("--dry-run", help="Print the run matrix and exit.")] = False,
     binary: BinaryOption = None,
     lab: LabOption = None,
+    no_delay_compensation: Annotated[bool, typer.Option(
+        "--no-delay-compensation",
+        help="Do not deduct the lab's measured path latency from configured delays (RESULTS/calibration.json "
+             "records the choice).")] = False,
+    cluster: Annotated[str | None, typer.Option(
+        "--cluster", help="Run on a Dask cluster: the scheduler's address (tcp://HOST:8786); workers are "
+                          "`protolab worker` processes (docs/cluster.md).")] = None,
 ) -> None:
     """Run an experiment spec: every run of its matrix, recorded in RESULTS/results.duckdb (resumes)."""
     console = _console()
@@ -190,7 +210,8 @@ def run_command(
     if dry_run_flag:
         dry_run(experiment, results_dir, console)
         return
-    summary = execute(experiment, results_dir, console, binary=binary, lab=lab)
+    summary = execute(experiment, results_dir, console, binary=binary, lab=lab,
+                      delay_compensation=not no_delay_compensation, cluster=cluster)
     if summary.failed or summary.timeout:
         console.print(f"see `protolab report {results_dir}`; failed runs are recorded with their error")
 

@@ -25,12 +25,14 @@ import random
 import shutil
 import subprocess
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from protolab import controllers
 from protolab.analyze import RunAnalysis, analyze_run
+from protolab.design import converged, derived_seed
 from protolab.errors import ProtolabError
 from protolab.experiment import Experiment, Page
 from protolab.files import write_text_atomically
@@ -70,12 +72,6 @@ class PlannedRun:
         return f"{what}{varying} | {self.condition.label()} | rep {self.repetition}"
 
 
-def derived_seed(*parts: Any) -> int:
-    """A 63-bit seed from the spec seed and a purpose; stable across Python versions and runs."""
-    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).digest()
-    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
-
-
 def run_key(key_params: dict[str, Any]) -> str:
     text = json.dumps(key_params, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
@@ -110,11 +106,12 @@ def _without_none(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _key_transport(transport: dict[str, Any]) -> dict[str, Any]:
-    """The transport options in a run key: the engine, the default client, is left out so the
-    keys of engine runs are those they had before Chromium could load pages."""
+    """The transport options in a run key: the defaults of the options added later (the engine
+    as client, cold loads) are left out, so runs keep the keys they had before them."""
     key = _without_none(transport)
-    if key.get("client") == "engine":
-        del key["client"]
+    for name, default in (("client", "engine"), ("warm", "cold")):
+        if key.get(name) == default:
+            del key[name]
     return key
 
 
@@ -221,6 +218,8 @@ class RunOutcome:
     # throughput per side over time from the emulator's event log.
     sides: list[dict[str, Any]] = field(default_factory=list)
     flow_bins: list[dict[str, Any]] = field(default_factory=list)
+    # RPM runs: one row per direction tested, in the shape of the store's `rpm_results`.
+    rpm: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Session(Protocol):
@@ -255,6 +254,11 @@ class Events:
 
     def note(self, text: str) -> None: ...
 
+    # Optional (added with adaptive repetitions; implementations without it keep working): a
+    # planned run left out because its cell has converged ([design] ci_target). It is not
+    # executed, not recorded and not a failure; `Summary.converged` counts these.
+    def converged(self, run: PlannedRun) -> None: ...
+
 
 @dataclass
 class Summary:
@@ -266,6 +270,7 @@ class Summary:
     failed: int = 0
     timeout: int = 0
     duration_s: float = 0.0
+    converged: int = 0  # runs left out because their cell's CI was already tight ([design] ci_target)
 
     @property
     def executed(self) -> int:
@@ -306,10 +311,17 @@ def run_experiment(
         events.planned(len(runs), len(todo), sum(estimate_s(run, experiment.params) for run in todo))
         if not todo:
             return summary
+        adaptive = Adaptive(experiment, store, runs)
+        on_converged = getattr(events, "converged", None)
         with executor.session(experiment, results_dir) as session:
             current: Condition | None = None
             try:
                 for run in todo:
+                    if adaptive.skip(run):
+                        summary.converged += 1
+                        if on_converged is not None:
+                            on_converged(run)
+                        continue
                     if run.condition != current:
                         if current is not None:
                             session.leave(current)
@@ -319,6 +331,7 @@ def run_experiment(
                         current = run.condition
                     record = _execute_one(session, run, results_dir, events)
                     store.record_run(experiment_id, record)
+                    adaptive.add(run, record.status, _metric(record))
                     setattr(summary, record.status, getattr(summary, record.status) + 1)
                     events.finished(run, record)
             finally:
@@ -327,6 +340,69 @@ def run_experiment(
                         session.leave(current)
     summary.duration_s = time.monotonic() - started
     return summary
+
+
+def _metric(record: RunRecord) -> float | None:
+    """What adaptive repetitions watch, as the store's `runs` row has it (so a resumed
+    experiment sees the same numbers): the PLT of a page load, else the goodput of a bulk run
+    (the sum of its flows, bits/s). Pairs have neither: their cells run every repetition."""
+    page_load = record.page_load if isinstance(record.page_load, dict) else {}
+    plt = page_load.get("plt_ms")
+    if isinstance(plt, int | float) and not isinstance(plt, bool):
+        return float(plt)
+    bulk = record.bulk or []
+    if not bulk or not all(isinstance(b, dict) and b.get("side") is None for b in bulk):
+        return None
+    rates = [b.get("goodput_bps") for b in bulk]
+    if all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
+        return float(sum(rates))
+    return None
+
+
+class Adaptive:
+    """Adaptive repetitions ([design] ci_target): the metric of every finished ok run per cell
+    (condition, mode, page, transport), from the store and from this invocation; a run is left
+    out when its cell has converged (protolab.design.converged). A left-out run keeps its key:
+    raising `repetitions` or `ci_target` later runs it then."""
+
+    def __init__(self, experiment: Experiment, store: Any, runs: list[PlannedRun],
+                 values: dict[str, list[float]] | None = None) -> None:
+        """The values per cell come from the store, or are given (`values`: what the
+        coordinator of a cluster knew, `values_for` of its own Adaptive)."""
+        design = experiment.spec.design
+        self.target, self.min_repetitions = design.ci_target, design.min_repetitions
+        self.values: dict[str, list[float]] = defaultdict(list)
+        if values is not None:
+            self.values.update({cell: list(v) for cell, v in values.items()})
+            return
+        if self.target is None:
+            return
+        cells = {run.key: _cell(run) for run in runs}
+        for row in store.query("SELECT run_key, plt_ms, goodput_mbps FROM runs WHERE experiment_id = ? AND status = 'ok'",
+                               [experiment.name]):
+            value = row["plt_ms"] if row["plt_ms"] is not None else (
+                row["goodput_mbps"] * 1e6 if row["goodput_mbps"] is not None else None)
+            if value is not None and row["run_key"] in cells:
+                self.values[cells[row["run_key"]]].append(float(value))
+
+    def skip(self, run: PlannedRun) -> bool:
+        return (self.target is not None and run.repetition >= self.min_repetitions
+                and converged(self.values[_cell(run)], self.target, self.min_repetitions))
+
+    def add(self, run: PlannedRun, status: str, value: float | None) -> None:
+        if self.target is not None and status == "ok" and value is not None:
+            self.values[_cell(run)].append(value)
+
+    def values_for(self, runs: list[PlannedRun]) -> dict[str, list[float]]:
+        """The values known for the cells of `runs` (what a worker needs for a block)."""
+        cells = {_cell(run) for run in runs}
+        return {cell: list(self.values[cell]) for cell in cells if self.values.get(cell)}
+
+
+def _cell(run: PlannedRun) -> str:
+    return json.dumps([run.condition.as_params(), run.mode, run.page.name if run.page else None,
+                       run.params.get("transport_axes") and {k: run.params.get(k) for k in run.params["transport_axes"]}],
+                      sort_keys=True, default=str)
 
 
 def analyze_outcome(run_dir: Path, outcome: RunOutcome, params: dict[str, Any]) -> RunAnalysis:
@@ -375,6 +451,7 @@ def _execute_one(session: Session, run: PlannedRun, results_dir: Path, events: E
         bulk=outcome.bulk,
         sides=outcome.sides,
         flow_bins=outcome.flow_bins,
+        rpm=outcome.rpm,
         connection_states=connection_summaries(outcome.samples),
         analysis=analysis,
         artifacts_dir=str(relative),

@@ -326,10 +326,12 @@ class LabExecutor:
     """Runs an experiment in one real lab: the scenario's topology, its servers."""
 
     def __init__(self, *, binary: str | Path | None = None, lab_name: str | None = None,
-                 emu_args: Sequence[str] = ()) -> None:
+                 emu_args: Sequence[str] = (), delay_compensation: bool = True) -> None:
         self._binary_arg = binary
         self.lab_name = lab_name or "pr" + secrets.token_hex(3)
         self.emu_args = list(emu_args)
+        # Measure the lab's own path latency at start and deduct it (docs/emulator.md).
+        self.delay_compensation = delay_compensation
 
     @property
     def binary(self) -> Path:
@@ -356,6 +358,13 @@ class LabExecutor:
         workdir = Path(tempfile.mkdtemp(prefix="protolab-run-"))
         try:
             with Lab(topology, binary=binary, emu_args=self.emu_args) as lab:
+                # Links are as the topology made them (ideal) until the first run configures them.
+                calibration: dict[str, Any] = {"delay_compensation": self.delay_compensation}
+                if self.delay_compensation:
+                    floor = lab.calibrate_delay(scenario.client, scenario.server)
+                    calibration.update(floor_rtt_ms=floor, compensation_ns=lab.info().get("delay_compensation_ns"),
+                                       between=[scenario.client, scenario.server])
+                _write_json(results_dir / "calibration.json", calibration)
                 if mptcp:
                     lab.enable_mptcp(scenario.client, scenario.server, MPTCP_SIGNAL_ADDRESS)
                 session = LabSession(experiment, lab, binary, pages, workdir)

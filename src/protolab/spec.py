@@ -276,9 +276,39 @@ class Transport(BaseModel):
     scheduler: Scheduler = "round-robin"
     # Who loads the pages: protolab's page-load engine or headless Chromium (docs/browser.md).
     client: Literal["engine", "chromium"] = "engine"
+    # Cold loads, or warm ones that resume the TLS sessions (and send QUIC 0-RTT) of a priming
+    # connection per origin (docs/load.md).
+    warm: Literal["cold", "resumed"] = "cold"
 
 
 TRANSPORT_AXES = tuple(Transport.model_fields)
+
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+# Condition axes a space-filling design can range over (buffer: in multiples of the BDP);
+# checked in stage 2, with a message naming them.
+RANGED_AXES = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer")
+
+
+class Design(BaseModel):
+    """How the conditions are chosen and how often each cell runs (docs/spec.md, "Designs")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # grid: every combination of the axes' values; lhs (Latin hypercube), sobol (scrambled
+    # Sobol), wsp (Santiago et al. 2012): `points` space-filling points over the continuous
+    # `ranges`, each a condition crossed with the other axes.
+    kind: Literal["grid", "lhs", "sobol", "wsp"] = "grid"
+    points: Annotated[int, Field(ge=1, le=100_000)] | None = None  # the budget of conditions
+    # [low, high] per axis: Mbit/s, ms, % and (buffer) multiples of the condition's BDP.
+    ranges: dict[str, tuple[FiniteFloat, FiniteFloat]] = {}
+    log: list[str] = []  # axes sampled on a log scale (low end > 0)
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None  # default: the spec's seed
+    # Adaptive repetitions: a cell (condition, mode, page, transport) stops repeating once the
+    # 95% CI half-width of its mean PLT (bulk: goodput) is at most ci_target x the mean, after
+    # min_repetitions; `repetitions` is the maximum.
+    ci_target: Annotated[float, Field(gt=0, lt=1)] | None = None
+    min_repetitions: Annotated[int, Field(ge=2, le=10_000)] = 3
 
 
 class Artifacts(BaseModel):
@@ -309,6 +339,7 @@ class Spec(BaseModel):
     # One-factor-at-a-time designs: each sweep overrides some axes; the runs are the union of
     # the sweeps' matrices (none: the axes alone).
     sweeps: list[Axes] = []
+    design: Design = Design()
     transport: Transport = Transport()
     params: dict[str, Any] = {}
     artifacts: Artifacts = Artifacts()

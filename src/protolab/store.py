@@ -18,6 +18,7 @@ from typing import Any, Literal, Self
 
 from protolab import __version__
 from protolab.errors import ProtolabError
+from protolab.fidelity import run_fidelity
 from protolab.store_schema import (
     ANALYSIS_TABLES,
     KNOWN_PARAMS,
@@ -56,6 +57,7 @@ class RunRecord:
     bulk: list[dict[str, Any]] = field(default_factory=list)  # bulk results, with side and flow
     sides: list[dict[str, Any]] = field(default_factory=list)  # pairs: per side
     flow_bins: list[dict[str, Any]] = field(default_factory=list)  # pairs: per side and bin
+    rpm: list[dict[str, Any]] = field(default_factory=list)  # rpm runs: per direction
     connection_states: list[dict[str, Any]] = field(default_factory=list)  # measure.transport summaries
     analysis: Any = None  # protolab.analyze.RunAnalysis: QUIC_info/TCP_info, losses, overhead
     artifacts_dir: str | None = None
@@ -531,7 +533,7 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
                 raise StoreError(f"{where}: {prefix[:-1]}: expected an object")
             values = {name: conn.get(name) for name in (
                 "origin", "protocol", "transport", "local", "remote", "connect_start_ms", "handshake_ms",
-                "requests", "bytes", "subflows", "error")}
+                "requests", "bytes", "subflows", "resumed", "zero_rtt", "error")}
             row = typed("connections", values, prefix)
             row["conn_id"] = _convert(conn.get("id"), "INTEGER", f"{where}: {prefix}id")
             rows["connections"].append({**ids, **row})
@@ -580,7 +582,7 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
             }, f"{prefix}intervals[{j}].")})
 
     # pairs, throughput bins, connection states, analysis: rows already in the table's shape
-    shaped = [("pair_sides", run.sides, "sides"), ("flow_bins", run.flow_bins, "flow_bins"),
+    shaped = [("pair_sides", run.sides, "sides"), ("flow_bins", run.flow_bins, "flow_bins"), ("rpm_results", run.rpm, "rpm"),
               ("connection_states", run.connection_states, "connection_states")]
     shaped += analysis_items(run.analysis)
     for table, items, label in shaped:
@@ -600,6 +602,12 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
     for name in sorted(set(link_config) | set(links)):
         rows["link_counters"].append(_link_row(ids, where, name, link_config.get(name), links.get(name),
                                                counters.get("now_ns"), run.duration_s))
+
+    # the fidelity record (protolab.fidelity)
+    fid = run_fidelity(counters.get("emulator"), [{**row, "config": link_config.get(row["link"])}
+                                                   for row in rows["link_counters"]])
+    run_row.update(typed("runs", {"late_mean_us": fid.late_mean_us, "late_p999_us": fid.late_p999_us,
+                                  "late_max_us": fid.late_max_us, "fidelity_flags": fid.flags_text}, "fidelity."))
     return rows
 
 

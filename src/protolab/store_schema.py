@@ -7,8 +7,9 @@ from __future__ import annotations
 from protolab.measure.conninfo import FIELDS as CONNECTION_INFO_FIELDS
 
 # 2: bulk transfers, pairs of clients, throughput bins, per-connection controller states, and
-# controller columns of transport samples. Version 1 stores are migrated in place (additive).
-SCHEMA_VERSION = 2
+# controller columns of transport samples. 3: rpm_results (responsiveness tests). Older stores
+# are migrated in place (every change is additive).
+SCHEMA_VERSION = 3
 
 Column = tuple[str, str, str]
 
@@ -31,7 +32,9 @@ KNOWN_PARAMS: list[Column] = [
     ("tcp_cc", "VARCHAR", "TCP congestion control"),
     ("quic_cc", "VARCHAR", "QUIC congestion controller as the spec wrote it (NAME[:key=value,...])"),
     ("client", "VARCHAR", "who loaded the page: engine (protolab-net load) or chromium (docs/browser.md)"),
+    ("warm", "VARCHAR", "cold loads, or resumed: TLS sessions resumed and QUIC 0-RTT after a priming connection"),
     ("order_index", "INTEGER", "position of the run in the executed (interleaved) order"),
+    ("worker", "VARCHAR", "the Dask worker that ran it (protolab run --cluster; NULL: run locally)"),
     ("workload", "VARCHAR", "what the run did: page (page load), bulk (bulk transfer) or pair (two clients)"),
 ]
 
@@ -60,6 +63,10 @@ TABLES: dict[str, list[Column]] = {
         *KNOWN_PARAMS,
         ("params", "JSON", "the run's other parameters (extra axes), name -> value"),
         ("emulator_counters", "JSON", "the emulator loop counters of the counters reply (docs/control.md)"),
+        ("late_mean_us", "DOUBLE", "fidelity: mean delay error (packet delivery lateness) of the run, µs"),
+        ("late_p999_us", "DOUBLE", "fidelity: 99.9th percentile of the delay error, at most this, µs"),
+        ("late_max_us", "DOUBLE", "fidelity: largest delay error, µs"),
+        ("fidelity_flags", "VARCHAR", "fidelity: what was off by more than its tolerance (NULL: nothing)"),
         ("artifacts_dir", "VARCHAR", "raw artifacts of the run, relative to the results directory"),
         ("recorded", "TIMESTAMP NOT NULL", "when this record was written (UTC)"),
     ],
@@ -107,6 +114,8 @@ TABLES: dict[str, list[Column]] = {
         ("requests", "INTEGER", "requests carried"),
         ("bytes", "BIGINT", "response body bytes carried"),
         ("subflows", "INTEGER", "MPTCP subflows seen (MPTCP only)"),
+        ("resumed", "BOOLEAN", "TLS session resumed (TLS over TCP: the handshake kind; QUIC: a session ticket used)"),
+        ("zero_rtt", "BOOLEAN", "QUIC 0-RTT: the server accepted the early data (NULL: not tried)"),
         ("error", "VARCHAR", "connection error"),
     ],
     "transport_samples": [
@@ -157,6 +166,33 @@ TABLES: dict[str, list[Column]] = {
         ("t_ms", "DOUBLE", "end of the interval, ms since the transfer started"),
         ("bytes", "BIGINT", "bytes moved in the interval"),
         ("rate_mbps", "DOUBLE", "bytes x 8 / the interval's length, Mbit/s"),
+    ],
+    "rpm_results": [
+        *RUN_KEY_COLUMNS,
+        ("direction", "VARCHAR NOT NULL", "download or upload"),
+        ("protocol", "VARCHAR", "h1, h2 or h3"),
+        ("status", "VARCHAR", "ok or error (the test's status)"),
+        ("capacity_mbps", "DOUBLE", "the last moving-average goodput of the load-generating connections, Mbit/s"),
+        ("rpm", "DOUBLE", "responsiveness, round trips per minute (the draft's formula)"),
+        ("loaded_latency_ms", "DOUBLE", "60000 / rpm, ms"),
+        ("foreign_latency_ms", "DOUBLE", "60000 / the foreign probes' RPM (new connections: handshakes and a GET), ms"),
+        ("self_latency_ms", "DOUBLE", "TM of the self probes (GETs on loaded connections; h1: the TCP RTT estimate), ms"),
+        ("idle_latency_ms", "DOUBLE", "60000 / the idle RPM (probes on the unloaded path), ms"),
+        ("idle_rpm", "DOUBLE", "RPM of the idle probes"),
+        ("factor_of_increase", "DOUBLE", "idle_rpm / rpm (003 ch. 7)"),
+        ("expected_loaded_rtt_ms", "DOUBLE", "base RTT + a full drop-tail buffer's delay (CoDel: + its 5 ms target)"),
+        ("queue", "VARCHAR", "the bottleneck queue: droptail or codel"),
+        ("confidence_capacity", "VARCHAR", "low, medium or high (the draft's confidence)"),
+        ("confidence_rpm", "VARCHAR", "low, medium or high"),
+        ("load_connections", "INTEGER", "load-generating connections at the end"),
+        ("intervals", "INTEGER", "intervals the direction ran"),
+        ("saturated_at", "INTEGER", "interval at which goodput was stable; NULL if never"),
+        ("probes", "INTEGER", "probes completed without error"),
+        ("probe_errors", "INTEGER", "probes that failed"),
+        ("bytes", "BIGINT", "payload bytes the load-generating connections moved"),
+        ("duration_s", "DOUBLE", "the direction's duration, s"),
+        ("wire_bytes", "BIGINT", "IP bytes the bottleneck delivered in the data direction during the run (one direction tested only)"),
+        ("overhead_factor", "DOUBLE", "wire_bytes / all payload bytes of the run (load, probes, idle): 003's overhead compensation factor"),
     ],
     "pair_sides": [
         *RUN_KEY_COLUMNS,
@@ -312,7 +348,8 @@ TABLES: dict[str, list[Column]] = {
 
 ANALYSIS_TABLES = ("connection_info", "loss_analysis", "loss_bursts", "overhead", "analysis_notes")
 RUN_TABLES = ("runs", "page_loads", "objects", "connections", "transport_samples", "bulk_transfers", "bulk_intervals",
-              "pair_sides", "flow_bins", "connection_states", *ANALYSIS_TABLES, "link_counters")
+              "pair_sides", "flow_bins", "connection_states", "rpm_results", *ANALYSIS_TABLES,
+              "link_counters")
 PRIMARY_KEYS = {"runs": "PRIMARY KEY (experiment_id, run_key)"}
 
 

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -52,6 +53,8 @@ ACCESS_LINKS = ["client.up", "client.down", "server.up", "server.down"]
 PATHS = ["p0", "p1"]
 PATH_LINKS = [f"{p}.{d}" for p in PATHS for d in ("forward", "reverse")]
 IRTT_PORT = 2112
+# The reference veth pair's addresses (a /30 of TEST-NET-2, unused by labs).
+VETH_ADDRESSES = ("198.51.100.1", "198.51.100.2")
 IPERF_PORTS = (5201, 5202)
 IRTT_INTERVAL_MS = 1.0
 # irtt's timer skips sends it is late for; on this class of machine about 80-85% of the
@@ -70,7 +73,12 @@ Status = Literal["pass", "fail", "info"]
 
 class Thresholds(BaseModel):
     min_rtt_ms: float = 0.3
-    mean_rtt_ms: float = 0.5
+    # With the lab's path latency deducted (delay compensation); 0.5 without it.
+    mean_rtt_ms: float = 0.1
+    mean_rtt_uncompensated_ms: float = 0.5
+    # Under contention (two CPU hogs): the RTT error's 99.9th percentile and maximum.
+    contention_p999_ms: float = 1.0
+    contention_max_ms: float = 5.0
     jitter_relative: float = 0.2
     loss_confidence: float = 0.99
     goodput_min_ratio: float = 0.90
@@ -105,6 +113,12 @@ class ValidationConfig(BaseModel):
     ecmp_flows: int = 8
     ecmp_seconds: int = 8
     ecmp_access_delay_ms: float = 2.5
+    # Deduct the lab's measured path latency from configured delays (docs/emulator.md).
+    delay_compensation: bool = True
+    # Under contention: CPU hogs started beside the lab, probes at this delay per link.
+    contention_hogs: int = 2
+    contention_delay_ms: float = 5
+    contention_probes: int = 10_000
     thresholds: Thresholds = Thresholds()
 
     @classmethod
@@ -120,11 +134,12 @@ class ValidationConfig(BaseModel):
                 "rate_seconds": 4,
                 "rate_omit_seconds": 2,
                 "ecmp_seconds": 3,
+                "contention_probes": 3000,
             }
         return cls(quick=quick, **{**reduced, **overrides})
 
     def step_count(self) -> int:
-        return len(self.delays_ms) + len(self.jitter_std_ms) + len(self.loss_percent) + len(self.rates_mbit) + 1
+        return len(self.delays_ms) + len(self.jitter_std_ms) + len(self.loss_percent) + len(self.rates_mbit) + 3
 
 
 class Check(BaseModel):
@@ -204,7 +219,9 @@ def _spawn_logged(lab: Lab, host_name: str, argv: list[str], log: Path) -> subpr
 def _start_servers(lab: Lab, workdir: Path) -> None:
     server_address = lab.address(SERVER)
     # -i 0: allow the client's 1 ms interval (the server's default minimum is 10 ms).
-    irtt_server = ["irtt", "server", "-b", f"{server_address}:{IRTT_PORT}", "-i", "0", "--timeout=0"]
+    # SCHED_RR (below the emulator's SCHED_FIFO): the server answers at once even when other
+    # work loads the machine, so the probes measure the emulator (the contention checks).
+    irtt_server = ["chrt", "-r", "1", "irtt", "server", "-b", f"{server_address}:{IRTT_PORT}", "-i", "0", "--timeout=0"]
     _spawn_logged(lab, SERVER, irtt_server, workdir / "irtt-server.log")
     for port in IPERF_PORTS:
         iperf_server = ["iperf3", "-s", "-B", server_address, "-p", str(port)]
@@ -299,9 +316,73 @@ def _rtt_check(
     )
 
 
+@contextmanager
+def _veth_pair(lab: Lab) -> Iterator[tuple[str, str]]:
+    """Two namespaces joined by a bare veth pair (no emulator): the reference the tools' own
+    latency is measured on. Named after the lab, removed by exact name."""
+    a, b = f"pl-{lab.name}-vref-a", f"pl-{lab.name}-vref-b"
+    commands = [
+        ["ip", "netns", "add", a], ["ip", "netns", "add", b],
+        ["ip", "link", "add", "pl-vref0", "netns", a, "type", "veth", "peer", "name", "pl-vref1", "netns", b],
+        ["ip", "-n", a, "addr", "add", f"{VETH_ADDRESSES[0]}/30", "dev", "pl-vref0"],
+        ["ip", "-n", b, "addr", "add", f"{VETH_ADDRESSES[1]}/30", "dev", "pl-vref1"],
+        ["ip", "-n", a, "link", "set", "pl-vref0", "up"], ["ip", "-n", b, "link", "set", "pl-vref1", "up"],
+    ]
+    server: subprocess.Popen[Any] | None = None
+    try:
+        for command in commands:
+            subprocess.run(command, check=True, capture_output=True, timeout=10)
+        server = subprocess.Popen(["ip", "netns", "exec", b, "irtt", "server", "-b", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}",
+                                   "-i", "0", "--timeout=0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        yield a, b
+    except subprocess.CalledProcessError as exc:
+        raise ToolError(f"reference veth pair: {' '.join(exc.cmd)}: {exc.stderr.decode(errors='replace').strip()}") from exc
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        for name in (a, b):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False, timeout=10)
+
+
+def _reference(lab: Lab, config: ValidationConfig, workdir: Path) -> dict[str, float]:
+    """Mean RTT of irtt and ping on a bare veth pair: what the tools take by themselves."""
+    with _veth_pair(lab) as (a, _):
+        output = workdir / "irtt-veth.json"
+        duration_ms = math.ceil(config.delay_probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
+        subprocess.run(["ip", "netns", "exec", a, "irtt", "client", "-i", ms(IRTT_INTERVAL_MS), "-d", ms(duration_ms),
+                        "-o", str(output), "--fill=rand", "-Q", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}"],
+                       capture_output=True, timeout=duration_ms / 1000 + 60, check=True)
+        ping = parse_ping(subprocess.run(["ip", "netns", "exec", a, "ping", "-q", "-n", "-c", str(config.delay_pings),
+                                          "-i", str(PING_INTERVAL_S), "-W", "5", VETH_ADDRESSES[1]],
+                                         capture_output=True, text=True, timeout=120, check=False).stdout)
+        return {"irtt": parse_irtt(output.read_text()).rtt_mean_ms, "ping": ping.rtt_mean_ms}
+
+
+def _floor_check(lab: Lab, config: ValidationConfig) -> Check:
+    floor = lab.delay_floor_ms
+    compensation_ns = lab.info().get("delay_compensation_ns", 0)
+    text = "not measured (delay compensation off)" if floor is None else f"{floor:.3f} ms"
+    return Check(
+        id="delay.floor", group="delay", name="the lab's own round-trip latency (ping, no configured delay)",
+        unit="ms", configured=None, measured=floor, error=None, configured_text="-", measured_text=text,
+        error_text="-", criterion="reported; half of it is deducted per direction from configured delays",
+        status="info", details={"delay_compensation_ns": compensation_ns, "compensation": config.delay_compensation})
+
+
 def _delay_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
-    checks: list[Check] = []
+    checks: list[Check] = [_floor_check(lab, config)]
+    step("reference: irtt and ping on a bare veth pair")
+    reference = _reference(lab, config, workdir)
+    for tool, rtt in reference.items():
+        checks.append(Check(
+            id=f"delay.reference.{tool}", group="delay", name=f"{tool} mean RTT on a bare veth pair (the tool's own)",
+            unit="ms", configured=None, measured=rtt, error=None, configured_text="-", measured_text=f"{rtt:.3f} ms",
+            error_text="-", criterion="reported; mean RTT errors below are beyond it", status="info"))
     limits = config.thresholds
+    floor = lab.delay_floor_ms or 0.0
+    mean_limit = limits.mean_rtt_ms if config.delay_compensation else limits.mean_rtt_uncompensated_ms
     for delay_ms in config.delays_ms:
         step(f"delay {delay_ms:g} ms per link")
         _configure(lab, access={"delay": ms(delay_ms)}, p0_forward={}, p0_reverse={})
@@ -317,12 +398,63 @@ def _delay_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepC
         }
         ping_details = {"pings": ping.transmitted, "received": ping.received, "rtt_max_ms": ping.rtt_max_ms,
                         "rtt_mdev_ms": ping.rtt_mdev_ms}
-        checks += [
-            _rtt_check("irtt", "min", delay_ms, irtt.rtt_min_ms, limits.min_rtt_ms, irtt_details),
-            _rtt_check("irtt", "mean", delay_ms, irtt.rtt_mean_ms, limits.mean_rtt_ms, irtt_details),
-            _rtt_check("ping", "min", delay_ms, ping.rtt_min_ms, limits.min_rtt_ms, ping_details),
-            _rtt_check("ping", "mean", delay_ms, ping.rtt_mean_ms, limits.mean_rtt_ms, ping_details),
+        # A tool's mean RTT includes its own wake-ups (as on any network): the emulator's error
+        # is what remains beyond the tool's RTT on a bare veth pair.
+        means = [
+            _rtt_check("irtt", "mean", delay_ms, irtt.rtt_mean_ms - reference["irtt"], mean_limit, irtt_details),
+            _rtt_check("ping", "mean", delay_ms, ping.rtt_mean_ms - reference["ping"], mean_limit, ping_details),
         ]
+        for check, tool, raw in ((means[0], "irtt", irtt.rtt_mean_ms), (means[1], "ping", ping.rtt_mean_ms)):
+            check.name += " beyond its veth reference"
+            check.details = {**check.details, "rtt_mean_ms": raw, "veth_reference_ms": reference[tool]}
+        if config.delay_compensation and 4 * delay_ms <= floor:
+            # Nothing to deduct from: the lab cannot be faster than its floor.
+            for check in means:
+                check.status, check.criterion = "info", f"configured RTT at or below the floor ({floor:.3f} ms)"
+        checks += [
+            _rtt_check("irtt", "min", delay_ms, irtt.rtt_min_ms, limits.min_rtt_ms, irtt_details), means[0],
+            _rtt_check("ping", "min", delay_ms, ping.rtt_min_ms, limits.min_rtt_ms, ping_details), means[1],
+        ]
+    return checks
+
+
+def _contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
+    """RTT error with CPU hogs beside the lab. irtt runs under SCHED_RR (below the
+    emulator's SCHED_FIFO) so that it measures the emulator, not its own wait for a CPU behind
+    the hogs (which lab processes shorten by their nice value, docs/emulator.md)."""
+    step(f"under contention: {config.contention_hogs} CPU hogs")
+    limits = config.thresholds
+    delay_ms = config.contention_delay_ms
+    _configure(lab, access={"delay": ms(delay_ms)}, p0_forward={}, p0_reverse={})
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+            for _ in range(config.contention_hogs)]
+    try:
+        time.sleep(0.5)
+        lab.reset_counters()
+        output = workdir / "irtt-contention.json"
+        duration_ms = math.ceil(config.contention_probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
+        argv = ["chrt", "-r", "1", "irtt", "client", "-i", ms(IRTT_INTERVAL_MS), "-d", ms(duration_ms), "-o",
+                str(output), "--fill=rand", "-Q", f"{lab.address(SERVER)}:{IRTT_PORT}"]
+        lab.run(CLIENT, argv, timeout=duration_ms / 1000 + 60)
+        irtt = parse_irtt(output.read_text())
+        late = (lab.counters().get("emulator") or {}).get("delivery_late") or {}
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    configured = 4 * delay_ms
+    details = {"hogs": config.contention_hogs, "probes": irtt.packets_received, "rtt_mean_ms": irtt.rtt_mean_ms,
+               "rtt_p99_ms": irtt.rtt_p99_ms, "emulator_delivery_late": late}
+    checks = []
+    for stat, measured, limit in (("p99.9", irtt.rtt_p999_ms, limits.contention_p999_ms),
+                                  ("max", irtt.rtt_max_ms, limits.contention_max_ms)):
+        error = measured - configured
+        checks.append(Check(
+            id=f"contention.irtt.{stat}", group="contention",
+            name=f"{config.contention_hogs} CPU hogs, delay {delay_ms:g} ms/link: irtt {stat} RTT error",
+            unit="ms", configured=configured, measured=measured, error=error, configured_text=f"{configured:g} ms",
+            measured_text=f"{_fmt(measured)} ms", error_text=f"{error:+.3f} ms", criterion=f"error <= {limit:g} ms",
+            status="pass" if error <= limit else "fail", details=details))
     return checks
 
 
@@ -652,6 +784,8 @@ def run_validation(
     checks: list[Check] = []
     counters: dict[str, Any] = {}
     with _workdir() as workdir, Lab(validation_topology(config), state_dir=state_dir, binary=binary) as lab:
+        if config.delay_compensation:
+            lab.calibrate_delay(CLIENT, SERVER)
         _start_servers(lab, workdir)
         for group, run_group in (
             ("delay", _delay_checks),
@@ -659,6 +793,7 @@ def run_validation(
             ("loss", _loss_checks),
             ("rate", _rate_checks),
             ("ecmp", _ecmp_checks),
+            ("contention", _contention_checks),
         ):
             checks += run_group(lab, config, workdir, step)
             counters[group] = lab.counters()

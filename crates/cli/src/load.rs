@@ -53,6 +53,11 @@ pub struct LoadArgs {
     /// choice (Linux's connect() takes even ports only, which fixes the parity of a flow hash).
     #[arg(long)]
     source_port_seed: Option<u64>,
+    /// A warm load: first prime every origin (as many connections as the load may open to it,
+    /// up to 8, each with a request for /empty, then closed), so the measured load resumes the
+    /// TLS sessions and sends its first QUIC requests as 0-RTT data.
+    #[arg(long)]
+    warm: bool,
     #[command(flatten)]
     quic: crate::options::QuicArgs,
     #[command(flatten)]
@@ -88,6 +93,7 @@ pub fn command(args: LoadArgs) -> anyhow::Result<ExitCode> {
         manifest_label: args.manifest.display().to_string(),
         instrument: args.instrument.options()?,
         source_port_seed: args.source_port_seed,
+        warm: args.warm,
     };
     let instrument = options.instrument.clone();
     let loader = Loader::new(manifest, options)?;

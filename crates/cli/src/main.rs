@@ -11,8 +11,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bulk;
 mod cc_cmd;
+mod flows;
 mod load;
 mod options;
+mod rpm;
 
 #[derive(Parser)]
 #[command(name = "protolab-net", version, about = "protolab's network emulator and endpoints")]
@@ -32,6 +34,10 @@ enum Command {
     Load(load::LoadArgs),
     /// Download or upload N bytes, or for a duration, over raw TCP, h1c, h1, h2 or h3, optionally paced; docs/bulk.md.
     Bulk(bulk::BulkArgs),
+    /// Flow records (Parquet or NDJSON) from a pcap/pcapng capture, labelled from TLS, QUIC and HTTP handshakes; docs/flows.md.
+    Flows(flows::FlowsArgs),
+    /// Responsiveness under working conditions (RPM, draft-ietf-ippm-responsiveness) over h1, h2 or h3; docs/rpm.md.
+    Rpm(rpm::RpmArgs),
     /// The QUIC congestion controllers: list them, check a NAME[:key=value,...] spec; docs/congestion.md.
     #[command(subcommand)]
     Cc(cc_cmd::CcCommand),
@@ -72,6 +78,10 @@ struct ServeArgs {
     /// TCP congestion control of every socket (TCP_CONGESTION).
     #[arg(long, value_enum, default_value = "cubic")]
     tcp_cc: TcpCc,
+    /// TCP_NOTSENT_LOWAT of every TCP socket in bytes: at most this much unsent data waits in
+    /// the kernel per connection (default: the kernel's, unlimited); docs/rpm.md.
+    #[arg(long)]
+    tcp_notsent_lowat: Option<u32>,
     /// Directory the generated CA, certificates and SPKI hashes are written to (docs/tls.md).
     #[arg(long)]
     tls_dir: PathBuf,
@@ -173,6 +183,7 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
         http_port: args.http_port,
         https_port: args.https_port,
         tcp_congestion: Some(args.tcp_cc.name().to_string()),
+        tcp_notsent_lowat: args.tcp_notsent_lowat,
         mptcp: args.mptcp,
         quic,
         instrument,
@@ -340,6 +351,14 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Bulk(args) => match bulk::command(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Flows(args) => match flows::command(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Rpm(args) => match rpm::command(args) {
             Ok(code) => return code,
             Err(e) => Err(e),
         },

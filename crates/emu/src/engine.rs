@@ -86,6 +86,12 @@ struct LoopCounters {
     pcap_dropped: u64,
     events_dropped: u64,
     rt_switches: u64,
+    /// How late each delivered packet left compared with the model's delivery time.
+    #[serde(skip)]
+    delivery_lateness: crate::lateness::Lateness,
+    delivery_late: Option<crate::lateness::LatenessSummary>,
+    /// The delay compensation in force (set_delay_compensation), ns.
+    delay_compensation_ns: u64,
 }
 
 const TOKEN_WAKE: u64 = u64::MAX - 1;
@@ -355,6 +361,7 @@ impl Engine {
         let now = self.clock.now();
         self.net.poll(now, &mut self.delivered);
         for d in self.delivered.drain(..) {
+            self.counters.delivery_lateness.record(now.saturating_sub(d.time));
             let host = d.host.0 as usize;
             if let Some(w) = &mut self.pcaps[host] {
                 w.offer((self.clock.start_unix_ns + now, d.packet.payload.clone()), 1);
@@ -397,6 +404,7 @@ impl Engine {
             "events_start" => Engine::cmd_events_start,
             "events_stop" => Engine::cmd_events_stop,
             "shutdown" => Engine::cmd_shutdown,
+            "set_delay_compensation" => Engine::cmd_set_delay_compensation,
             "" => return Reply::error("request has no \"cmd\""),
             other => return Reply::error(format!("unknown cmd {other:?}")),
         };
@@ -408,6 +416,7 @@ impl Engine {
             "lab": self.topology.lab,
             "pid": std::process::id(),
             "spin_ns": self.spin_ns,
+            "delay_compensation_ns": self.net.delay_compensation(),
             "rt_priority": if self.rt_active { self.rt_priority } else { 0 },
             "start_unix_ns": self.clock.start_unix_ns,
             "now_ns": self.clock.start_unix_ns + self.clock.now(),
@@ -430,6 +439,8 @@ impl Engine {
         c.timer_late_ns_mean = if c.late_count > 0 { (c.late_sum / u128::from(c.late_count)) as u64 } else { 0 };
         c.pcap_dropped = self.pcaps.iter().flatten().map(Writer::dropped).sum();
         c.events_dropped = self.events.as_ref().map_or(0, Writer::dropped);
+        c.delivery_late = Some(c.delivery_lateness.summary());
+        c.delay_compensation_ns = self.net.delay_compensation();
         Ok(Reply::ok(json!({
             "now_ns": self.clock.start_unix_ns + self.clock.now(),
             "links": links,
@@ -551,6 +562,18 @@ impl Engine {
         self.net.record_events(false);
         let w = self.events.take().ok_or("the event log is not running")?;
         Ok(Reply { pending: Some(("log".into(), w.finish())), ..Reply::ok(json!({})) })
+    }
+
+    /// `{"cmd": "set_delay_compensation", "ns": N}`: packets sent from now on cross the
+    /// network N ns faster than configured, out of the links' propagation delays (the lab
+    /// measures its own path latency and deducts it, docs/emulator.md).
+    fn cmd_set_delay_compensation(&mut self, request: &Value) -> Result<Reply, String> {
+        let ns = request.get("ns").and_then(Value::as_u64).ok_or("ns: expected a non-negative integer (nanoseconds)")?;
+        if ns > 10_000_000 {
+            return Err(format!("ns: {ns} is more than 10 ms; a path latency that large is not the emulator's"));
+        }
+        self.net.set_delay_compensation(ns);
+        Ok(Reply::ok(json!({"delay_compensation_ns": ns})))
     }
 
     fn cmd_shutdown(&mut self, _: &Value) -> Result<Reply, String> {

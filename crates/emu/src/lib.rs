@@ -5,6 +5,7 @@
 
 pub mod control;
 pub mod engine;
+pub mod lateness;
 pub mod params;
 pub(crate) mod realtime;
 pub mod state;

@@ -411,15 +411,19 @@ impl<P> Link<P> {
             }
             QueueKind::DropTail | QueueKind::DropHead => self.pop_head().map(|w| w.packet),
         };
-        let Some(packet) = packet else { return };
+        let Some(mut packet) = packet else { return };
         let finish = self.transmitter.transmit(&self.config.rate, start, packet.size);
-        let mut deliver_at = finish + self.config.delay;
+        let mut delay = self.config.delay;
         if let Some(jitter) = self.config.jitter {
             let total = self.config.delay as f64 + jitter_offset(&jitter, &mut self.rng);
-            deliver_at = finish + total.max(0.0).round() as Nanos;
-            if jitter.preserve_order {
-                deliver_at = deliver_at.max(self.last_delivery);
-            }
+            delay = total.max(0.0).round() as Nanos;
+        }
+        // The driver's delay compensation comes out of the propagation delay, never below 0.
+        let credit = packet.delay_credit.min(delay);
+        packet.delay_credit -= credit;
+        let mut deliver_at = finish + delay - credit;
+        if self.config.jitter.is_some_and(|j| j.preserve_order) {
+            deliver_at = deliver_at.max(self.last_delivery);
         }
         self.last_delivery = self.last_delivery.max(deliver_at);
         self.in_flight.push(InFlight { deliver_at, seq: self.next_seq, packet });

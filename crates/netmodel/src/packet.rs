@@ -3,6 +3,8 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
+use crate::Nanos;
+
 /// Why bytes could not be read as an IPv4 packet.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PacketError {
@@ -72,17 +74,21 @@ pub struct Packet<P> {
     pub ip_id: u16,
     /// Opaque payload.
     pub payload: P,
+    /// Delay the links may still leave out, ns: the network's delay compensation, taken from
+    /// the propagation delay of the link directions the packet crosses (see
+    /// `Network::set_delay_compensation`).
+    pub delay_credit: Nanos,
 }
 
 impl<P> Packet<P> {
     /// A packet with the given metadata.
     pub fn new(size: u32, flow: FlowKey, ip_id: u16, payload: P) -> Self {
-        Packet { size, flow, ip_id, payload }
+        Packet { size, flow, ip_id, payload, delay_credit: 0 }
     }
 
     /// The same packet with another payload.
     pub fn map<Q>(self, f: impl FnOnce(P) -> Q) -> Packet<Q> {
-        Packet { size: self.size, flow: self.flow, ip_id: self.ip_id, payload: f(self.payload) }
+        Packet { size: self.size, flow: self.flow, ip_id: self.ip_id, payload: f(self.payload), delay_credit: self.delay_credit }
     }
 }
 
@@ -119,7 +125,7 @@ impl Packet<Vec<u8>> {
     pub fn from_ipv4(bytes: Vec<u8>) -> Result<Self, PacketError> {
         let (flow, ip_id) = parse_ipv4(&bytes)?;
         let size = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-        Ok(Packet { size, flow, ip_id, payload: bytes })
+        Ok(Packet { size, flow, ip_id, payload: bytes, delay_credit: 0 })
     }
 }
 

@@ -13,6 +13,7 @@ pub mod ratelimit;
 pub mod pace;
 pub mod page;
 pub mod raw;
+pub mod rpm;
 pub mod server;
 pub mod site;
 pub mod sockopt;

@@ -56,6 +56,9 @@ pub struct TcpOptions {
     /// `SO_RCVBUF` in bytes (the kernel doubles it, and receive-buffer autotuning stops);
     /// `None` = autotuned from `net.ipv4.tcp_rmem`.
     pub rcvbuf: Option<usize>,
+    /// `TCP_NOTSENT_LOWAT` in bytes (set on a listener, accepted sockets inherit it); `None` =
+    /// the kernel's default (`net.ipv4.tcp_notsent_lowat`, unlimited).
+    pub notsent_lowat: Option<u32>,
 }
 
 /// The kernel's available congestion controls, for error messages.
@@ -81,6 +84,9 @@ fn new_socket(addr: SocketAddr, options: &TcpOptions) -> Result<Socket, Transpor
     }
     if let Some(bytes) = options.rcvbuf {
         socket.set_recv_buffer_size(bytes).map_err(|error| TransportError::Socket { op: "SO_RCVBUF", addr, error })?;
+    }
+    if let Some(bytes) = options.notsent_lowat {
+        socket.set_tcp_notsent_lowat(bytes).map_err(|error| TransportError::Socket { op: "TCP_NOTSENT_LOWAT", addr, error })?;
     }
     socket.set_nonblocking(true).map_err(|error| TransportError::Socket { op: "set_nonblocking", addr, error })?;
     Ok(socket)
@@ -321,11 +327,11 @@ mod tests {
 
     #[tokio::test]
     async fn tcp_connect_sets_congestion_control() {
-        let listener = tcp_listen("127.0.0.1:0".parse().unwrap(), &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None }).unwrap();
+        let listener = tcp_listen("127.0.0.1:0".parse().unwrap(), &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None }).unwrap();
         let addr = listener.local_addr().unwrap();
-        let stream = tcp_connect(addr, &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None }).await.unwrap();
+        let stream = tcp_connect(addr, &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None }).await.unwrap();
         assert_eq!(tcp_congestion_of(&stream).unwrap(), "reno");
-        let err = tcp_connect(addr, &TcpOptions { congestion: Some("nosuchcc".into()), mptcp: false, rcvbuf: None }).await.unwrap_err();
+        let err = tcp_connect(addr, &TcpOptions { congestion: Some("nosuchcc".into()), mptcp: false, rcvbuf: None, notsent_lowat: None }).await.unwrap_err();
         assert!(err.to_string().contains("nosuchcc"), "{err}");
     }
 }

@@ -25,10 +25,16 @@ struct H3Client {
 }
 
 async fn h3_connect(lab: &Lab, server_name: &str) -> H3Client {
+    h3_connect_with(lab, server_name, quinn::TransportConfig::default()).await
+}
+
+async fn h3_connect_with(lab: &Lab, server_name: &str, transport: quinn::TransportConfig) -> H3Client {
     let tls = lab.material.client_config(&[b"h3"]).unwrap();
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
     let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(Arc::new(transport));
+    endpoint.set_default_client_config(config);
     let conn = tokio::time::timeout(Duration::from_secs(5), endpoint.connect(lab.h3, server_name).unwrap()).await.unwrap().unwrap();
     let alpn = conn.handshake_data().unwrap().downcast::<quinn::crypto::rustls::HandshakeData>().unwrap().protocol;
     assert_eq!(alpn.as_deref(), Some(&b"h3"[..]));
@@ -55,8 +61,14 @@ impl H3Client {
         let mut stream = self.send.send_request(req).await.unwrap();
         if !body.is_empty() {
             // In pieces, as a client streaming an upload would.
+            // A server that answers without the body (a 405) may stop the request side first:
+            // RFC 9114 §4.1, the response still counts (as in `finish`).
             for chunk in body.chunks(100_000) {
-                stream.send_data(Bytes::copy_from_slice(chunk)).await.unwrap();
+                match stream.send_data(Bytes::copy_from_slice(chunk)).await {
+                    Ok(()) => {}
+                    Err(h3::error::StreamError::RemoteTerminate { .. }) => break,
+                    Err(e) => panic!("send_data: {e}"),
+                }
             }
         }
         finish(&mut stream).await;
@@ -206,4 +218,59 @@ async fn h3_survives_garbage_datagrams() {
     assert_eq!(body.len(), 14000);
     client.close().await;
     lab.stop().await;
+}
+
+/// A browser that aborts its downloads sends STOP_SENDING on each response stream and keeps the
+/// connection for its next requests (RFC 9000 §3.5: the server must answer every STOP_SENDING
+/// with RESET_STREAM, which also returns the unsent data's flow-control credit). Seven stopped
+/// 8 GB downloads must leave the connection serving: a small GET afterwards is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h3_stopped_downloads_leave_the_connection_serving() {
+    let lab = Lab::start(Limits::default()).await;
+    // Chromium's receive windows: 15 MB per connection, 6 MB per stream.
+    let mut transport = quinn::TransportConfig::default();
+    transport.receive_window(quinn::VarInt::from_u32(15 * 1024 * 1024)).stream_receive_window(quinn::VarInt::from_u32(6 * 1024 * 1024));
+    let mut client = h3_connect_with(&lab, "localhost", transport).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut readers = Vec::new();
+    for _ in 0..7 {
+        let req = http::Request::get("https://localhost/rpm/large").body(()).unwrap();
+        let mut stream = client.send.send_request(req).await.unwrap();
+        finish(&mut stream).await;
+        let stopped = stopped.clone();
+        // Read as a browser does, until the page aborts the download: then STOP_SENDING.
+        readers.push(tokio::spawn(async move {
+            let response = stream.recv_response().await.unwrap();
+            assert_eq!(response.status(), 200);
+            let mut got = 0u64;
+            // Checked between chunks: h3-quinn cannot stop a stream while a read is pending.
+            while !*stopped.borrow() {
+                match stream.recv_data().await {
+                    Ok(Some(mut c)) => {
+                        got += c.remaining() as u64;
+                        c.advance(c.remaining());
+                    }
+                    other => panic!("download ended early: {:?}", other.err()),
+                }
+            }
+            stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
+            (got, stream)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.send(true).unwrap();
+    let mut streams = Vec::new();
+    for r in readers {
+        let (got, stream) = r.await.unwrap();
+        assert!(got > 0);
+        streams.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (response, body) = tokio::time::timeout(Duration::from_secs(5), client.get("https://localhost/rpm/small"))
+        .await
+        .expect("the connection answers after its downloads were stopped");
+    assert_eq!(response.status(), 200);
+    assert_eq!(body.len(), 1);
+    drop(streams);
+    client.close().await;
 }

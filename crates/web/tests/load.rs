@@ -296,6 +296,41 @@ async fn every_mode_loads_the_page() {
     lab.stop().await;
 }
 
+/// A warm load (`--warm`) primes every origin, then resumes the TLS sessions; over HTTP/3 its
+/// first requests go as 0-RTT data, which the server accepts. A cold load resumes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_loads_resume_tls_and_send_0rtt() {
+    let manifest = manifest();
+    let lab = TwoOrigins::start(&manifest).await;
+    for mode in ["h1", "h2", "h3", "h3-parallel:2"] {
+        let cold = lab.load(&manifest, lab.options(mode, Scheduler::RoundRobin)).await;
+        check_ok(&cold, &manifest, mode);
+        let warm = lab.load(&manifest, LoadOptions { warm: true, ..lab.options(mode, Scheduler::RoundRobin) }).await;
+        check_ok(&warm, &manifest, &format!("{mode} warm"));
+        assert!(!cold.config.warm && warm.config.warm);
+        // A cold load's first connection to each origin has no session to resume (later ones
+        // may resume the first one's, as browsers' do) and never sends 0-RTT.
+        let mut first = std::collections::BTreeSet::new();
+        for c in &cold.connections {
+            if first.insert(c.origin.clone()) {
+                assert_eq!(c.resumed, Some(false), "{mode} cold: first connection {} to {}", c.id, c.origin);
+            }
+            assert_eq!(c.zero_rtt, None, "{mode} cold: connection {}", c.id);
+        }
+        for c in &warm.connections {
+            assert_eq!(c.resumed, Some(true), "{mode} warm: connection {} not resumed", c.id);
+            let zero_rtt = if mode.starts_with("h3") { Some(true) } else { None };
+            assert_eq!(c.zero_rtt, zero_rtt, "{mode} warm: connection {}", c.id);
+        }
+        // The priming connections are not part of the measured load.
+        assert_eq!(warm.connections.len(), cold.connections.len(), "{mode}");
+    }
+    let h1c = lab.load(&manifest, LoadOptions { warm: true, ..lab.options("h1c", Scheduler::RoundRobin) }).await;
+    check_ok(&h1c, &manifest, "h1c warm");
+    assert!(h1c.connections.iter().all(|c| c.resumed.is_none() && c.zero_rtt.is_none()), "cleartext has no TLS session");
+    lab.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h1_connection_limit_is_configurable() {
     let manifest = manifest();

@@ -1,16 +1,19 @@
-"""One cold page load in headless Chromium (Debian's), run inside the client namespace by the
+"""One page load (cold, or warm with --warm) in headless Chromium (Debian's), run inside the client namespace by the
 runner (docs/browser.md):
 
     python -m protolab.browser.driver --url https://www.x.test/ --mode h2 --spki SPKI \\
         --map www.x.test=10.99.0.1 ... --manifest page.json --profile DIR --out result.json \\
-        [--har page.har] [--timeout-ms 60000]
+        [--har page.har] [--timeout-ms 60000] [--warm]
 
 Chromium gets a fresh profile (`--profile`, created by the caller and removed by it), its cache
 disabled, DNS replaced by `--host-resolver-rules` and our CA trusted by SPKI; the protocol is
 forced per mode. The result has the page-load engine's shape (docs/load.md): PLT from
 Navigation Timing (`loadEventEnd` since navigation start), one object per response seen by
 the DevTools protocol with its timing and connection, one connection per DevTools
-`connectionId`. Exit status: 0 with a result (also a failed or timed-out load), 2 when the load
+`connectionId`, annotated from Chromium's NetLog (TLS session resumed, QUIC 0-RTT accepted).
+A warm load (`--warm`) loads the page once first, closes every connection (net-internals'
+"Flush socket pools") and measures a second load, which resumes the TLS sessions and sends
+QUIC 0-RTT; the HTTP cache is off for both. Exit status: 0 with a result (also a failed or timed-out load), 2 when the load
 could not be attempted (bad arguments, no Chromium).
 """
 
@@ -26,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from protolab.browser.modes import CHROMIUM_MODES, chromium_flags
+from protolab.browser.netlog import annotate, session_facts
 
 RESULT_SCHEMA_VERSION = 1
 CDP_PROTOCOL = {"http/1.1": "h1", "h2": "h2", "h3": "h3"}
@@ -139,6 +143,20 @@ def _objects_and_connections(rec: Recorder, manifest: dict[str, Any], mode: str)
     return objects, list(connections.values()), extra
 
 
+async def _prime(context: Any, page: Any, a: argparse.Namespace) -> None:
+    """A warm load's first load: the page once, then every connection closed (net-internals'
+    "Flush socket pools", which closes HTTP/1.1, HTTP/2 and QUIC sessions alike) while the TLS
+    session cache and the QUIC 0-RTT state stay, so the measured load resumes them."""
+    await page.goto(a.url, wait_until="load", timeout=a.timeout_ms)
+    internals = await context.new_page()
+    try:
+        await internals.goto("chrome://net-internals/#sockets", timeout=10_000)
+        await internals.click("#sockets-view-flush-button", timeout=10_000)
+        await asyncio.sleep(0.2)
+    finally:
+        await internals.close()
+
+
 async def load(a: argparse.Namespace) -> dict[str, Any]:
     from playwright.async_api import Error as PlaywrightError
     from playwright.async_api import TimeoutError as PlaywrightTimeout
@@ -146,13 +164,19 @@ async def load(a: argparse.Namespace) -> dict[str, Any]:
 
     manifest = json.loads(Path(a.manifest).read_text())
     rec = Recorder()
-    config: dict[str, Any] = {"client": "chromium", "mode": a.mode, "page": manifest.get("name"), "url": a.url}
+    config: dict[str, Any] = {"client": "chromium", "mode": a.mode, "page": manifest.get("name"), "url": a.url,
+                              "warm": a.warm}
     status, error, plt_ms, navigation = "ok", None, None, {}
     start_unix_ns = time.time_ns()
+    # The NetLog tells which TLS sessions were resumed and whether QUIC 0-RTT was accepted (not
+    # in the DevTools protocol); it is written for every load, cold or warm, so both carry the
+    # same (small) cost. It lives in the profile, which the caller removes.
+    netlog = Path(a.profile) / "netlog.json"
     async with async_playwright() as pw:
         context = await pw.chromium.launch_persistent_context(
             a.profile, executable_path=a.chromium, headless=True,
-            args=chromium_flags(a.mode, a.spki, a.map), record_har_path=a.har, record_har_content="omit")
+            args=[*chromium_flags(a.mode, a.spki, a.map), f"--log-net-log={netlog}", "--net-log-capture-mode=Default"],
+            record_har_path=a.har, record_har_content="omit")
         try:
             config["chromium_version"] = context.browser.version if context.browser else None
             page = context.pages[0] if context.pages else await context.new_page()
@@ -163,6 +187,10 @@ async def load(a: argparse.Namespace) -> dict[str, Any]:
                 cdp.on(event, handler)
             await cdp.send("Network.enable")
             await cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+            if a.warm:
+                await _prime(context, page, a)
+                rec.requests.clear()
+                rec.order.clear()
             start_unix_ns = time.time_ns()
             try:
                 await page.goto(a.url, wait_until="load", timeout=a.timeout_ms)
@@ -179,6 +207,10 @@ async def load(a: argparse.Namespace) -> dict[str, Any]:
         finally:
             await context.close()  # writes the HAR
     objects, connections, extra = _objects_and_connections(rec, manifest, a.mode)
+    try:
+        annotate(connections, session_facts(json.loads(netlog.read_text())))
+    except (OSError, ValueError):
+        pass  # no NetLog (the browser died): the connections stay without these facts
     missing = len(manifest.get("objects", [])) - len({(o["origin"], o["path"]) for o in objects})
     if status == "ok":
         root = objects[0] if objects else None
@@ -204,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--har", default=None, help="write the load's HAR here")
     p.add_argument("--timeout-ms", type=int, default=60_000)
+    p.add_argument("--warm", action="store_true", help="load once, close every connection, then measure a second load")
     p.add_argument("--chromium", default="/usr/bin/chromium")
     a = p.parse_args(argv)
     if not Path(a.chromium).exists():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import shlex
 import shutil
@@ -24,10 +25,17 @@ from pydantic import BaseModel, ConfigDict
 from protolab.errors import LabError, ToolError
 from protolab.lab.binary import find_binary
 from protolab.lab.control import ControlClient
+from protolab.measure.tools import parse_ping
 
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 30.0
+# Processes in a lab's hosts run at this nice value: ahead of other work on the machine (a
+# build, a CPU hog), which would otherwise delay the endpoints' wake-ups by milliseconds.
+LAB_NICE = -10
+CALIBRATION_PROBES = 200
+# A measured floor above this is not the lab's own latency (see calibrate_delay).
+CALIBRATION_MAX_FLOOR_MS = 1.0
 SHUTDOWN_TIMEOUT_S = 15.0
 CLEANUP_TIMEOUT_S = 60.0
 PROCESS_STOP_TIMEOUT_S = 3.0
@@ -114,9 +122,13 @@ class Lab:
         binary: str | os.PathLike[str] | None = None,
         ready_timeout: float = READY_TIMEOUT_S,
         emu_args: Sequence[str] = (),
+        nice: int = LAB_NICE,
     ) -> None:
-        """`emu_args` go to `protolab-net emu run` as they are (e.g. `["--spin-us", "0"]`)."""
+        """`emu_args` go to `protolab-net emu run` as they are (e.g. `["--spin-us", "0"]`);
+        every process run in the lab's hosts gets `nice` (docs/emulator.md, "Under load")."""
         self._topology_input = topology
+        self.nice = nice
+        self.delay_floor_ms: float | None = None  # the measured path latency (calibrate_delay)
         self._emu_args = list(emu_args)
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self._binary_arg = binary
@@ -318,7 +330,9 @@ class Lab:
         return addresses[0]
 
     def _in_namespace(self, host: str, argv: Sequence[str], cgroup: Path | None = None) -> list[str]:
-        command = ["ip", "netns", "exec", self.namespace(host), *map(str, argv)]
+        # nice execs ip, which execs the command: still one pid.
+        command = [*(["nice", "-n", str(self.nice)] if self.nice else []),
+                   "ip", "netns", "exec", self.namespace(host), *map(str, argv)]
         if cgroup is None:
             return command
         # Join the cgroup first: `ip netns exec` mounts a fresh /sys, which hides the cgroup
@@ -405,6 +419,29 @@ class Lab:
 
     def reset_counters(self) -> None:
         self.request({"cmd": "reset_counters"})
+
+    def calibrate_delay(self, left: str, right: str, probes: int = CALIBRATION_PROBES) -> float:
+        """Measures the lab's own round-trip latency between two hosts (reading from the TUN,
+        the model, writing, the kernels' paths) with `probes` pings 2 ms apart, and sets the
+        emulator's delay compensation to half of the mean (each direction deducts its half
+        from the configured delays, docs/emulator.md, "Delay compensation"). Call it while
+        the route between the two hosts has no configured delay, jitter or loss (as a lab
+        starts); a floor above 1 ms is not the lab's and deducts nothing. Returns the measured
+        floor in ms (also `delay_floor_ms`)."""
+        self.request({"cmd": "set_delay_compensation", "ns": 0})
+        argv = ["ping", "-q", "-n", "-c", str(probes), "-i", "0.002", "-W", "2", self.address(right)]
+        result = parse_ping(self.run(left, argv, timeout=30 + probes * 0.01, check=False).stdout)
+        if result.received < probes // 2 or not math.isfinite(result.rtt_mean_ms):
+            raise LabError(f"delay calibration: {result.received} of {probes} pings from {left} to {right} answered")
+        self.delay_floor_ms = result.rtt_mean_ms
+        if result.rtt_mean_ms <= CALIBRATION_MAX_FLOOR_MS:
+            self.request({"cmd": "set_delay_compensation", "ns": round(result.rtt_mean_ms * 1e6 / 2)})
+        else:
+            # Not the lab's own latency: the route has a configured delay (or the machine is
+            # swamped). Deduct nothing rather than part of a configured delay.
+            log.warning("delay calibration: %.3f ms between %s and %s is not a floor; no compensation",
+                        result.rtt_mean_ms, left, right)
+        return result.rtt_mean_ms
 
     def set_link(self, links: str | Sequence[str], *, seed: int | None = None, **params: Any) -> dict[str, Any]:
         """Change link directions live; a parameter given as None removes it (jitter, loss).

@@ -41,6 +41,9 @@ class IrttResult(BaseModel):
     ipdv_rtt_mean_ms: float
     ipdv_send_mean_ms: float
     timer_miss_percent: float
+    # From the probes' RTTs (nearest rank); NaN without replies.
+    rtt_p99_ms: float = math.nan
+    rtt_p999_ms: float = math.nan
 
     @property
     def upstream_trials(self) -> int:
@@ -63,6 +66,9 @@ def parse_irtt(text: str) -> IrttResult:
     # Per-probe loss classification: irtt learns from the server's receive window which
     # direction lost a probe; "true" means it could not tell (no later reply came back).
     lost = [str(rt.get("lost", "false")) for rt in round_trips]
+    rtts = sorted(rt["delay"]["rtt"] / 1e6 for rt in round_trips
+                  if isinstance(rt, dict) and isinstance(rt.get("delay"), dict)
+                  and isinstance(rt["delay"].get("rtt"), int | float))
     return IrttResult(
         packets_sent=stats.get("packets_sent", 0),
         server_packets_received=stats.get("server_packets_received", 0),
@@ -82,7 +88,15 @@ def parse_irtt(text: str) -> IrttResult:
         ipdv_rtt_mean_ms=_ms(stats, "ipdv_round_trip", "mean"),
         ipdv_send_mean_ms=_ms(stats, "ipdv_send", "mean"),
         timer_miss_percent=float(stats.get("timer_miss_percent", 0.0)),
+        rtt_p99_ms=_rank(rtts, 0.99),
+        rtt_p999_ms=_rank(rtts, 0.999),
     )
+
+
+def _rank(sorted_values: list[float], fraction: float) -> float:
+    if not sorted_values:
+        return math.nan
+    return sorted_values[min(len(sorted_values) - 1, math.ceil(fraction * len(sorted_values)) - 1)]
 
 
 class IperfResult(BaseModel):

@@ -20,13 +20,16 @@ from protolab.errors import ProtolabError
 from protolab.measure.stats import clopper_pearson
 from protolab.report import analysis as ga
 from protolab.report import calibration as cal
+from protolab.report import fidelity as fid
 from protolab.report import figures
+from protolab.report import rpm as rpm_report
 from protolab.report import transport as tr
 from protolab.report.stats import CI_LEVEL, improvement_pct, median, speedup, summarize
 from protolab.store import KNOWN_PARAMS, SCHEMA_VERSION, ResultsStore
 
-CONDITION_FIELDS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "tcp_cc", "quic_cc", "client")
-PRIMARY_CONDITIONS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "tcp_cc", "quic_cc", "client")
+CONDITION_FIELDS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "tcp_cc", "quic_cc", "client",
+                    "warm")
+PRIMARY_CONDITIONS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "tcp_cc", "quic_cc", "client", "warm")
 PAGE_FIELDS = {"page_ref", "page_bytes", "page_digest"}  # describe the page, shown with the pages
 NOT_CONDITIONS = {"mode", "page", "repetition", "seed", "order_index", "workload", "transport_axes",
                   "quic_cc_resolved"}
@@ -199,6 +202,7 @@ PARAM_FORMATS = {
     "tcp_cc": "TCP {}",
     "quic_cc": "QUIC {}",
     "client": "client {}",
+    "warm": "{} loads",
     "scenario": "{}",
 }
 
@@ -299,6 +303,7 @@ class Builder:
             "bulk": [("throughput", "Throughput per protocol and condition", partial(tr.throughput, self)),
                      ("goodput-time", "Throughput over time", partial(tr.throughput_timeline, self)), *transport,
                      ("determinants", "Throughput determinants", partial(ga.determinants, self))],
+            "rpm": [("rpm", "Responsiveness under working conditions (RPM)", partial(rpm_report.responsiveness, self))],
             "pair": [("fairness", "Shares of the bottleneck and Jain's index", partial(tr.fairness, self)),
                      ("share-time", "Throughput per side over time", partial(tr.share_timeline, self)), *transport],
         }
@@ -306,7 +311,8 @@ class Builder:
             by_workload["page"].insert(1, ("engine-vs-browser", "Engine vs browser", self.engine_vs_browser))
         sections = [*by_workload[tr.workload_of(exp)],
                     ("failed", "Failed runs", self.failed_table),
-                    ("links", "Achieved versus configured link conditions", self.link_table)]
+                    ("links", "Achieved versus configured link conditions", self.link_table),
+                    ("fidelity", "Fidelity: the emulator's delay error and flagged runs", partial(fid.fidelity, self))]
         for key, title, method in sections:
             parts.append(f'<h3 id="{_esc(slug)}-{key}">{_esc(title)}</h3>')
             parts.append(method(exp, f"{slug}-{key}"))

@@ -63,7 +63,25 @@ def _overhead(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
         "WHERE o.experiment_id = ? AND r.status = 'ok'", [experiment])
 
 
-SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead}
+def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """Per responsiveness result: the run's mode and condition, the buffer in BDPs, and the
+    measured loaded latencies over the expected loaded RTT."""
+    rows = store.query(
+        "SELECT x.run_key, r.mode, r.bandwidth_mbps, r.rtt_ms, r.buffer_bytes, x.direction, x.queue, x.rpm, "
+        "x.loaded_latency_ms, x.foreign_latency_ms, x.expected_loaded_rtt_ms, x.factor_of_increase, x.overhead_factor "
+        "FROM rpm_results x JOIN runs r USING (experiment_id, run_key) WHERE x.experiment_id = ? AND r.status = 'ok'",
+        [experiment])
+    for row in rows:
+        bandwidth, rtt, buffer = row["bandwidth_mbps"], row["rtt_ms"], row["buffer_bytes"]
+        row["buffer_bdp"] = round(buffer / (bandwidth * 1e6 * rtt / 1e3 / 8), 2) if bandwidth and rtt and buffer else None
+        expected = row["expected_loaded_rtt_ms"]
+        for name in ("loaded", "foreign"):
+            value = row[f"{name}_latency_ms"]
+            row[f"{name}_over_expected"] = value / expected if value is not None and expected else None
+    return rows
+
+
+SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm}
 
 
 def rows_of(store: ResultsStore, source: str, experiment: str) -> list[dict[str, Any]]:

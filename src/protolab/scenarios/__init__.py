@@ -21,12 +21,14 @@ from protolab.scenarios.congestion import (
     QuicVsTcp,
     SlowStartExit,
 )
+from protolab.scenarios.rpm import Rpm
+from protolab.scenarios.traffic import TrafficCorpus
 
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
     for scenario in (
         WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(),
-        Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(),
+        Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(), Rpm(), TrafficCorpus(),
     )
 }
 

@@ -147,7 +147,22 @@ class Pairs(Workload):
         return kind == "page" and uses_mptcp(side.mode for m in modes for side in parse_pair(m, kind))
 
 
+# Responsiveness tests (docs/rpm.md): over TLS or QUIC.
+RPM_PROTOCOLS: dict[str, str] = {"h1": "HTTP/1.1 over TLS", "h2": "HTTP/2 over TLS", "h3": "HTTP/3 over QUIC"}
+
+
+class RpmTests(Workload):
+    name = "rpm"
+    description = "responsiveness tests (protolab-net rpm)"
+
+    def check_mode(self, value: str, params: Any) -> str:
+        if value not in RPM_PROTOCOLS:
+            raise ValueError(f"unknown RPM protocol {value!r} (known: {', '.join(RPM_PROTOCOLS)})")
+        return value
+
+
 PAGE_LOADS = PageLoads()
 BULK_TRANSFERS = BulkTransfers()
 PAIRS = Pairs()
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (PAGE_LOADS, BULK_TRANSFERS, PAIRS)}
+RPM_TESTS = RpmTests()
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (PAGE_LOADS, BULK_TRANSFERS, PAIRS, RPM_TESTS)}

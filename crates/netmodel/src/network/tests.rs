@@ -174,3 +174,40 @@ fn bad_specs_are_refused() {
     let err = Network::<()>::new(spec).err().unwrap();
     assert_eq!(err.to_string(), "p1.reverse.rate: must be greater than zero");
 }
+
+#[test]
+fn delay_compensation_comes_out_of_the_propagation_delays_in_route_order() {
+    let mut spec = two_path_spec(PathSelection::EcmpXor);
+    spec.hosts[0].up = LinkConfig::with_rate(100_000_000, 100 * US); // 120 us per 1500 B
+    spec.hosts[2].down = LinkConfig::with_rate(100_000_000, 3 * MS);
+    let full = 120 * US + 100 * US + 1200 * US + 5 * MS + 120 * US + 3 * MS;
+    for (compensation, expected) in [
+        (0, full),
+        (60 * US, full - 60 * US),            // all from client.up's 100 us
+        (300 * US, full - 300 * US),          // 100 us from client.up, 200 us from the path
+        (9 * MS, full - 8 * MS - 100 * US),   // every delay used up: never below zero, rates kept
+    ] {
+        let mut net: Network<u32> = Network::new(spec.clone()).unwrap();
+        net.set_delay_compensation(compensation);
+        assert_eq!(net.delay_compensation(), compensation);
+        assert!(net.send(0, HostId(0), Packet::new(1500, flow(1000), 0, 7)));
+        let out = run_until_idle(&mut net);
+        assert_eq!(out[0].time, expected, "compensation {compensation}");
+    }
+}
+
+#[test]
+fn delay_compensation_keeps_a_rate_limited_stream_in_order_and_at_rate() {
+    let mut net: Network<u32> = Network::new(two_path_spec(PathSelection::EcmpXor)).unwrap();
+    net.set_delay_compensation(200 * US);
+    for i in 0..50 {
+        assert!(net.send(0, HostId(0), Packet::new(1500, flow(1000), i as u16, i)));
+    }
+    let out = run_until_idle(&mut net);
+    let order: Vec<u32> = out.iter().map(|d| d.packet.payload).collect();
+    assert_eq!(order, (0..50).collect::<Vec<_>>());
+    // 1.2 ms per packet on the 10 Mbit/s path: the spacing is the rate's, the shift the credit's.
+    for w in out.windows(2) {
+        assert_eq!(w[1].time - w[0].time, 1200 * US);
+    }
+}

@@ -664,7 +664,7 @@ async fn connect_h3(run: &mut Run<'_>) -> Result<h3::client::SendRequest<h3_quin
     let endpoint = quic_endpoint(bulk.addr, 0).map_err(|e| format!("UDP socket: {e}"))?;
     let conn_id = instrument::connection_id("quic", endpoint.local_addr().ok().filter(|a| !a.ip().is_unspecified()), Some(bulk.addr));
     let config = quic_client_config(run, &conn_id)?;
-    let q = quic_connect(endpoint, config, &bulk.host, bulk.addr).await?;
+    let q = quic_connect(endpoint, config, &bulk.host, bulk.addr, false).await?;
     run.connection = Some(ConnectionInfo {
         local: q.local.map(|a| a.to_string()),
         remote: bulk.addr.to_string(),

@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,6 +51,8 @@ pub(crate) struct Connector {
     pub instrument: InstrumentOptions,
     /// Source ports drawn from this seeded generator instead of the kernel's choice.
     pub source_ports: Option<SourcePorts>,
+    /// QUIC: send the first requests as 0-RTT data when a resumable session allows it.
+    pub early_data: bool,
 }
 
 /// Seeded source ports from the ephemeral range (`--source-port-seed`), so that a flow hash
@@ -125,6 +127,11 @@ pub(crate) struct Connected {
     pub sampler: Option<SamplerHandle>,
     /// The qlog file, when qlogs are asked for.
     pub qlog: Option<std::path::PathBuf>,
+    /// Whether the TLS session was resumed (TCP: rustls' handshake kind; QUIC: a session ticket
+    /// was used for 0-RTT). None: not TLS.
+    pub resumed: Option<bool>,
+    /// QUIC 0-RTT: 1 once the server accepted the early data, 2 if it rejected it, 0 pending.
+    pub zero_rtt: Option<Arc<AtomicU8>>,
 }
 
 impl Connector {
@@ -151,11 +158,12 @@ impl Connector {
         };
         let Some(tls) = &self.tls else {
             let (sender, driver) = http_handshake(self.protocol, tcp).await?;
-            return Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, conn_id, sampler, qlog: None });
+            return Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, conn_id, sampler, qlog: None, resumed: None, zero_rtt: None });
         };
         let stream = tls_connect(tls.clone(), self.protocol, hostname, addr, tcp).await?;
+        let resumed = Some(stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed));
         let (sender, driver) = http_handshake(self.protocol, stream).await?;
-        Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, conn_id, sampler, qlog: None })
+        Ok(Connected { sender, local, tcp_connected, mptcp_fd, drivers: vec![driver], endpoint: None, conn_id, sampler, qlog: None, resumed, zero_rtt: None })
     }
 
     async fn tcp_connect(&self, addr: SocketAddr) -> Result<tokio::net::TcpStream, String> {
@@ -201,7 +209,7 @@ impl Connector {
             config.transport_config(Arc::new(transport));
             qlog = Some(path);
         }
-        let q = quic_connect(endpoint, config, hostname, addr).await?;
+        let q = quic_connect(endpoint, config, hostname, addr, self.early_data).await?;
         let sampler = self
             .instrument
             .quic_sampler(&q.conn, &conn_id, Role::Client, &self.quic_options.controller.given)
@@ -216,6 +224,8 @@ impl Connector {
             conn_id,
             sampler,
             qlog,
+            resumed: Some(q.zero_rtt.is_some()),
+            zero_rtt: q.zero_rtt,
         })
     }
 }
@@ -279,6 +289,8 @@ pub(crate) struct QuicConnected {
     pub driver: JoinHandle<()>,
     /// The endpoint's bound address (the route's source address).
     pub local: Option<SocketAddr>,
+    /// 0-RTT was attempted: whether the server accepted it (see [`Connected::zero_rtt`]).
+    pub zero_rtt: Option<Arc<AtomicU8>>,
 }
 
 /// A client endpoint (one UDP socket) for a connection to `addr`, bound to the source address
@@ -294,15 +306,43 @@ pub(crate) fn quic_endpoint(addr: SocketAddr, port: u16) -> std::io::Result<quin
 
 /// QUIC from `endpoint` to `addr` with `config` (ALPN `h3` required), then the HTTP/3 set-up.
 /// On failure the endpoint is closed.
-pub(crate) async fn quic_connect(endpoint: quinn::Endpoint, config: quinn::ClientConfig, hostname: &str, addr: SocketAddr) -> Result<QuicConnected, String> {
+pub(crate) async fn quic_connect(
+    endpoint: quinn::Endpoint,
+    config: quinn::ClientConfig,
+    hostname: &str,
+    addr: SocketAddr,
+    early_data: bool,
+) -> Result<QuicConnected, String> {
+    let mut zero_rtt = None;
     let result = async {
         let connecting = endpoint.connect_with(config, addr, hostname).map_err(|e| format!("QUIC connect to {addr}: {e}"))?;
-        let conn = connecting.await.map_err(|e| format!("QUIC handshake with {addr}: {e}"))?;
-        let negotiated = conn
-            .handshake_data()
-            .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
-            .and_then(|d| d.protocol);
-        check_alpn(Protocol::H3, negotiated.as_deref(), addr)?;
+        let conn = if early_data {
+            match connecting.into_0rtt() {
+                Ok((conn, accepted)) => {
+                    // The connection carries requests at once; the server's verdict comes later.
+                    let verdict = Arc::new(AtomicU8::new(0));
+                    let set = verdict.clone();
+                    tokio::spawn(async move {
+                        set.store(if accepted.await { 1 } else { 2 }, Ordering::Relaxed);
+                    });
+                    zero_rtt = Some(verdict);
+                    conn
+                }
+                // No session to resume: a full handshake.
+                Err(connecting) => connecting.await.map_err(|e| format!("QUIC handshake with {addr}: {e}"))?,
+            }
+        } else {
+            connecting.await.map_err(|e| format!("QUIC handshake with {addr}: {e}"))?
+        };
+        // With 0-RTT the handshake is still under way: the ALPN is the resumed session's,
+        // which offered h3 only, and a server that picks another fails the handshake.
+        if zero_rtt.is_none() {
+            let negotiated = conn
+                .handshake_data()
+                .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+                .and_then(|d| d.protocol);
+            check_alpn(Protocol::H3, negotiated.as_deref(), addr)?;
+        }
         let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(conn.clone())).await.map_err(|e| format!("HTTP/3 setup: {e}"))?;
         let driver = tokio::spawn(async move {
             let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
@@ -313,7 +353,7 @@ pub(crate) async fn quic_connect(endpoint: quinn::Endpoint, config: quinn::Clien
     match result {
         Ok((conn, sender, driver)) => {
             let local = endpoint.local_addr().ok().filter(|a| !a.ip().is_unspecified());
-            Ok(QuicConnected { endpoint, conn, sender, driver, local })
+            Ok(QuicConnected { endpoint, conn, sender, driver, local, zero_rtt })
         }
         Err(e) => {
             endpoint.close(quinn::VarInt::from_u32(0), b"");

@@ -89,6 +89,8 @@ struct Conn {
     sampler: Option<crate::instrument::SamplerHandle>,
     samples_file: Option<String>,
     qlog_file: Option<String>,
+    resumed: Option<bool>,
+    zero_rtt: Option<Arc<AtomicU8>>,
 }
 
 impl Conn {
@@ -442,6 +444,8 @@ impl<'a> Engine<'a> {
             sampler: None,
             samples_file: None,
             qlog_file: None,
+            resumed: None,
+            zero_rtt: None,
         });
         self.origins[origin].conns.push(id);
         let connector = self.loader.connector.clone();
@@ -507,6 +511,8 @@ impl<'a> Engine<'a> {
                 conn.samples_file = connected.sampler.as_ref().map(|s| s.path().display().to_string());
                 conn.sampler = connected.sampler;
                 conn.qlog_file = connected.qlog.map(|p| p.display().to_string());
+                conn.resumed = connected.resumed;
+                conn.zero_rtt = connected.zero_rtt;
                 if let (Some(fd), Some(count)) = (connected.mptcp_fd, conn.subflows.clone()) {
                     let fd = Arc::new(fd);
                     conn.mptcp_fd = Some(fd.clone());
@@ -695,6 +701,12 @@ impl<'a> Engine<'a> {
                 conn_id: c.conn_id.clone(),
                 samples_file: c.samples_file.clone(),
                 qlog_file: c.qlog_file.clone(),
+                resumed: c.resumed,
+                zero_rtt: c.zero_rtt.as_ref().and_then(|v| match v.load(Ordering::Relaxed) {
+                    1 => Some(true),
+                    2 => Some(false),
+                    _ => None,
+                }),
             })
             .collect();
         let failed: Vec<&ObjectResult> = objects.iter().filter(|o| o.error.is_some()).collect();

@@ -11,6 +11,7 @@ pub mod mode;
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,7 +82,14 @@ pub struct LoadOptions {
     /// Draw TCP and UDP source ports from a generator with this seed instead of letting the
     /// kernel choose (docs/load.md: flow hashes and Linux's even connect() ports).
     pub source_port_seed: Option<u64>,
+    /// A warm load: every origin primed first (see `Loader::prime`), so that the measured
+    /// load resumes the TLS sessions and sends QUIC 0-RTT.
+    pub warm: bool,
 }
+
+/// Most priming connections per origin of a warm load: rustls keeps up to 8 TLS 1.3 tickets
+/// per server, so more would not resume more connections.
+pub const PRIME_MAX_CONNECTIONS: u32 = 8;
 
 impl Default for LoadOptions {
     fn default() -> Self {
@@ -100,6 +108,7 @@ impl Default for LoadOptions {
             manifest_label: String::new(),
             instrument: InstrumentOptions::default(),
             source_port_seed: None,
+            warm: false,
         }
     }
 }
@@ -166,6 +175,8 @@ pub struct LoadConfig {
     pub source_port_seed: Option<u64>,
     /// `SO_RCVBUF` of TCP/MPTCP sockets (null = autotuned).
     pub tcp_rcvbuf: Option<usize>,
+    /// Warm load: TLS sessions resumed, QUIC 0-RTT (`--warm`).
+    pub warm: bool,
 }
 
 /// One object of the result.
@@ -242,6 +253,11 @@ pub struct ConnectionResult {
     pub samples_file: Option<String>,
     /// Its qlog file (`--qlog`), for QUIC connections.
     pub qlog_file: Option<String>,
+    /// Whether the TLS session was resumed (TLS over TCP: the handshake kind; QUIC: a session
+    /// ticket was used). None without TLS.
+    pub resumed: Option<bool>,
+    /// QUIC 0-RTT (`--warm`): whether the server accepted the early data; None when not tried.
+    pub zero_rtt: Option<bool>,
 }
 
 /// One MPTCP subflow at the end of a load (from `MPTCP_TCPINFO` and `MPTCP_SUBFLOW_ADDRS`).
@@ -314,8 +330,9 @@ impl Loader {
                 let mut config = crate::tls::client_config_for_ca(ca, &[alpn])
                     .map_err(|e| LoadError::Option { option: "--ca", why: e.to_string() })?;
                 if protocol == Protocol::H3 {
-                    // QUIC has no early data without a session to resume; keep the handshake full.
-                    config.enable_early_data = false;
+                    // QUIC early data needs a session to resume: only warm loads (after a
+                    // priming connection) send it.
+                    config.enable_early_data = options.warm;
                 }
                 Some(config)
             }
@@ -332,7 +349,7 @@ impl Loader {
         } else {
             None
         };
-        let tcp = TcpOptions { congestion: options.tcp_cc.clone(), mptcp: options.mode.transport == Transport::Mptcp, rcvbuf: options.tcp_rcvbuf };
+        let tcp = TcpOptions { congestion: options.tcp_cc.clone(), mptcp: options.mode.transport == Transport::Mptcp, rcvbuf: options.tcp_rcvbuf, notsent_lowat: None };
         let port = if protocol == Protocol::H1c { options.http_port } else { options.https_port };
         let addrs = manifest.origins.iter().map(|o| SocketAddr::new(o.address.into(), port)).collect();
         let connector = conn::Connector {
@@ -344,6 +361,7 @@ impl Loader {
             quic_options: options.quic.clone(),
             instrument: options.instrument.clone(),
             source_ports: options.source_port_seed.map(conn::SourcePorts::new),
+            early_data: options.warm,
         };
         Ok(Loader { manifest, options, connector: Arc::new(connector), addrs })
     }
@@ -368,12 +386,65 @@ impl Loader {
             instrument: o.instrument.config(),
             source_port_seed: o.source_port_seed,
             tcp_rcvbuf: o.tcp_rcvbuf,
+            warm: o.warm,
         }
     }
 
-    /// Loads the page once, from a cold start. Never fails: problems on the wire end up in the
-    /// result (`status`, `error`, per object and per connection).
+    /// Loads the page once: from a cold start, or warm (`warm`: after priming every origin's
+    /// TLS session). Never fails: problems on the wire end up in the result (`status`, `error`,
+    /// per object and per connection; a failed priming connection fails nothing, its origin
+    /// just loads cold).
     pub async fn run(&self) -> LoadResult {
+        if self.options.warm {
+            self.prime().await;
+        }
         engine::run(self).await
+    }
+
+    /// Primes every origin: as many concurrent connections as the measured load may open to it
+    /// (up to [`PRIME_MAX_CONNECTIONS`]), each with one request for `/empty` read to the end (so
+    /// the client has the server's session tickets), then closed. A TLS 1.3 ticket resumes one
+    /// connection and servers send a few per connection (ours and nginx's: 2), so one priming
+    /// connection per measured one leaves a ticket for each. Not measured, not instrumented,
+    /// kernel-chosen source ports; the session store is the measured load's.
+    async fn prime(&self) {
+        let connector = Arc::new(conn::Connector {
+            protocol: self.connector.protocol,
+            transport: self.connector.transport,
+            tcp: self.connector.tcp.clone(),
+            tls: self.connector.tls.clone(),
+            quic: self.connector.quic.clone(),
+            quic_options: self.connector.quic_options.clone(),
+            instrument: InstrumentOptions::default(),
+            source_ports: None,
+            early_data: false,
+        });
+        let per_origin = match self.options.mode.pool {
+            mode::Pool::OnDemand => self.options.h1_connections,
+            mode::Pool::Fixed(n) => n,
+        }
+        .min(PRIME_MAX_CONNECTIONS);
+        let scheme = if self.options.mode.protocol == Protocol::H1c { "http" } else { "https" };
+        let mut primers = tokio::task::JoinSet::new();
+        for (origin, addr) in self.manifest.origins.iter().zip(&self.addrs) {
+            for _ in 0..per_origin {
+                let (connector, hostname, addr, timeout) = (connector.clone(), origin.hostname.clone(), *addr, self.options.connect_timeout);
+                primers.spawn(async move {
+                    let Ok(connected) = conn::connect_within(&connector, &hostname, addr, timeout).await else { return };
+                    if let Ok(uri) = format!("{scheme}://{hostname}/empty").parse() {
+                        let target = conn::Target { uri, host: hostname, expected: 0 };
+                        let _ = tokio::time::timeout(timeout, conn::fetch(connected.sender, target, Arc::new(AtomicU64::new(0)))).await;
+                    }
+                    for driver in connected.drivers {
+                        driver.abort();
+                    }
+                    if let Some(endpoint) = connected.endpoint {
+                        endpoint.close(quinn::VarInt::from_u32(0), b"primed");
+                        let _ = tokio::time::timeout(Duration::from_millis(200), endpoint.wait_idle()).await;
+                    }
+                });
+            }
+        }
+        while primers.join_next().await.is_some() {}
     }
 }

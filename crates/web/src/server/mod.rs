@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Body;
@@ -37,6 +37,7 @@ use crate::body::{Block, ResponseBody};
 use crate::instrument::{self, InstrumentOptions, Role};
 use crate::manifest::valid_hostname;
 use crate::ratelimit::RequestBucket;
+use crate::rpm::endpoints as rpm;
 use crate::site::Site;
 pub use crate::transport::tcp_congestion_of;
 use crate::transport::{tcp_listen, QuicOptions, TcpOptions, TransportError};
@@ -86,6 +87,11 @@ pub struct ServeOptions {
     pub https_port: u16,
     /// TCP congestion control of every socket (`reno`, `cubic`, `bbr`); `None` = kernel default.
     pub tcp_congestion: Option<String>,
+    /// `TCP_NOTSENT_LOWAT` of every TCP socket, bytes: how much not-yet-sent data the kernel
+    /// holds per connection before the server stops writing (None: the kernel's default,
+    /// unlimited). A low mark keeps a new response from queueing behind megabytes of data
+    /// already committed to the socket (the responsiveness draft's advice for servers).
+    pub tcp_notsent_lowat: Option<u32>,
     /// Listen with MPTCP sockets (`IPPROTO_MPTCP`): MPTCP clients get subflows as the
     /// namespace's `ip mptcp` endpoints allow; plain TCP clients still connect (fallback).
     pub mptcp: bool,
@@ -108,12 +114,27 @@ impl Default for ServeOptions {
             http_port: 80,
             https_port: 443,
             tcp_congestion: Some("cubic".into()),
+            tcp_notsent_lowat: None,
             mptcp: false,
             quic: QuicOptions::default(),
             instrument: InstrumentOptions::default(),
             raw_port: None,
             limits: Limits::default(),
         }
+    }
+}
+
+/// A view of a server's open connections (see [`Server::open_connections`]).
+#[derive(Clone)]
+pub struct OpenConnections {
+    slots: Arc<Semaphore>,
+    max: usize,
+}
+
+impl OpenConnections {
+    /// Connections open now.
+    pub fn count(&self) -> usize {
+        self.max.saturating_sub(self.slots.available_permits())
     }
 }
 
@@ -154,7 +175,7 @@ impl Server {
         let mut listen_addrs = options.listen.clone();
         listen_addrs.sort();
         listen_addrs.dedup();
-        let tcp = TcpOptions { congestion: options.tcp_congestion.clone(), mptcp: options.mptcp, rcvbuf: None };
+        let tcp = TcpOptions { congestion: options.tcp_congestion.clone(), mptcp: options.mptcp, rcvbuf: None, notsent_lowat: options.tcp_notsent_lowat };
         let limits = options.limits.clone();
         let quic_config = quic_server_config(&tls, &limits, &options.quic, None)?;
         let mut http = Vec::new();
@@ -230,6 +251,12 @@ impl Server {
     /// Bound raw-protocol addresses (empty without a raw port).
     pub fn raw_addrs(&self) -> Vec<SocketAddr> {
         self.raw.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+
+    /// How many connections (TCP, QUIC and raw) the server holds open right now, also after
+    /// `run` took the server (tests wait for it to settle before measuring memory).
+    pub fn open_connections(&self) -> OpenConnections {
+        OpenConnections { slots: self.ctx.connections.clone(), max: self.ctx.limits.max_connections }
     }
 
     /// The listening sockets (h1c, TLS, then raw), e.g. to inspect socket options.
@@ -359,7 +386,7 @@ fn too_many_requests(wait: Duration) -> Response<ResponseBody> {
     r
 }
 
-async fn serve_connection(stream: TcpStream, peer: SocketAddr, local: Option<SocketAddr>, ctx: Arc<Ctx>, tls: bool) {
+async fn serve_connection(stream: TcpStream, _peer: SocketAddr, local: Option<SocketAddr>, ctx: Arc<Ctx>, tls: bool) {
     let activity = Activity::new(ctx.epoch);
     let io = ActivityIo { inner: stream, activity: activity.clone() };
     let local_ip = local.map(|a| a.ip());
@@ -374,7 +401,7 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, local: Option<Soc
         async move {
             let mut r = match limited {
                 Some(wait) => too_many_requests(wait),
-                None => handle(req, &ctx, local_ip, peer).await,
+                None => handle(req, &ctx, local_ip, tls).await,
             };
             if let Some(v) = local_ip.and_then(|ip| ctx.alt_svc.get(&ip)).or_else(|| ctx.alt_svc.values().next()) {
                 r.headers_mut().insert(header::ALT_SVC, v.clone());
@@ -457,14 +484,18 @@ fn request_host<B>(req: &Request<B>, site: &Site, local_ip: Option<IpAddr>) -> O
     }
 }
 
-/// The routes, shared by every transport (hyper's `Incoming` on TCP, [`H3Body`] on QUIC).
-async fn handle<B>(req: Request<B>, ctx: &Ctx, local_ip: Option<IpAddr>, _peer: SocketAddr) -> Response<ResponseBody>
+/// The routes, shared by every transport (hyper's `Incoming` on TCP, [`H3Body`] on QUIC);
+/// `secure`: the request came over TLS or QUIC.
+async fn handle<B>(req: Request<B>, ctx: &Ctx, local_ip: Option<IpAddr>, secure: bool) -> Response<ResponseBody>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Display,
 {
     let is_head = req.method() == Method::HEAD;
     let is_get = req.method() == Method::GET || is_head;
+    if req.method() == Method::OPTIONS && rpm::is_endpoint(req.uri().path()) {
+        return preflight();
+    }
     match req.uri().path() {
         "/bytes" => {
             if !is_get {
@@ -502,33 +533,35 @@ where
             r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             r
         }
-        "/upload" => {
-            if req.method() != Method::POST && req.method() != Method::PUT {
-                return method_not_allowed("POST, PUT");
+        "/upload" => upload_sink(req).await,
+        // The responsiveness endpoints answer cross-origin fetches: a browser test page spreads
+        // its load over several origins (one connection each), as the draft's client does.
+        rpm::UPLOAD_PATH => cross_origin(upload_sink(req).await),
+        rpm::CONFIG_PATH => {
+            if !is_get {
+                return method_not_allowed("GET, HEAD");
             }
-            let start = Instant::now();
-            let mut body = req.into_body();
-            let mut received: u64 = 0;
-            while let Some(frame) = body.frame().await {
-                match frame {
-                    Ok(f) => {
-                        if let Some(d) = f.data_ref() {
-                            received += d.len() as u64;
-                        }
-                    }
-                    Err(e) => return text(StatusCode::BAD_REQUEST, &format!("upload body: {e}")),
-                }
-            }
-            let elapsed = start.elapsed();
-            let json = serde_json::json!({
-                "bytes": received,
-                "duration_ns": elapsed.as_nanos() as u64,
-                "duration_s": elapsed.as_secs_f64(),
+            let authority = req.uri().authority().map(|a| a.as_str().to_string()).or_else(|| {
+                req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).and_then(|h| h.parse::<http::uri::Authority>().ok()).map(|a| a.as_str().to_string())
             });
-            let mut r = reply(StatusCode::OK, ResponseBody::full(Bytes::from(format!("{json}\n"))));
+            let Some(authority) = authority else {
+                return text(StatusCode::BAD_REQUEST, "the configuration document names this server: send a Host");
+            };
+            let doc = rpm::config_document(if secure { "https" } else { "http" }, &authority);
+            let mut r = reply(StatusCode::OK, ResponseBody::full(Bytes::from(doc)));
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            r
+            cross_origin(head_of(r, is_head))
+        }
+        rpm::SMALL_PATH | rpm::LARGE_PATH => {
+            if !is_get {
+                return method_not_allowed("GET, HEAD");
+            }
+            let n = if req.uri().path() == rpm::SMALL_PATH { 1 } else { rpm::LARGE_BYTES };
+            let mut r = reply(StatusCode::OK, ResponseBody::pattern(&ctx.bytes_block, 0, n));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            cross_origin(head_of(r, is_head))
         }
         _ => {
             let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
@@ -559,4 +592,57 @@ where
             head_of(r, is_head)
         }
     }
+}
+
+/// `access-control-allow-origin: *` on a response, and `timing-allow-origin: *` so that a
+/// cross-origin test page sees the Resource Timing of its probes.
+fn cross_origin(mut r: Response<ResponseBody>) -> Response<ResponseBody> {
+    r.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    r.headers_mut().insert(HeaderName::from_static("timing-allow-origin"), HeaderValue::from_static("*"));
+    r
+}
+
+/// The CORS preflight of a responsiveness endpoint (a page that streams its upload or watches
+/// its progress sends one): 204 allowing GET, HEAD, POST, PUT with any content type.
+fn preflight() -> Response<ResponseBody> {
+    let mut r = cross_origin(reply(StatusCode::NO_CONTENT, ResponseBody::Empty));
+    r.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, HEAD, POST, PUT"));
+    r.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static("content-type"));
+    r.headers_mut().insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    r
+}
+
+/// The upload sink (`/upload`, the responsiveness test's upload URL): reads and discards the
+/// body, answers with the byte count and the time it took.
+async fn upload_sink<B>(req: Request<B>) -> Response<ResponseBody>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Display,
+{
+    if req.method() != Method::POST && req.method() != Method::PUT {
+        return method_not_allowed("POST, PUT");
+    }
+    let start = Instant::now();
+    let mut body = req.into_body();
+    let mut received: u64 = 0;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => {
+                if let Some(d) = f.data_ref() {
+                    received += d.len() as u64;
+                }
+            }
+            Err(e) => return text(StatusCode::BAD_REQUEST, &format!("upload body: {e}")),
+        }
+    }
+    let elapsed = start.elapsed();
+    let json = serde_json::json!({
+        "bytes": received,
+        "duration_ns": elapsed.as_nanos() as u64,
+        "duration_s": elapsed.as_secs_f64(),
+    });
+    let mut r = reply(StatusCode::OK, ResponseBody::full(Bytes::from(format!("{json}\n"))));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }

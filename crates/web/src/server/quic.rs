@@ -25,8 +25,9 @@ use crate::transport::QuicOptions;
 pub(super) fn quic_server_config(tls: &rustls::ServerConfig, limits: &Limits, quic: &QuicOptions, qlog: Option<quinn::QlogStream>) -> Result<quinn::ServerConfig, ServeError> {
     let mut tls = tls.clone();
     tls.alpn_protocols = vec![b"h3".to_vec()];
-    // QUIC needs early data off or unlimited; 0-RTT is not offered.
-    tls.max_early_data_size = 0;
+    // QUIC needs early data off or unlimited: unlimited, so that warm loads (a resumed
+    // session) can send their first requests as 0-RTT data.
+    tls.max_early_data_size = u32::MAX;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(|e| ServeError::Quic(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(quic_transport(limits, quic, qlog)?));
@@ -76,13 +77,35 @@ pub(super) async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
                 Some(config) => incoming.accept_with(Arc::new(config)),
                 None => incoming.accept(),
             };
-            let Ok(connecting) = connecting else { return };
-            let Ok(Ok(conn)) = tokio::time::timeout(ctx.limits.handshake_timeout, connecting).await else { return };
+            let Ok(mut connecting) = connecting else { return };
+            // The ClientHello first (it may span several Initial packets): its transport
+            // parameters carry the stream limits that the HTTP/3 set-up needs to open its
+            // control streams at once.
+            let Ok(Ok(_)) = tokio::time::timeout(ctx.limits.handshake_timeout, connecting.handshake_data()).await else { return };
+            // Then 0.5-RTT: the connection serves at once, so that requests a resuming client
+            // sent as 0-RTT data are answered before the handshake completes (a server always
+            // gets Ok here). The handshake must still complete within its timeout, or the
+            // connection is closed.
+            let Ok((conn, established)) = connecting.into_0rtt() else { return };
+            let (handshake_done, handshake) = tokio::sync::watch::channel(false);
+            let watchdog = {
+                let conn = conn.clone();
+                let timeout = ctx.limits.handshake_timeout;
+                // The future resolves when the handshake completes (to whether 0-RTT data was
+                // accepted: false for a client that sent none) or the connection ends.
+                tokio::spawn(async move {
+                    match tokio::time::timeout(timeout, established).await {
+                        Ok(_) => drop(handshake_done.send(true)),
+                        Err(_) => conn.close(quinn::VarInt::from_u32(0), b"handshake timeout"),
+                    }
+                })
+            };
             let sampler = ctx
                 .instrument
                 .quic_sampler(&conn, &conn_id, Role::Server, &ctx.quic.controller.given)
                 .unwrap_or_else(|e| report_skipped("samples", &conn_id, e));
-            serve_h3(conn, peer, local_ip, ctx).await;
+            serve_h3(conn, handshake, peer, local_ip, ctx).await;
+            watchdog.abort();
             if let Some(s) = sampler {
                 let _ = s.stop().await;
             }
@@ -90,10 +113,25 @@ pub(super) async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
     }
 }
 
-async fn serve_h3(conn: quinn::Connection, peer: SocketAddr, local_ip: Option<IpAddr>, ctx: Arc<Ctx>) {
+/// HTTP/3 over `conn`, from 0.5-RTT on; `handshake` turns true when the handshake completes.
+async fn serve_h3(conn: quinn::Connection, mut handshake: tokio::sync::watch::Receiver<bool>, peer: SocketAddr, local_ip: Option<IpAddr>, ctx: Arc<Ctx>) {
     let mut builder = h3::server::builder();
     builder.max_field_section_size(ctx.limits.max_header_bytes as u64);
-    let setup = builder.build::<_, Bytes>(h3_quinn::Connection::new(conn));
+    let setup = async {
+        let build = builder.build::<_, Bytes>(h3_quinn::Connection::new(conn));
+        tokio::pin!(build);
+        // Should the control streams still lack the client's stream limits, quinn would not
+        // wake their opener when they arrive (it applies transport parameters without a
+        // stream event): poll again once the handshake is done rather than at the timeout.
+        let early = tokio::select! {
+            built = &mut build => Some(built),
+            _ = handshake.wait_for(|done| *done) => None,
+        };
+        match early {
+            Some(built) => built,
+            None => build.await,
+        }
+    };
     let Ok(Ok(mut h3c)) = tokio::time::timeout(ctx.limits.handshake_timeout, setup).await else { return };
     let h3c: &mut H3Connection = &mut h3c;
     let mut requests = JoinSet::new();
@@ -138,7 +176,7 @@ impl Body for H3Body {
 /// many bytes; more is a bad request.
 const H3_IGNORED_BODY_LIMIT: usize = 64 * 1024;
 
-async fn serve_h3_request(req: Request<()>, mut stream: H3Stream, ctx: &Ctx, local_ip: Option<IpAddr>, peer: SocketAddr, limited: Option<Duration>) {
+async fn serve_h3_request(req: Request<()>, mut stream: H3Stream, ctx: &Ctx, local_ip: Option<IpAddr>, _peer: SocketAddr, limited: Option<Duration>) {
     if req.method() != Method::POST && req.method() != Method::PUT {
         // Wait for the end of the request (its FIN follows the HEADERS at once) before
         // answering: closing the receive side earlier makes quinn send STOP_SENDING, and a
@@ -162,7 +200,7 @@ async fn serve_h3_request(req: Request<()>, mut stream: H3Stream, ctx: &Ctx, loc
     let (mut send, recv) = stream.split();
     let response = match limited {
         Some(wait) => too_many_requests(wait),
-        None => handle(req.map(|()| H3Body { recv }), ctx, local_ip, peer).await,
+        None => handle(req.map(|()| H3Body { recv }), ctx, local_ip, true).await,
     };
     let (parts, mut body) = response.into_parts();
     if send.send_response(Response::from_parts(parts, ())).await.is_err() {

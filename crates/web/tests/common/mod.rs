@@ -36,6 +36,8 @@ pub struct Lab {
     pub raw: SocketAddr,
     pub material: TlsMaterial,
     pub manifest: Manifest,
+    /// The server's open connections.
+    pub open: web::server::OpenConnections,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -64,11 +66,12 @@ impl Lab {
         let h3 = server.h3_addrs()[0];
         let raw = server.raw_addrs()[0];
         assert_eq!(h3, https, "HTTP/3 listens on the HTTPS port number");
+        let open = server.open_connections();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(server.run(async move {
             let _ = rx.await;
         }));
-        Lab { http, https, h3, raw, material, manifest, stop: Some(tx), task: Some(task) }
+        Lab { http, https, h3, raw, material, manifest, open, stop: Some(tx), task: Some(task) }
     }
 
     pub async fn stop(mut self) {

@@ -1,0 +1,5 @@
+import sys
+
+from protolab.live.page import main
+
+sys.exit(main())

@@ -1,0 +1,291 @@
+"""The coordinator's JSON API over HTTP (docs/live.md), on the standard library's threading server.
+
+Every response is JSON with CORS headers (the speed-test page may be served from another
+origin, as 003 §5.3 advises), every request is one line in the log, and nothing a client sends
+(bad paths, oversized bodies, broken request lines, dropped connections) prints a traceback or
+stops the server.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import TCPServer
+from typing import Any
+
+from protolab.live.coordinator import (
+    MAX_CLIENT_BYTES,
+    Coordinator,
+    LiveError,
+    check_token,
+)
+
+# Bodies we refuse unread are read and thrown away up to this much, so the client finishes
+# sending and sees our answer instead of a connection reset; beyond it we just close.
+DRAIN_LIMIT_BYTES = 64 << 20
+REQUEST_TIMEOUT_S = 30.0
+
+ROUTES: tuple[tuple[re.Pattern[str], frozenset[str], str], ...] = (
+    (re.compile(r"/api/token"), frozenset({"POST"}), "token"),
+    (re.compile(r"/api/result/([^/]*)"), frozenset({"POST"}), "result"),
+    (re.compile(r"/api/status"), frozenset({"GET"}), "status"),
+    (re.compile(r"/api/tests/([^/]*)"), frozenset({"GET"}), "test"),
+)
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """Request text for the log: control characters escaped (no forged log lines), cut short."""
+    cleaned = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return cleaned + ("..." if len(text) > limit else "")
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One request: route, call the coordinator, answer JSON. HTTP/1.0, one request per
+    connection: simple, and a refused upload's unread body cannot confuse a next request."""
+
+    server: LiveServer
+    timeout = REQUEST_TIMEOUT_S
+    server_version = "protolab-live"
+
+    _note = ""
+    _unread = 0
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    # -- methods -----------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def do_PUT(self) -> None:
+        self._dispatch()
+
+    def do_DELETE(self) -> None:
+        self._dispatch()
+
+    def do_PATCH(self) -> None:
+        self._dispatch()
+
+    def do_HEAD(self) -> None:
+        self._dispatch()
+
+    def do_OPTIONS(self) -> None:
+        """CORS preflight: any path, no body."""
+        self._note = ""
+        self.send_response(204)
+        self._cors_headers()
+        self.send_header("Access-Control-Max-Age", "600")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        self._drain()
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        self._note = ""
+        self._unread = 0
+        headers: dict[str, str] = {}
+        try:
+            status, body = self._route()
+        except LiveError as exc:
+            status, body = exc.status, exc.body()
+            self._note = exc.message
+            if "retry_after_s" in exc.extra:
+                headers["Retry-After"] = str(max(1, round(exc.extra["retry_after_s"] + 0.5)))
+        except Exception as exc:  # noqa: BLE001 - a bug: one log line, a 500, and the server goes on
+            status, body = 500, {"error": "internal", "message": "internal error"}
+            self._note = f"internal error: {type(exc).__name__}: {exc}"
+        if status == 405:
+            headers["Allow"] = ", ".join(sorted(body.pop("allow")))
+        self._send_json(status, body, headers)
+        self._drain()
+
+    def _route(self) -> tuple[int, dict[str, Any]]:
+        path = self.path.split("?", 1)[0]
+        for pattern, methods, name in ROUTES:
+            match = pattern.fullmatch(path)
+            if match is None:
+                continue
+            if self.command not in methods:
+                raise LiveError(405, "method_not_allowed", f"{self.command} is not allowed here",
+                                allow=sorted(methods))
+            return getattr(self, f"_{name}")(*match.groups())
+        raise LiveError(404, "not_found", "no such endpoint (see docs/live.md)")
+
+    def _token(self) -> tuple[int, dict[str, Any]]:
+        body = self._read_body(MAX_CLIENT_BYTES, required=False)
+        issued = self.server.coordinator.issue_token(body, peer=self.client_address[0],
+                                                     user_agent=self.headers.get("User-Agent", "")[:300] or None)
+        return 200, issued
+
+    def _result(self, token: str) -> tuple[int, dict[str, Any]]:
+        check_token(token)  # before anything else touches the text
+        body = self._read_body(self.server.coordinator.max_upload_bytes, required=True)
+        return 200, self.server.coordinator.submit_result(token, body, peer=self.client_address[0])
+
+    def _status(self) -> tuple[int, dict[str, Any]]:
+        return 200, self.server.coordinator.status()
+
+    def _test(self, token: str) -> tuple[int, dict[str, Any]]:
+        return 200, self.server.coordinator.test_info(check_token(token))
+
+    # -- bodies ------------------------------------------------------------------------------
+
+    def _read_body(self, limit: int, required: bool) -> bytes:
+        """The request body, at most `limit` bytes, judged by Content-Length before any is read."""
+        declared = self.headers.get("Content-Length")
+        if declared is None:
+            if required or self.headers.get("Transfer-Encoding"):
+                raise LiveError(411, "length_required", "send the body with a Content-Length header")
+            return b""
+        if not declared.strip().isdigit():
+            raise LiveError(400, "bad_length", "Content-Length is not a number")
+        length = int(declared)
+        self._unread = length
+        if length > limit:
+            raise LiveError(413, "too_large", f"the body of {length} bytes is over the limit of {limit} bytes")
+        try:
+            data = self.rfile.read(length)
+        except TimeoutError:
+            self._unread = 0
+            raise LiveError(408, "timeout", "the body did not arrive in time") from None
+        self._unread = 0
+        if len(data) < length:
+            raise LiveError(400, "truncated", f"the body ended after {len(data)} of {length} bytes")
+        return data
+
+    def _drain(self) -> None:
+        """Reads and drops a body we answered without reading, so the client sees the answer."""
+        left = min(self._unread, DRAIN_LIMIT_BYTES)
+        self._unread = 0
+        if not left:
+            return
+        self.wfile.flush()
+        try:
+            while left > 0:
+                chunk = self.rfile.read1(min(left, 1 << 16))
+                if not chunk:
+                    break
+                left -= len(chunk)
+        except OSError:
+            pass
+
+    # -- responses ---------------------------------------------------------------------------
+
+    def _cors_headers(self) -> None:
+        self.send_header("Access-Control-Allow-Origin", self.server.allow_origin)
+        self.send_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+        self.send_header("Access-Control-Allow-Headers", "content-type")
+
+    def _send_json(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
+        data = (json.dumps(body) + "\n").encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self._cors_headers()
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (broken request line, headers too long or too many,
+        unknown method) as JSON like every other answer."""
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":  # an unparsable request line: answer with a status line anyway
+            self.request_version = "HTTP/1.0"
+        try:
+            short = HTTPStatus(code).phrase
+        except ValueError:
+            short = "error"
+        self._note = message or short
+        self._unread = 0
+        self._send_json(code, {"error": short.lower().replace(" ", "_"), "message": message or short}, {})
+
+    # -- the log -----------------------------------------------------------------------------
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        code_text = str(int(code)) if isinstance(code, int) else str(code)
+        note = f" - {_printable(self._note)}" if self._note else ""
+        self.server.log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {self.client_address[0]} "
+                        f"\"{_printable(getattr(self, 'requestline', ''))}\" {code_text}{note}")
+
+    def log_error(self, format: str, *args: Any) -> None:
+        """Silent: every refusal is already in the request's line (log_request)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        self.server.log(_printable(format % args, 500))
+
+
+class LiveServer(ThreadingHTTPServer):
+    """The HTTP server around a Coordinator; `serve` starts it in a background thread."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128  # socketserver's 5 resets a burst of clients (a page opening many connections)
+
+    def __init__(self, host: str, port: int, coordinator: Coordinator, allow_origin: str = "*",
+                 log: Callable[[str], None] = _stderr) -> None:
+        self.coordinator = coordinator
+        self.allow_origin = allow_origin
+        self.log = log
+        self.thread: threading.Thread | None = None
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        super().__init__((host, port), _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind asks DNS for the host's full name, which can hang for seconds.
+        TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed outside our handling (client gone mid-answer): one line."""
+        exc = sys.exc_info()[1]
+        self.log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {client_address[0]} connection error: "
+                 f"{type(exc).__name__}: {exc}")
+
+    @property
+    def url(self) -> str:
+        host = self.server_name
+        return f"http://[{host}]:{self.server_port}" if ":" in host else f"http://{host}:{self.server_port}"
+
+    def wait(self) -> None:
+        """Blocks until the server stops; Ctrl-C (KeyboardInterrupt) interrupts it."""
+        while self.thread is not None and self.thread.is_alive():
+            self.thread.join(0.5)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stops accepting, closes the socket and waits for uploads being stored to finish."""
+        if self.thread is not None and self.thread.is_alive():
+            self.shutdown()
+        self.server_close()
+        self.coordinator.close(timeout_s)
+
+
+def serve(coordinator: Coordinator, host: str, port: int, allow_origin: str = "*",
+          log: Callable[[str], None] = _stderr) -> LiveServer:
+    """Binds HOST:PORT (port 0: any free port, see `server.server_port`) and serves in a daemon
+    thread; `shutdown()` or `close()` stops it. Raises OSError if the address cannot be bound."""
+    server = LiveServer(host, port, coordinator, allow_origin, log)
+    # A short poll interval: shutdown() waits up to one interval for the loop to notice.
+    server.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                     name="protolab-live", daemon=True)
+    server.thread.start()
+    return server

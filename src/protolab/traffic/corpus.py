@@ -1,0 +1,135 @@
+"""Labelled flow datasets from the lab (issue 11, `protolab traffic corpus`): every page-load
+run of a results directory whose client capture was kept (`[artifacts] pcap = true`, e.g. the
+`traffic-corpus` scenario) is turned into flow records with `protolab-net flows`, and each flow
+gets its ground truth from the run's own load result: the connection with the same 5-tuple
+(client address:port, server address:port) and its protocol. In the lab the truth is exact:
+the engine knows which protocol every connection spoke. docs/traffic.md, "Lab corpus"."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from protolab.errors import ProtolabError
+from protolab.files import write_text_atomically
+from protolab.lab.binary import find_binary
+from protolab.store import ResultsStore
+
+CORPUS_SCHEMA = "protolab.traffic.corpus"
+CORPUS_SCHEMA_VERSION = 1
+# Run columns every corpus row carries (the condition it was measured in).
+RUN_COLUMNS = ("mode", "page", "bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "repetition")
+
+
+class CorpusError(ProtolabError):
+    """The results directory has no usable captures, or the flow extractor failed."""
+
+
+def _extract(binary: Path, pcap: Path, out: Path) -> None:
+    done = subprocess.run([str(binary), "flows", str(pcap), "--out", str(out), "--format", "parquet"],
+                          capture_output=True, text=True, check=False, timeout=600)
+    if done.returncode != 0:
+        raise CorpusError(f"{pcap}: protolab-net flows exited with status {done.returncode}: "
+                          f"{(done.stderr or done.stdout).strip()[-1500:]}")
+
+
+def build_corpus(results: Path, out: Path, binary: Path,
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Writes the labelled flows of every run with a client capture to `out` (Parquet) and
+    returns the summary (also written as `out` + `.json`): runs, flows, labelled flows and the
+    class balance of the ground truth."""
+    import duckdb
+
+    with ResultsStore(results, read_only=True) as store:
+        runs = store.query(f"SELECT run_key, experiment_id, {', '.join(RUN_COLUMNS)} FROM runs WHERE status = 'ok'")
+        connections = store.query("SELECT run_key, protocol, transport, local, remote FROM connections")
+    captured = [r for r in runs if (results / "runs" / r["run_key"] / "client.pcap").is_file()]
+    if not captured:
+        raise CorpusError(f"{results}: no run kept a client capture (runs/<key>/client.pcap); run a spec with "
+                          "[artifacts] pcap = true, e.g. specs/traffic-corpus.toml")
+    with tempfile.TemporaryDirectory(prefix="pl-corpus-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        for i, run in enumerate(captured):
+            if progress is not None:
+                progress(f"[{i + 1}/{len(captured)}] {run['run_key']}")
+            _extract(binary, results / "runs" / run["run_key"] / "client.pcap", tmp / f"{run['run_key']}.parquet")
+        con = duckdb.connect()
+        con.execute("CREATE TABLE runs (run_key VARCHAR, experiment_id VARCHAR, mode VARCHAR, page VARCHAR, "
+                    "bandwidth_mbps DOUBLE, rtt_ms DOUBLE, loss_pct DOUBLE, buffer_bytes BIGINT, repetition INTEGER)")
+        con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [[r["run_key"], r["experiment_id"], *(r[c] for c in RUN_COLUMNS)] for r in captured])
+        con.execute("CREATE TABLE truth (run_key VARCHAR, truth_protocol VARCHAR, truth_transport VARCHAR, "
+                    "local VARCHAR, remote VARCHAR)")
+        con.executemany("INSERT INTO truth VALUES (?, ?, ?, ?, ?)",
+                        [[c["run_key"], c["protocol"], c["transport"], c["local"], c["remote"]] for c in connections
+                         if c["local"] and c["remote"]])
+        parts = ", ".join(f"'{p}'" for p in sorted(str(p) for p in tmp.glob("*.parquet")))
+        # The file name carries the run key (one capture per run).
+        con.execute(f"CREATE VIEW flows AS SELECT *, regexp_extract(filename, '([^/]+)\\.parquet$', 1) AS run_key "
+                    f"FROM read_parquet([{parts}], filename = true, union_by_name = true)")
+        staging = out.with_name(f".{out.name}.tmp")
+        con.execute(f"""
+            COPY (
+                SELECT f.* EXCLUDE (filename, protocol), f.protocol AS handshake_protocol,
+                       -- The label the classifier learns (`protocol`): the lab's truth, cleartext
+                       -- HTTP/1.1 counted as h1 (000's classes are HTTP versions).
+                       CASE t.truth_protocol WHEN 'h1c' THEN 'h1' ELSE t.truth_protocol END AS protocol,
+                       r.experiment_id, r.mode, r.page, r.bandwidth_mbps, r.rtt_ms, r.loss_pct,
+                       r.buffer_bytes, r.repetition, t.truth_protocol, t.truth_transport
+                FROM flows f JOIN runs r USING (run_key)
+                LEFT JOIN truth t ON t.run_key = f.run_key
+                    AND t.local = f.client_ip || ':' || f.client_port AND t.remote = f.server_ip || ':' || f.server_port
+            ) TO '{staging}' (FORMAT PARQUET)""")
+        balance = dict(con.execute(f"SELECT coalesce(protocol, 'unlabelled'), count(*) FROM read_parquet('{staging}') "
+                                   "GROUP BY 1 ORDER BY 1").fetchall())
+        agreement = con.execute(f"SELECT count(*) FILTER (WHERE handshake_protocol = protocol), "
+                                f"count(*) FILTER (WHERE truth_protocol IS NOT NULL) FROM read_parquet('{staging}')").fetchone()
+        con.close()
+        shutil.move(staging, out)
+    labelled = sum(n for label, n in balance.items() if label != "unlabelled")
+    summary = {
+        "schema": CORPUS_SCHEMA, "schema_version": CORPUS_SCHEMA_VERSION, "results": str(results), "out": str(out),
+        "runs": len(captured), "flows": sum(balance.values()), "labelled_flows": labelled, "class_balance": balance,
+        # How often the extractor's handshake label (ALPN, QUIC, request line) equals the truth.
+        "handshake_label_agreement": (agreement[0] / agreement[1]) if agreement and agreement[1] else None,
+    }
+    write_text_atomically(out.with_name(out.name + ".json"), json.dumps(summary, indent=2))
+    return summary
+
+
+def register(app: typer.Typer) -> None:
+    """Adds `corpus` to the `protolab traffic` command group."""
+    console, errors = Console(), Console(stderr=True)
+
+    @app.command("corpus")
+    def corpus_command(
+        results: Annotated[Path, typer.Argument(help="A results directory whose runs kept the client's capture.")],
+        out: Annotated[Path, typer.Option("--out", "-o", help="The labelled flows (Parquet); a summary goes to OUT.json.")],
+        binary: Annotated[Path | None, typer.Option("--binary", help="protolab-net to use.")] = None,
+    ) -> None:
+        """Labelled flows from the lab: the client captures of a results directory (e.g. of
+        specs/traffic-corpus.toml) through protolab-net flows, each flow labelled with the protocol
+        its connection spoke (the run's load result)."""
+        try:
+            if not (results / "results.duckdb").is_file():
+                raise CorpusError(f"{results}: no results.duckdb (a results directory of protolab run)")
+            if not out.parent.is_dir():
+                raise CorpusError(f"--out: directory {out.parent} does not exist")
+            summary = build_corpus(results, out, find_binary(binary), progress=lambda line: errors.print(line, style="dim"))
+        except ProtolabError as exc:
+            errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        balance = ", ".join(f"{k} {v}" for k, v in summary["class_balance"].items())
+        console.print(f"{summary['runs']} runs, {summary['flows']} flows, {summary['labelled_flows']} labelled "
+                      f"({balance}); handshake labels agree with the truth for "
+                      f"{(summary['handshake_label_agreement'] or 0) * 100:.1f}% of labelled flows")
+        console.print(f"wrote {escape(str(out))} and {escape(str(out))}.json")

@@ -1,0 +1,154 @@
+"""Sweeps on a Dask cluster (docs/cluster.md): a local scheduler and two `protolab worker`
+processes run a sweep into the same store content as a local run, and the sweep survives a
+worker killed in the middle of it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import toml_text
+
+from protolab.cluster import blocks, worker_lab_name
+from protolab.experiment import spec_from_dict
+from protolab.runner import plan
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _spec(name: str) -> dict[str, Any]:
+    return {
+        "schema_version": 1, "name": name, "scenario": "wifi-loss", "seed": 3, "repetitions": 1, "timeout_s": 60,
+        "axes": {"bandwidth_mbps": [10, 20], "rtt_ms": [20], "loss_pct": [0, 1], "buffer": ["1bdp"],
+                 "mode": ["h2", "h3"], "page": ["baidu"]},
+    }
+
+
+def test_blocks_are_the_plans_condition_runs_in_order(tmp_path: Path) -> None:
+    runs = plan(spec_from_dict({**_spec("b"), "repetitions": 2}, source="s.toml", path=tmp_path / "s.toml"))
+    grouped = blocks(runs)
+    assert [run for block in grouped for run in block] == runs
+    assert len(grouped) == 4  # four conditions, each block both repetitions of one
+    assert all(len({run.condition for run in block}) == 1 for block in grouped)
+    names = {worker_lab_name(f"w{i}") for i in range(20)}
+    assert len(names) == 20 and all(n.isalnum() and n.islower() and len(n) <= 10 for n in names)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(predicate: Any, within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+class Cluster:
+    def __init__(self, tmp: Path) -> None:
+        self.port = _free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.logs = tmp
+        self.scheduler = subprocess.Popen(
+            [str(VENV_BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+             "--dashboard-address", ":0"], stdout=subprocess.DEVNULL, stderr=(tmp / "scheduler.log").open("wb"))
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+
+    def add_worker(self, name: str) -> None:
+        self.workers[name] = subprocess.Popen(
+            [sys.executable, "-m", "protolab", "worker", self.address, "--name", name],
+            stdout=subprocess.DEVNULL, stderr=(self.logs / f"{name}.log").open("wb"))
+
+    def wait_for_workers(self, n: int) -> None:
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as client:
+            client.wait_for_workers(n, timeout=60)
+
+    def stop(self) -> None:
+        for process in [*self.workers.values(), self.scheduler]:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in [*self.workers.values(), self.scheduler]:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    try:
+        c.add_worker("wa")
+        c.add_worker("wb")
+        c.wait_for_workers(2)
+        yield c
+    finally:
+        c.stop()
+
+
+def _run(spec: Path, results: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "protolab", "run", str(spec), "--results", str(results), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _content(results: Path) -> dict[str, tuple[Any, ...]]:
+    """What a run's store rows say modulo timing: status, mode, condition, objects and bytes."""
+    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as con:
+        rows = con.execute(
+            "SELECT r.run_key, r.status, r.mode, r.bandwidth_mbps, r.loss_pct, p.n_objects, p.bytes "
+            "FROM runs r JOIN page_loads p USING (run_key)").fetchall()
+    return {key: rest for key, *rest in rows}
+
+
+def _workers(results: Path) -> dict[str, str | None]:
+    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as con:
+        return dict(con.execute("SELECT run_key, worker FROM runs").fetchall())
+
+
+@pytest.mark.lab
+def test_a_cluster_sweep_matches_a_local_one_and_survives_a_killed_worker(
+        emu_binary: Path, cluster: Cluster, tmp_path: Path) -> None:
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(toml_text(_spec("sweep")))
+    local = _run(spec, tmp_path / "local")
+    out, _ = local.communicate(timeout=600)
+    assert local.returncode == 0, out[-3000:]
+
+    remote = _run(spec, tmp_path / "cluster", "--cluster", cluster.address)
+    runs_dir = tmp_path / "cluster" / "runs"
+    # Kill a worker as soon as it is in the middle of a run.
+    _wait_for(lambda: runs_dir.is_dir() and any(runs_dir.iterdir()), 120, "the first run on the cluster")
+    victim = cluster.workers["wa"]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=10)
+    out, _ = remote.communicate(timeout=600)
+    assert remote.returncode == 0, out[-3000:]
+
+    expected = _content(tmp_path / "local")
+    assert len(expected) == 8
+    assert all(status == "ok" for status, *_ in expected.values())
+    assert _content(tmp_path / "cluster") == expected
+    workers = _workers(tmp_path / "cluster")
+    assert set(workers.values()) <= {"wa", "wb"} and "wb" in set(workers.values())
+    assert set(_workers(tmp_path / "local").values()) == {None}
+    # The killed worker's lab went with it (its emulator watched its owner).
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    _wait_for(lambda: not [ln for ln in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                                       check=True).stdout.splitlines() if ln.startswith("pl-w")],
+              30, f"the workers' namespaces to go (had: {listing})")

@@ -1,0 +1,179 @@
+"""The `rpm` scenario (responsiveness, draft-ietf-ippm-responsiveness; docs/rpm.md): the rows of
+`rpm_results` computed from a fixed result (expected loaded RTT, factor of increase, foreign
+latency, overhead factor), spec errors that name the field, and one real lab run in which a full
+8-BDP drop-tail buffer shows up as the loaded latency and CoDel keeps the RPM high."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from conftest import lab_namespaces, run_protolab, toml_text
+
+from protolab.experiment import parse_spec
+from protolab.measure.rpm import rpm_rows
+from protolab.spec import SpecError
+
+# ---------------------------------------------------------------------- rpm_rows on fixed data
+
+PARAMS = {"bandwidth_mbps": 20, "rtt_ms": 40, "loss_pct": 0, "buffer": "4bdp", "buffer_bytes": 400_000,
+          "queue": "droptail"}
+
+
+def _direction(**extra: Any) -> dict[str, Any]:
+    return {
+        "capacity_bps": 18.5e6,
+        "rpm": 300.0,
+        "loaded_latency_ms": 200.0,
+        "responsiveness": {"foreign_rpm": 400.0, "self_rpm": 240.0, "rpm": 300.0, "tm_http_self_ms": 250.0,
+                           "tm_connect_ms": 150.0, "tm_http_foreign_ms": 150.0, "tm_tls_ms": None},
+        "confidence": {"capacity": "high", "rpm": "medium"},
+        "load_connections": 4,
+        "bytes": 10_000_000,
+        "duration_s": 8.0,
+        "saturated_at": 3,
+        "intervals": [{"index": i} for i in range(8)],
+        "probes": [{"kind": "foreign", "http_ms": 150.0}, {"kind": "self", "http_ms": 250.0},
+                   {"kind": "foreign", "error": "no answer within 10000 ms"}],
+        "errors": [],
+        **extra,
+    }
+
+
+def _result(*directions: str) -> dict[str, Any]:
+    return {
+        "schema": "protolab.rpm", "schema_version": 1, "protocol": "h3", "status": "ok", "error": None,
+        "idle": {"rpm": 1500.0, "latency_ms": 40.0},
+        "directions": {name: _direction() for name in directions},
+    }
+
+
+COUNTERS = {"links": {"p0.reverse": {"delivered_bytes": 10_600_000}, "p0.forward": {"delivered_bytes": 400_000}}}
+
+
+def test_rows_of_a_fixed_result_droptail() -> None:
+    (row,) = rpm_rows(_result("download"), PARAMS, COUNTERS)
+    # A full drop-tail buffer: 40 ms + 400 000 B x 8 / 20 Mbit/s = 40 + 160 ms.
+    assert row["expected_loaded_rtt_ms"] == pytest.approx(40 + 400_000 * 8 / 20e6 * 1000)
+    assert row["expected_loaded_rtt_ms"] == pytest.approx(200.0)
+    assert row["factor_of_increase"] == pytest.approx(5.0)  # idle 1500 / loaded 300
+    assert row["foreign_latency_ms"] == pytest.approx(150.0)  # 60000 / 400
+    assert row["self_latency_ms"] == pytest.approx(250.0)
+    # The data direction of a download is the bottleneck's reverse link.
+    assert row["wire_bytes"] == 10_600_000
+    assert row["overhead_factor"] == pytest.approx(10_600_000 / 10_000_000)
+    assert row == {
+        "direction": "download", "protocol": "h3", "status": "ok", "capacity_mbps": pytest.approx(18.5),
+        "rpm": 300.0, "loaded_latency_ms": 200.0, "foreign_latency_ms": pytest.approx(150.0),
+        "self_latency_ms": 250.0, "idle_latency_ms": 40.0, "idle_rpm": 1500.0, "factor_of_increase": pytest.approx(5.0),
+        "expected_loaded_rtt_ms": pytest.approx(200.0), "queue": "droptail", "confidence_capacity": "high",
+        "confidence_rpm": "medium", "load_connections": 4, "intervals": 8, "saturated_at": 3, "probes": 2,
+        "probe_errors": 1, "bytes": 10_000_000, "duration_s": 8.0, "wire_bytes": 10_600_000,
+        "overhead_factor": pytest.approx(1.06),
+    }
+
+
+def test_rows_codel_two_directions_and_missing_values() -> None:
+    # CoDel keeps the standing queue near its 5 ms target.
+    (codel,) = rpm_rows(_result("download"), {**PARAMS, "queue": "codel"}, COUNTERS)
+    assert codel["expected_loaded_rtt_ms"] == pytest.approx(45.0)
+    assert codel["queue"] == "codel"
+    # Two directions share the run's link counters: no per-direction wire bytes.
+    rows = rpm_rows(_result("download", "upload"), PARAMS, COUNTERS)
+    assert [r["direction"] for r in rows] == ["download", "upload"]
+    assert all(r["wire_bytes"] is None and r["overhead_factor"] is None for r in rows)
+    assert all(r["expected_loaded_rtt_ms"] == pytest.approx(200.0) for r in rows)
+    # The upload's data goes through the forward link.
+    (up,) = rpm_rows(_result("upload"), PARAMS, COUNTERS)
+    assert up["wire_bytes"] == 400_000
+    # No rate, no queue: nothing expected. A failed test: no RPM, no factor, no error.
+    (unlimited,) = rpm_rows(_result("download"), {**PARAMS, "bandwidth_mbps": "unlimited"}, COUNTERS)
+    assert unlimited["expected_loaded_rtt_ms"] is None
+    failed = {"schema": "protolab.rpm", "status": "error", "idle": None,
+              "directions": {"download": _direction(rpm=None, responsiveness=None, loaded_latency_ms=None)}}
+    (row,) = rpm_rows(failed, PARAMS, {})
+    assert (row["status"], row["rpm"], row["factor_of_increase"], row["foreign_latency_ms"], row["idle_rpm"]) == (
+        "error", None, None, None, None)
+    assert row["wire_bytes"] is None and row["overhead_factor"] is None
+    assert rpm_rows({"status": "error", "directions": {}}, PARAMS, {}) == []
+
+
+# ---------------------------------------------------------------------- spec errors
+
+def _spec(**axes: Any) -> dict[str, Any]:
+    return {
+        "schema_version": 1, "name": "rpm-test", "scenario": "rpm", "seed": 1, "repetitions": 1, "timeout_s": 60,
+        "params": {"max_duration_s": 8, "idle_probes": 5},
+        "axes": {"bandwidth_mbps": [20], "rtt_ms": [40], "loss_pct": [0], "buffer": ["8bdp"],
+                 "queue": ["droptail", "codel"], "mode": ["h3"], **axes},
+    }
+
+
+BAD = [
+    ({"queue": ["red"]}, "spec.toml: axes.queue: 'red' is not one of droptail, codel"),
+    ({"mode": ["h2-parallel:2"]}, "spec.toml: axes.mode[0]: unknown RPM protocol 'h2-parallel:2' (known: h1, h2, h3)"),
+]
+
+
+@pytest.mark.parametrize(("axes", "expected"), BAD, ids=["queue", "mode"])
+def test_bad_rpm_specs_name_the_field(axes: dict[str, Any], expected: str, tmp_path: Path) -> None:
+    assert parse_spec(toml_text(_spec())).scenario.name == "rpm"
+    with pytest.raises(SpecError) as raised:
+        parse_spec(toml_text(_spec(**axes)))
+    assert expected in str(raised.value), str(raised.value)
+    # The CLI says the same and nothing else: no traceback, exit 1, nothing written.
+    file = tmp_path / "bad.toml"
+    file.write_text(toml_text(_spec(**axes)))
+    done = run_protolab("run", file, "--dry-run", "--results", tmp_path / "r", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert expected.replace("spec.toml", "bad.toml") in " ".join(done.stderr.split()), done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------------- a real lab run
+
+
+@pytest.mark.lab
+def test_droptail_buffer_shows_as_loaded_latency_and_codel_keeps_rpm(emu_binary: Path, lab_name: Callable[[], str],
+                                                                    tmp_path: Path) -> None:
+    spec = tmp_path / "rpm.toml"
+    spec.write_text(toml_text(_spec()))
+    results = tmp_path / "results"
+    name = lab_name()
+    started = time.monotonic()
+    done = run_protolab("run", spec, "--results", results, "--lab", name, "--binary", emu_binary, timeout=180)
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert lab_namespaces(name) == []
+    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as con:
+        runs = con.execute("SELECT run_key, mode, status, error FROM runs").fetchall()
+        assert len(runs) == 2
+        assert all((status, error) == ("ok", None) for _, _, status, error in runs), runs
+        cursor = con.execute("SELECT * FROM rpm_results")
+        columns = [c[0] for c in cursor.description]
+        rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    assert sorted(r["queue"] for r in rows) == ["codel", "droptail"], rows
+    by_queue = {r["queue"]: r for r in rows}
+    for queue, r in by_queue.items():
+        assert (r["direction"], r["protocol"], r["status"]) == ("download", "h3", "ok"), (queue, r)
+        assert r["run_key"] in {k for k, *_ in runs}
+        assert 12 <= r["capacity_mbps"] <= 20.5, (queue, r)
+        assert 38 <= r["idle_latency_ms"] <= 70, (queue, r)
+        assert r["rpm"] > 0 and r["loaded_latency_ms"] == pytest.approx(60_000 / r["rpm"]), (queue, r)
+        assert r["factor_of_increase"] == pytest.approx(r["idle_rpm"] / r["rpm"]), (queue, r)
+        assert r["probes"] > 0 and r["intervals"] >= 1 and r["bytes"] > 0, (queue, r)
+        # One direction: the bottleneck's delivered bytes, more than the payload.
+        assert r["wire_bytes"] > r["bytes"] and r["overhead_factor"] > 1, (queue, r)
+    droptail, codel = by_queue["droptail"], by_queue["codel"]
+    # 8 BDP of 20 Mbit/s x 40 ms: 800 000 B, 320 ms of queue on top of the 40 ms.
+    assert droptail["expected_loaded_rtt_ms"] == pytest.approx(360.0)
+    assert codel["expected_loaded_rtt_ms"] == pytest.approx(45.0)
+    assert 0.6 * 360 <= droptail["loaded_latency_ms"] <= 1.2 * 360, droptail
+    assert codel["rpm"] >= 2 * droptail["rpm"], (codel, droptail)
+    assert droptail["factor_of_increase"] > codel["factor_of_increase"], (droptail, codel)
+    assert took < 120, f"took {took:.0f} s"
