@@ -20,7 +20,6 @@ generator's.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import resource

@@ -17,15 +17,10 @@ import typer
 from typer.testing import CliRunner
 
 from protolab.traffic import parallel, synthetic
-from protolab.traffic.parallel import (
-    NS,
-    ParallelConfig,
-    RefFlow,
-    TrafficError,
-    detect,
-    reference_detect,
-)
+from protolab.traffic.duck import TrafficError
+from protolab.traffic.parallel import ParallelConfig, detect
 from protolab.traffic.schema import FLOW_COLUMNS
+from protolab.traffic.sessions import NS, RefFlow, reference_detect
 from protolab.traffic.synthetic import SynthConfig, synthesize
 from protolab.traffic.tstat import import_tstat
 
@@ -357,3 +352,33 @@ def test_synthetic_flows(tmp_path: Path) -> None:
     h2 = summary["by_protocol"]["h2"]
     assert 0.28 < h2["parallel_flow_share"] < 0.38
     assert 2.5 < h2["mean_flows_per_parallel_session"] < 3.0
+
+
+def test_on_a_local_dask_cluster_the_outputs_are_the_same(tmp_path: Path) -> None:
+    """The buckets reduced as tasks on two Dask worker processes give the same files as on this
+    process's threads; the summary says which worker reduced how many buckets."""
+    ref_flows = _random_flows(400, 11)
+    rows = [{"client_ip": f.client_ip, "client_port": f.client_port, "server_ip": f.server_ip,
+             "protocol": f.protocol, "sni": f.sni, "first_ns": f.first_ns, "last_ns": f.last_ns,
+             "c2s_payload_bytes": f.bytes, "s2c_payload_bytes": 0 if f.bytes is not None else None}
+            for f in ref_flows]
+    local = run(tmp_path / "local", rows, chunk_rows=40)
+    remote = run(tmp_path / "dask", rows, chunk_rows=40, cluster="local:2")
+    assert remote[0] == local[0] and remote[1] == local[1]
+    cluster = remote[2]["config"]["cluster"]
+    assert local[2]["config"]["cluster"] is None and len(cluster["workers"]) == 2
+    # One task per bucket that holds flows (a bucket no key hashed into has no file).
+    assert remote[2]["config"]["buckets"] == 16 and 8 <= sum(cluster["buckets_by_worker"].values()) <= 16
+    assert set(cluster["buckets_by_worker"]) <= set(cluster["workers"])
+    # A flow that cannot be placed in time is named as locally, and nothing is written.
+    bad = [*rows[:5], {**rows[5], "last_ns": rows[5]["first_ns"] - 1}]
+    with pytest.raises(TrafficError, match=r"field 'last_ns' is before first_ns in 1 flow\(s\) \(the first at row 5\)"):
+        run(tmp_path / "bad", bad, cluster="local:2")
+    assert not (tmp_path / "bad" / "out").exists()
+
+
+def test_a_bad_cluster_address_is_a_clear_error(tmp_path: Path) -> None:
+    rows = [flow("10.0.0.1", "10.9.0.1", 0, 100)]
+    with pytest.raises(Exception, match=r"--cluster local:0: expected local:N with N workers, 1 to 64"):
+        run(tmp_path, rows, cluster="local:0")
+    assert not (tmp_path / "out").exists()

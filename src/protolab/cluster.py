@@ -21,10 +21,10 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from protolab.dask_client import TASK_RETRIES, ClusterError, connect, worker_names
 from protolab.errors import ProtolabError
 from protolab.experiment import Experiment, spec_from_dict
 from protolab.runner import (
@@ -40,13 +40,6 @@ from protolab.runner import (
 )
 from protolab.session import LabExecutor
 from protolab.store import ResultsStore, RunRecord
-
-# A block whose worker died is given to another worker this many times before the sweep fails.
-TASK_RETRIES = 3
-
-
-class ClusterError(ProtolabError):
-    """The cluster could not be reached or a block failed beyond its retries."""
 
 
 def blocks(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
@@ -108,20 +101,6 @@ def _worker_name() -> str:
         return f"local-{os.getpid()}"
 
 
-@contextlib.contextmanager
-def _client(address: str) -> Iterator[Any]:
-    from distributed import Client
-
-    try:
-        client = Client(address, timeout="20s")
-    except (OSError, TimeoutError) as exc:
-        raise ClusterError(f"--cluster {address}: no Dask scheduler answers there ({exc})") from exc
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, events: Events | None = None) -> Summary:
     """Like `protolab.runner.run_experiment`, with the runs executed by the cluster's workers."""
     from distributed import as_completed
@@ -134,10 +113,9 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
     # As written (unset fields left out): some checks depend on what the spec sets.
     spec = experiment.spec.model_dump(mode="json", exclude_unset=True)
     spec_path = str(experiment.path.resolve()) if experiment.path is not None else None
-    with ResultsStore(results_dir) as store, _client(address) as client:
+    with ResultsStore(results_dir) as store, connect(address) as client:
         provenance = experiment_provenance(LabExecutor(), experiment)
-        provenance["cluster"] = {"scheduler": address, "workers": sorted(
-            str(w.get("name")) for w in client.scheduler_info().get("workers", {}).values())}
+        provenance["cluster"] = {"scheduler": address, "workers": worker_names(client)}
         store.upsert_experiment(experiment.name, experiment.name, experiment.spec_dict(), provenance)
         finished = store.finished_run_keys(experiment.name)
         todo = [run for run in runs if run.key not in finished]

@@ -39,43 +39,45 @@ hash: two different keys share it with probability about K^2 / 2^65 for K keys (
 keys), and only then, if their flows also start within MAX_GAP of each other, would two
 clients' flows fall into one session.
 
-`reference_detect` is the same algorithm in plain Python over a list of flows, for the tests.
+The algorithm itself (numpy, no I/O) and `reference_detect`, the same definitions in plain Python
+for the tests, are in protolab.traffic.sessions; the summary and figures in
+protolab.traffic.parallel_figures. With `cluster`, the buckets are reduced as tasks on a Dask
+cluster whose workers see the same paths (one machine, or `--temp-dir` on a shared file system).
 """
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import json
 import math
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from protolab.errors import ProtolabError
+from protolab.traffic.duck import (
+    TrafficError,
+    atomic_output,
+    console,
+    describe_flows,
+    duck_connect,
+    error_console,
+    fail,
+    first_line,
+    made_dir,
+    remove_tree,
+    sql_path,
+)
+from protolab.traffic.parallel_figures import draw_figures, summarize
+from protolab.traffic.sessions import DEFAULT_MAX_GAP_S, NS, RULES, Batch, bucket_bits, process_batch
 
 SUMMARY_SCHEMA = "protolab.traffic.parallel"
 SUMMARY_SCHEMA_VERSION = 1
-DEFAULT_MAX_GAP_S = 5.0
-RULES = ("000", "gap")
 BYTES_BASES = ("auto", "payload", "ip")
-NS = 1_000_000_000
-TWO64 = 1 << 64
-
-# 000 Fig. 4.5/4.6: sessions by the duration of their longest flow; Fig. 4.7: by the size of
-# their largest flow (kB of 1000 bytes). (label, low, high): low <= x < high.
-DURATION_BUCKETS: list[tuple[str, float, float]] = [
-    ("< 10 s", 0.0, 10.0), ("10-60 s", 10.0, 60.0), ("60-600 s", 60.0, 600.0), ("> 600 s", 600.0, math.inf)]
-SIZE_BUCKETS: list[tuple[str, float, float]] = [
-    ("< 5 kB", 0.0, 5e3), ("5-10 kB", 5e3, 1e4), ("10-50 kB", 1e4, 5e4), ("50-500 kB", 5e4, 5e5),
-    ("> 500 kB", 5e5, math.inf)]
 
 # 000's figures, for the summary's comparison (campus, residential networks; H2 and SPDY flows).
 PAPER_000 = {
@@ -119,129 +121,8 @@ _INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYI
                   "UBIGINT"}
 
 
-class TrafficError(ProtolabError):
-    """Bad flows, a bad Tstat file or bad options (the `protolab traffic` commands exit with status 2)."""
-
-
 # ----------------------------------------------------------------------------------------------
-# DuckDB and files (shared by the traffic commands)
-
-
-def sql_path(path: Path | str) -> str:
-    """A path as a single-quoted SQL string's contents."""
-    return str(path).replace("'", "''")
-
-
-@contextmanager
-def duck_connect(*, memory_limit: str = "4GB", threads: int | None = None,
-                 temp_directory: Path | str | None = None) -> Iterator[Any]:
-    """An in-memory DuckDB connection with bounded memory: what does not fit spills into a
-    private temporary directory (under `temp_directory`), removed afterwards."""
-    import duckdb
-
-    base = Path(temp_directory) if temp_directory else None
-    try:
-        if base is not None:
-            base.mkdir(parents=True, exist_ok=True)
-        spill = Path(tempfile.mkdtemp(prefix=".protolab-duckdb-", dir=base))
-    except OSError as exc:
-        raise TrafficError(f"{base}: cannot create a temporary directory ({exc.strerror or exc})") from exc
-    try:
-        con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(spill),
-                                     "preserve_insertion_order": True,
-                                     **({"threads": threads} if threads else {})})
-    except duckdb.Error as exc:
-        _remove_tree(spill)
-        raise TrafficError(f"DuckDB settings (memory limit {memory_limit!r}, threads {threads}): {_first_line(exc)}") from exc
-    try:
-        con.execute("SET enable_progress_bar = false")
-        yield con
-    finally:
-        con.close()
-        _remove_tree(spill)
-
-
-def _remove_tree(path: Path) -> None:
-    for child in sorted(path.rglob("*"), reverse=True):
-        if child.is_dir():
-            child.rmdir()
-        else:
-            child.unlink(missing_ok=True)
-    path.rmdir()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-@contextmanager
-def made_dir(path: Path) -> Iterator[Path]:
-    """`path` as a directory (created with its parents if needed); the directories created
-    here are removed again if the block fails and leaves them empty."""
-    created: list[Path] = []
-    probe = path
-    while not probe.exists():
-        created.append(probe)
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise TrafficError(f"{path}: cannot create the directory ({exc.strerror or exc})") from exc
-    ok = False
-    try:
-        yield path
-        ok = True
-    finally:
-        if not ok:
-            for d in created:  # deepest first
-                try:
-                    d.rmdir()
-                except OSError:
-                    break
-
-
-@contextmanager
-def atomic_output(targets: list[Path]) -> Iterator[list[Path]]:
-    """Temporary paths beside `targets` (not created), renamed over them only if the block
-    succeeds; nothing is left behind otherwise (not even the directories made for them)."""
-    temps: list[Path] = []
-    with contextlib.ExitStack() as dirs:
-        try:
-            for target in targets:
-                if target.is_dir():
-                    raise TrafficError(f"{target}: is a directory")
-                dirs.enter_context(made_dir(target.parent))
-                try:
-                    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-                except OSError as exc:
-                    raise TrafficError(f"{target.parent}: cannot write there ({exc.strerror or exc})") from exc
-                os.close(fd)
-                os.unlink(tmp)  # DuckDB's COPY (or the caller) creates the file
-                temps.append(Path(tmp))
-            yield temps
-            for tmp, target in zip(temps, targets, strict=True):
-                os.replace(tmp, target)
-        finally:
-            for tmp in temps:
-                tmp.unlink(missing_ok=True)
-
-
-def describe_flows(con: Any, path: Path) -> dict[str, str]:
-    """Column -> DuckDB type of a Parquet flow file; a clear error if it is missing or unreadable."""
-    import duckdb
-
-    if not path.exists():
-        raise TrafficError(f"{path}: no such file")
-    if not path.is_file():
-        raise TrafficError(f"{path}: not a file")
-    try:
-        rows = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{sql_path(path)}')").fetchall()
-    except duckdb.Error as exc:
-        raise TrafficError(f"{path}: not a readable Parquet file ({_first_line(exc)})") from exc
-    return {str(r[0]): str(r[1]) for r in rows}
+# Flow files
 
 
 def _type_ok(actual: str, wanted: str) -> bool:
@@ -275,6 +156,7 @@ class ParallelConfig:
     figures: bool = True
     focus_protocol: str | None = None  # Figs. 4.5-4.7 (default h2 if present)
     chunk_rows: int = 2_000_000  # sorted flows handed to numpy at a time (plus the rest of a key)
+    cluster: str | None = None  # a Dask scheduler (or local:N) that reduces the buckets
 
     def check(self) -> None:
         if not (self.max_gap_s >= 0 and math.isfinite(self.max_gap_s)):
@@ -364,47 +246,7 @@ def _check_buckets(con: Any, path: Path, source: str) -> int:
     return int(row[0])
 
 
-_MIN = -(1 << 62)  # below any time: "no earlier flow"
-
-
-def _segmented_prev_max(v: Any, seg_start: Any) -> Any:
-    """For each i, the maximum of v over the rows of i's segment before i (_MIN if none).
-    Segments are contiguous; seg_start[i] is the index of i's segment's first row. A
-    Hillis-Steele scan: log2(longest segment) vectorized passes."""
-    import numpy as np
-
-    n = len(v)
-    idx = np.arange(n)
-    out = np.empty(n, dtype=np.int64)
-    out[0] = _MIN
-    out[1:] = v[:-1]
-    out[seg_start == idx] = _MIN
-    longest = int((idx - seg_start).max()) + 1 if n else 0
-    step = 1
-    while step < longest:
-        ok = idx[step:] - step >= seg_start[step:]
-        out[step:] = np.where(ok, np.maximum(out[step:], out[:-step]), out[step:])
-        step *= 2
-    return out
-
-
-@dataclass
-class _Batch:
-    """Flows of whole keys, sorted by (key hash, start, end, row)."""
-
-    kh: Any
-    s: Any
-    e: Any
-    b: Any
-    known: Any
-    flow_row: Any
-    pc: Any
-
-    def __len__(self) -> int:
-        return len(self.kh)
-
-
-def _read_bucket(cur: Any, files: list[Path]) -> _Batch:
+def _read_bucket(cur: Any, files: list[Path]) -> Batch:
     import numpy as np
 
     listing = "[" + ", ".join(f"'{sql_path(f)}'" for f in files) + "]"
@@ -414,94 +256,9 @@ def _read_bucket(cur: Any, files: list[Path]) -> _Batch:
         raise _BadFlows
     b = got["b"]
     known = ~np.ma.getmaskarray(b)
-    return _Batch(np.asarray(got["kh"], dtype=np.uint64), np.asarray(got["s"], dtype=np.int64),
+    return Batch(np.asarray(got["kh"], dtype=np.uint64), np.asarray(got["s"], dtype=np.int64),
                   np.asarray(got["e"], dtype=np.int64), np.asarray(np.ma.getdata(b), dtype=np.int64) * known,
                   known, np.asarray(got["flow_row"], dtype=np.int64), np.asarray(got["pc"], dtype=np.int64))
-
-
-def _session_breaks(x: _Batch, cfg: ParallelConfig) -> tuple[Any, int]:
-    """Rows that open a session, and how many of them the 000 rule's walk found inside
-    islands longer than MAX_GAP."""
-    import numpy as np
-
-    g = cfg.gap_ns
-    n = len(x)
-    idx = np.arange(n)
-    new_key = np.empty(n, dtype=bool)
-    new_key[0] = True
-    new_key[1:] = x.kh[1:] != x.kh[:-1]
-    if cfg.rule == "gap":
-        key_start = np.maximum.accumulate(np.where(new_key, idx, 0))
-        before = _segmented_prev_max(x.e, key_start)
-        return new_key | (x.s > before + g), 0
-    brk = new_key.copy()
-    brk[1:] |= (x.s[1:] - x.s[:-1]) > g
-    island_start = np.maximum.accumulate(np.where(brk, idx, 0))
-    rel = x.s - x.s[island_start]
-    long_rows = np.flatnonzero(rel > g)
-    if not len(long_rows):
-        return brk, 0
-    # Islands (consecutive starts at most MAX_GAP apart) longer than MAX_GAP: walk the anchors.
-    isl = island_start[long_rows]
-    lrel = rel[long_rows]
-    ends = np.append(np.flatnonzero(np.diff(isl)) + 1, len(long_rows))
-    end_of = np.repeat(ends, np.diff(np.concatenate(([0], ends))))
-    chosen = []
-    i = 0
-    while i < len(long_rows):
-        chosen.append(i)  # beyond MAX_GAP of the island's current session start: opens a session
-        i += int(np.searchsorted(lrel[i:end_of[i]], lrel[i] + g, side="right"))
-    brk[long_rows[np.asarray(chosen)]] = True
-    return brk, len(chosen)
-
-
-def _process(x: _Batch, cfg: ParallelConfig) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """Per-flow and per-session results of a batch of whole keys (session ids from 0)."""
-    import numpy as np
-
-    n = len(x)
-    idx = np.arange(n)
-    brk, walked = _session_breaks(x, cfg)
-    local = np.cumsum(brk) - 1
-    starts = np.flatnonzero(brk)
-    lengths = np.diff(np.append(starts, n))
-    start_of = starts[local]
-    end_of = (starts + lengths)[local]
-    d = x.e - x.s
-    # Overlapping ([first, last) lifetimes intersect): an earlier flow of the session ends
-    # after this one starts, or the next flow that lasts starts before this one ends.
-    before = _segmented_prev_max(x.e, start_of)
-    lasting = np.flatnonzero(d > 0)
-    k = np.searchsorted(lasting, idx, side="right")
-    nxt = lasting[np.minimum(k, len(lasting) - 1)] if len(lasting) else idx
-    has_next = (k < len(lasting)) & (nxt < end_of)
-    overlapping = ((before > x.s) & (d > 0)) | (has_next & (x.s[nxt] < x.e))
-    flows = {"session": local, "position": idx - start_of, "parallel": lengths[local] > 1,
-             "overlapping": overlapping, "flow_row": x.flow_row, "pc": x.pc}
-    # 000's p: the longest flow f_l (the first of equals) and its longest overlap with another.
-    longest = np.maximum.reduceat(d, starts)
-    f_l = np.minimum.reduceat(np.where(d == longest[local], idx, n), starts)
-    s_l, e_l = x.s[f_l][local], x.e[f_l][local]
-    ov = np.maximum(0, np.minimum(x.e, e_l) - np.maximum(x.s, s_l))
-    ov[f_l] = -1
-    sessions = {
-        "session": np.arange(len(starts)), "pc": x.pc[starts],
-        "first_flow_row": x.flow_row[starts], "start_ns": x.s[starts],
-        "end_ns": np.maximum.reduceat(x.e, starts), "flows": lengths,
-        "overlapping_flows": np.add.reduceat(overlapping.astype(np.int64), starts),
-        "longest_ns": longest, "overlap_ns": np.maximum.reduceat(ov, starts),
-        "total_bytes": np.add.reduceat(x.b, starts), "largest_bytes": np.maximum.reduceat(x.b, starts),
-        "unknown_bytes": np.add.reduceat((~x.known).astype(np.int64), starts),
-    }
-    return flows, sessions, walked
-
-
-def _bucket_bits(flows: int, chunk_rows: int) -> int:
-    """log2 of the number of buckets: about `chunk_rows` flows each (at most 2^12 buckets)."""
-    bits = 0
-    while bits < 12 and (flows >> bits) > chunk_rows:
-        bits += 1
-    return bits
 
 
 _FLOW_PART = ("bucket", "session", "position", "flow_row", "pc", "parallel", "overlapping")
@@ -509,47 +266,100 @@ _SESSION_PART = ("bucket", "session", "pc", "first_flow_row", "start_ns", "end_n
                  "longest_ns", "overlap_ns", "total_bytes", "largest_bytes", "unknown_bytes")
 
 
+def _reduce_bucket(cur: Any, bucket: int, files: list[Path], parts_dir: Path, rule: str, gap_ns: int
+                   ) -> tuple[int, int, int]:
+    """One bucket (whole keys): sort its flows, compute their sessions and write them as two part
+    files (session numbers from 0). Returns its sessions, the session starts found by the walk
+    and its flows."""
+    import threading
+
+    import numpy as np
+
+    batch = _read_bucket(cur, files)
+    if not len(batch):
+        return 0, 0, 0
+    flows, sess, walked = process_batch(batch, rule, gap_ns)
+    for name, table, columns in (("flows", flows, _FLOW_PART), ("sessions", sess, _SESSION_PART)):
+        table["bucket"] = np.full(len(table["session"]), bucket, dtype=np.int32)
+        view = f"part_{name}_{threading.get_ident()}"
+        cur.register(view, table)
+        cur.execute(f"COPY (SELECT {', '.join(columns)} FROM {view}) TO "
+                    f"'{sql_path(parts_dir / name / f'part-{bucket:05d}.parquet')}' (FORMAT parquet)")
+        cur.unregister(view)
+    return len(sess["session"]), walked, len(batch)
+
+
+def reduce_bucket_task(bucket: int, files: list[str], parts_dir: str, rule: str, gap_ns: int, memory_limit: str
+                       ) -> tuple[int, int, int, int, str]:
+    """`_reduce_bucket` on a Dask worker, with a DuckDB connection of its own (one thread; it
+    spills under `parts_dir`). Paths must be the same on the worker as on the coordinator.
+    Returns the bucket, its sessions, walked starts, flows and the worker's name."""
+    from distributed import get_worker
+
+    with duck_connect(memory_limit=memory_limit, threads=1, temp_directory=parts_dir) as con:
+        n_sessions, walked, n = _reduce_bucket(con, bucket, [Path(f) for f in files], Path(parts_dir), rule, gap_ns)
+    return bucket, n_sessions, walked, n, str(get_worker().name)
+
+
+def _buckets(bucket_dir: Path) -> list[tuple[int, list[Path]]]:
+    return sorted((int(p.name.split("=", 1)[1]), sorted(p.glob("*.parquet")))
+                  for p in bucket_dir.glob("bucket=*") if p.is_dir())
+
+
 def _run_buckets(con: Any, bucket_dir: Path, parts_dir: Path, cfg: ParallelConfig
                  ) -> tuple[dict[int, int], int, int]:
-    """Sort each bucket (whole keys), compute its sessions and write them as part files
-    (session numbers from 0 in each bucket), two buckets at a time. Returns the sessions per
-    bucket, the session starts found by the walk and the number of flows."""
+    """Every bucket through `_reduce_bucket`, two at a time on this machine's cores. Returns the
+    sessions per bucket, the session starts found by the walk and the number of flows."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    buckets = sorted((int(p.name.split("=", 1)[1]), sorted(p.glob("*.parquet")))
-                     for p in bucket_dir.glob("bucket=*") if p.is_dir())
-    (parts_dir / "flows").mkdir(parents=True, exist_ok=True)
-    (parts_dir / "sessions").mkdir(parents=True, exist_ok=True)
     local = threading.local()
 
     def work(bucket: int, files: list[Path]) -> tuple[int, int, int, int]:
-        import numpy as np
-
         cur = getattr(local, "cur", None)
         if cur is None:
             cur = local.cur = con.cursor()
-        batch = _read_bucket(cur, files)
-        if not len(batch):
-            return bucket, 0, 0, 0
-        flows, sess, walked = _process(batch, cfg)
-        for name, table, columns in (("flows", flows, _FLOW_PART), ("sessions", sess, _SESSION_PART)):
-            table["bucket"] = np.full(len(table["session"]), bucket, dtype=np.int32)
-            view = f"part_{name}_{threading.get_ident()}"
-            cur.register(view, table)
-            cur.execute(f"COPY (SELECT {', '.join(columns)} FROM {view}) TO "
-                        f"'{sql_path(parts_dir / name / f'part-{bucket:05d}.parquet')}' (FORMAT parquet)")
-            cur.unregister(view)
-        return bucket, len(sess["session"]), walked, len(batch)
+        return bucket, *_reduce_bucket(cur, bucket, files, parts_dir, cfg.rule, cfg.gap_ns)
 
     counts: dict[int, int] = {}
     walked = n_flows = 0
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for bucket, n_sessions, w, n in pool.map(lambda item: work(*item), buckets):
+        for bucket, n_sessions, w, n in pool.map(lambda item: work(*item), _buckets(bucket_dir)):
             counts[bucket] = n_sessions
             walked += w
             n_flows += n
     return counts, walked, n_flows
+
+
+def _run_buckets_on_cluster(bucket_dir: Path, parts_dir: Path, cfg: ParallelConfig, address: str
+                            ) -> tuple[dict[int, int], int, int, dict[str, Any]]:
+    """Every bucket as one task on the Dask cluster at `address` (a task whose worker dies is
+    given to another); as `_run_buckets`, plus what ran where."""
+    from distributed import as_completed
+
+    from protolab.dask_client import TASK_RETRIES, connect, worker_names
+
+    counts: dict[int, int] = {}
+    walked = n_flows = 0
+    by_worker: dict[str, int] = {}
+    with connect(address) as client:
+        futures = [client.submit(reduce_bucket_task, bucket, [str(f) for f in files], str(parts_dir), cfg.rule,
+                                 cfg.gap_ns, cfg.memory_limit, pure=False, retries=TASK_RETRIES,
+                                 key=f"protolab-parallel-{os.getpid()}-{bucket}")
+                   for bucket, files in _buckets(bucket_dir)]
+        workers = worker_names(client)
+        try:
+            for future in as_completed(futures):
+                bucket, n_sessions, w, n, worker = future.result()
+                counts[bucket] = n_sessions
+                walked += w
+                n_flows += n
+                by_worker[worker] = by_worker.get(worker, 0) + 1
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return counts, walked, n_flows, {"scheduler": address, "workers": workers, "buckets_by_worker": by_worker}
 
 
 def _protocol_sql(column: str, protocols: list[str]) -> str:
@@ -610,7 +420,7 @@ def detect(flows: Path | str, out_dir: Path | str, cfg: ParallelConfig | None = 
     try:
         return _detect(flows, out_dir, cfg, progress)
     except duckdb.Error as exc:  # a corrupt file met while reading, no space or memory left, ...
-        raise TrafficError(f"{flows}: {_first_line(exc)}") from exc
+        raise TrafficError(f"{flows}: {first_line(exc)}") from exc
 
 
 def _detect(flows: Path | str, out_dir: Path | str, cfg: ParallelConfig | None, progress: Any) -> dict[str, Any]:
@@ -640,7 +450,7 @@ def _detect(flows: Path | str, out_dir: Path | str, cfg: ParallelConfig | None, 
                                          temp_directory=cfg.temp_directory or out_dir) as con:
         protocols = _protocol_names(con, flows, types)
         rows = con.execute(f"SELECT count(*) FROM read_parquet('{sql_path(flows)}')").fetchone()[0]
-        bits = _bucket_bits(rows, cfg.chunk_rows)
+        bits = bucket_bits(rows, cfg.chunk_rows)
         spill = Path(con.execute("SELECT current_setting('temp_directory')").fetchone()[0])
         bucket_dir = spill / "buckets"
         say(f"partitioning {rows} flows into {1 << bits} bucket(s) by key")
@@ -648,10 +458,19 @@ def _detect(flows: Path | str, out_dir: Path | str, cfg: ParallelConfig | None, 
                     f"TO '{sql_path(bucket_dir)}' (FORMAT parquet, PARTITION_BY (bucket), "
                     "WRITE_PARTITION_COLUMNS false)")
         lap("partition_s")
-        say("sessions, bucket by bucket")
+        if not cfg.cluster:
+            say("sessions, bucket by bucket")
         con.execute("SET preserve_insertion_order = false")
+        parts = spill / "parts"
+        (parts / "flows").mkdir(parents=True)
+        (parts / "sessions").mkdir(parents=True)
+        cluster: dict[str, Any] | None = None
         try:
-            counts, walked, n = _run_buckets(con, bucket_dir, spill / "parts", cfg)
+            if cfg.cluster:
+                say(f"sessions, one task per bucket on the cluster {cfg.cluster}")
+                counts, walked, n, cluster = _run_buckets_on_cluster(bucket_dir, parts, cfg, cfg.cluster)
+            else:
+                counts, walked, n = _run_buckets(con, bucket_dir, parts, cfg)
         except _BadFlows:  # name the field, with the count over all flows
             _check_buckets(con, flows, f"read_parquet('{sql_path(bucket_dir)}/*/*.parquet')")
             raise
@@ -676,7 +495,7 @@ def _detect(flows: Path | str, out_dir: Path | str, cfg: ParallelConfig | None, 
                         os.replace(f, out_dir / Path(f).name)
                         figures.append(str(out_dir / Path(f).name))
                 finally:
-                    _remove_tree(staging)
+                    remove_tree(staging)
                 lap("figures_s")
             timings["total_s"] = round(time.perf_counter() - started, 3)
             summary = {
@@ -684,7 +503,7 @@ def _detect(flows: Path | str, out_dir: Path | str, cfg: ParallelConfig | None, 
                 "input": str(flows),
                 "config": {"max_gap_s": cfg.max_gap_s, "rule": cfg.rule, "protocols": cfg.protocols or None,
                            "bytes_basis": basis, "memory_limit": cfg.memory_limit, "threads": cfg.threads,
-                           "buckets": 1 << bits},
+                           "buckets": 1 << bits, "cluster": cluster},
                 "walked_session_starts": walked,
                 **summary,
                 "paper_000": PAPER_000,
@@ -696,300 +515,7 @@ def _detect(flows: Path | str, out_dir: Path | str, cfg: ParallelConfig | None, 
 
 
 # ----------------------------------------------------------------------------------------------
-# Summary and figures
-
-
-def _frac(a: float | None, b: float | None) -> float | None:
-    return None if not b or a is None else a / b
-
-
-def summarize(con: Any, sessions: Path, flows: Path) -> dict[str, Any]:
-    """Per protocol: flows, sessions, isolated and parallel flows, overlap statistics."""
-    rows = con.execute(f"""
-        SELECT protocol, count(*) AS sessions, sum(flows) AS flows,
-               count(*) FILTER (WHERE parallel) AS parallel_sessions,
-               coalesce(sum(flows) FILTER (WHERE parallel), 0) AS parallel_flows,
-               sum(overlapping_flows) AS overlapping_flows,
-               max(flows) AS max_flows,
-               median(time_overlap_pct) FILTER (WHERE parallel) AS median_p,
-               avg(time_overlap_pct) FILTER (WHERE parallel) AS mean_p,
-               avg(overlap_s) FILTER (WHERE parallel) AS mean_overlap_s,
-               median(data_overlap_pct) FILTER (WHERE parallel) AS median_r,
-               count(*) FILTER (WHERE parallel AND data_overlap_pct >= 100) AS r_ge_100,
-               count(data_overlap_pct) FILTER (WHERE parallel) AS r_known,
-               count(*) FILTER (WHERE parallel AND time_overlap_pct >= 95) AS p_ge_95,
-               count(time_overlap_pct) FILTER (WHERE parallel) AS p_known
-        FROM read_parquet('{sql_path(sessions)}')
-        GROUP BY ALL ORDER BY flows DESC, protocol NULLS LAST
-    """).fetchall()
-    cols = ["protocol", "sessions", "flows", "parallel_sessions", "parallel_flows", "overlapping_flows", "max_flows",
-            "median_p", "mean_p", "mean_overlap_s", "median_r", "r_ge_100", "r_known", "p_ge_95", "p_known"]
-    by_protocol: dict[str, Any] = {}
-    for r in rows:
-        d = dict(zip(cols, r, strict=True))
-        name = d["protocol"] if d["protocol"] is not None else "(none)"
-        flows_n = int(d["flows"])
-        by_protocol[name] = {
-            "flows": flows_n, "sessions": int(d["sessions"]),
-            "parallel_sessions": int(d["parallel_sessions"]), "parallel_flows": int(d["parallel_flows"]),
-            "isolated_flows": flows_n - int(d["parallel_flows"]),
-            "parallel_flow_share": _frac(d["parallel_flows"], flows_n),
-            "isolated_flow_share": _frac(flows_n - d["parallel_flows"], flows_n),
-            "overlapping_flows": int(d["overlapping_flows"]),
-            "overlapping_flow_share": _frac(d["overlapping_flows"], flows_n),
-            "mean_flows_per_parallel_session": _frac(d["parallel_flows"], d["parallel_sessions"]),
-            "max_flows_per_session": int(d["max_flows"]),
-            "median_time_overlap_pct": d["median_p"], "mean_time_overlap_pct": d["mean_p"],
-            "share_time_overlap_ge_95pct": _frac(d["p_ge_95"], d["p_known"]),
-            "mean_overlap_s": d["mean_overlap_s"],
-            "median_data_overlap_pct": d["median_r"],
-            "share_data_overlap_ge_100pct": _frac(d["r_ge_100"], d["r_known"]),
-        }
-    total_flows = sum(v["flows"] for v in by_protocol.values())
-    total_parallel = sum(v["parallel_flows"] for v in by_protocol.values())
-    n_results = con.execute(f"SELECT count(*) FROM read_parquet('{sql_path(flows)}')").fetchone()[0]
-    if n_results != total_flows:
-        raise TrafficError(f"internal error: {n_results} flow results for {total_flows} flows in sessions")
-    return {"flows": total_flows, "sessions": sum(v["sessions"] for v in by_protocol.values()),
-            "parallel_flow_share": _frac(total_parallel, total_flows),
-            "by_protocol": by_protocol}
-
-
-def _bin_sql(value: str, edges: Sequence[float]) -> str:
-    """Index of the first edge >= value (len(edges) above the last)."""
-    n = len(edges)
-    steps = {round(b - a, 9) for a, b in itertools.pairwise(edges)}
-    if len(steps) == 1 and edges[0] == 0:
-        w = steps.pop()
-        return f"least({n}, greatest(0, ceil({value} / {w!r})))::BIGINT"
-    parts = " ".join(f"WHEN {value} <= {e!r} THEN {k}" for k, e in enumerate(edges))
-    return f"(CASE {parts} ELSE {n} END)"
-
-
-def _cdf_from_histogram(con: Any, sessions: Path, value: str, group: str, where: str, edges: Sequence[float]
-                        ) -> dict[str, tuple[list[float], list[float]]]:
-    """Exact CDF at `edges` (share of sessions with value <= edge) per group, in bounded memory."""
-    import numpy as np
-
-    rows = con.execute(f"""
-        SELECT {group} AS g, {_bin_sql(value, edges)} AS bin, count(*)
-        FROM read_parquet('{sql_path(sessions)}') WHERE ({where}) AND {value} IS NOT NULL
-        GROUP BY ALL
-    """).fetchall()
-    out: dict[str, tuple[list[float], list[float]]] = {}
-    for g in sorted({r[0] for r in rows if r[0] is not None}):
-        counts = np.zeros(len(edges) + 1)
-        for gg, b, c in rows:
-            if gg == g:
-                counts[int(b)] += c
-        cdf = np.cumsum(counts)[: len(edges)] / counts.sum()
-        out[str(g)] = (list(edges), cdf.tolist())
-    return out
-
-
-def _bucket_case(column: str, buckets: list[tuple[str, float, float]]) -> str:
-    parts = [f"WHEN {column} < {high!r} THEN '{label}'" for label, _, high in buckets[:-1]]
-    return f"(CASE {' '.join(parts)} ELSE '{buckets[-1][0]}' END)"
-
-
-def draw_figures(con: Any, sessions: Path, out_dir: Path, focus: str | None = None) -> list[str]:
-    """000 Figs. 4.3-4.7 as PNG and SVG in OUT_DIR; returns the paths written."""
-    from matplotlib import rc_context
-    from matplotlib.figure import Figure
-
-    from protolab.report.figures import PALETTE, RC
-
-    src = f"read_parquet('{sql_path(sessions)}')"
-    protocols = [r[0] for r in con.execute(
-        f"SELECT protocol FROM {src} WHERE protocol IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC").fetchall()]
-    if focus is None:
-        focus = "h2" if "h2" in protocols else None
-    focus_where = f"protocol = '{focus}'" if focus else "true"
-    focus_label = focus or "all protocols"
-    written: list[str] = []
-
-    def save(fig: Figure, name: str) -> None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with rc_context(RC):
-            fig.savefig(out_dir / f"{name}.svg", format="svg", metadata={"Date": None})
-            fig.savefig(out_dir / f"{name}.png", format="png", dpi=110)
-        written.extend([str(out_dir / f"{name}.svg"), str(out_dir / f"{name}.png")])
-
-    def cdf_plot(name: str, title: str, xlabel: str, curves: dict[str, tuple[list[float], list[float]]],
-                 log_x: bool = False, order: Sequence[str] | None = None) -> None:
-        with rc_context(RC):
-            fig = Figure(figsize=(5.2, 3.4))
-            ax = fig.add_subplot()
-            for i, key in enumerate(order or sorted(curves)):
-                if key not in curves:
-                    continue
-                x, y = curves[key]
-                ax.step(x, y, where="post", color=PALETTE[i % len(PALETTE)], label=key)
-            if log_x:
-                ax.set_xscale("log")
-            # Up to the first edge where every curve has reached 1 (long empty tails say nothing).
-            last = max((next((i for i, v in enumerate(y) if v >= 1.0 - 1e-12), len(y) - 1)
-                        for _, y in curves.values()), default=None)
-            if last is not None:
-                xs = next(iter(curves.values()))[0]
-                ax.set_xlim(xs[0], xs[min(len(xs) - 1, last + 1)])
-            ax.set_ylim(0, 1.01)
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel("CDF")
-            ax.set_title(title)
-            if curves:
-                ax.legend(fontsize=7)
-            else:
-                ax.text(0.5, 0.5, "no sessions with parallel flows", ha="center", transform=ax.transAxes)
-            fig.tight_layout()
-        save(fig, name)
-
-    pct_edges = [float(x) for x in range(101)]
-    flows_edges = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 20, 30, 50, 100, 200, 500, 1000]
-    cdf_plot("fig4_3_flows_per_session", "Flows per session (000 Fig. 4.3)", "flows in the session",
-             _cdf_from_histogram(con, sessions, "flows", "protocol", "true", flows_edges), log_x=True,
-             order=protocols)
-    cdf_plot("fig4_4_time_overlap", "Degree of time overlap, sessions with parallel flows (000 Fig. 4.4)",
-             "time overlap p (%)",
-             _cdf_from_histogram(con, sessions, "time_overlap_pct", "protocol", "parallel", pct_edges),
-             order=protocols)
-    # Fig. 4.5: share of parallel sessions by the duration of their longest flow.
-    labels = [b[0] for b in DURATION_BUCKETS]
-    dur_case = _bucket_case("longest_s", DURATION_BUCKETS)
-    counts = dict(con.execute(f"SELECT {dur_case}, count(*) FROM {src} WHERE parallel AND {focus_where} "
-                              "GROUP BY 1").fetchall())
-    total = sum(counts.values())
-    with rc_context(RC):
-        fig = Figure(figsize=(5.2, 3.4))
-        ax = fig.add_subplot()
-        shares = [counts.get(lab, 0) / total * 100 if total else 0.0 for lab in labels]
-        ax.bar(labels, shares, color=PALETTE[0])
-        for i, v in enumerate(shares):
-            ax.text(i, v, f"{v:.1f}%", ha="center", va="bottom", fontsize=7)
-        ax.set_ylabel("share of sessions (%)")
-        ax.set_xlabel("duration of the longest flow")
-        ax.set_title(f"Sessions with parallel flows by longest flow, {focus_label} (000 Fig. 4.5)")
-        fig.tight_layout()
-    save(fig, "fig4_5_longest_flow_duration")
-    cdf_plot("fig4_6_time_overlap_by_duration",
-             f"Time overlap by longest-flow duration, {focus_label} (000 Fig. 4.6)", "time overlap p (%)",
-             _cdf_from_histogram(con, sessions, "time_overlap_pct", dur_case, f"parallel AND {focus_where}",
-                                 pct_edges), order=labels)
-    r_edges = [float(x) for x in range(0, 1001, 10)]
-    size_case = _bucket_case("largest_bytes", SIZE_BUCKETS)
-    cdf_plot("fig4_7_data_overlap_by_size",
-             f"Data overlap by largest-flow size, {focus_label} (000 Fig. 4.7)", "data overlap r (%)",
-             _cdf_from_histogram(con, sessions, "data_overlap_pct", size_case, f"parallel AND {focus_where}",
-                                 r_edges), order=[b[0] for b in SIZE_BUCKETS])
-    return written
-
-
-# ----------------------------------------------------------------------------------------------
-# The reference: the same algorithm in plain Python, for the tests
-
-
-@dataclass
-class RefFlow:
-    client_ip: str
-    server_ip: str
-    first_ns: int
-    last_ns: int
-    client_port: int | None = None
-    protocol: str | None = None
-    sni: str | None = None
-    bytes: int | None = None
-    row: int = 0
-
-
-def reference_detect(flows: Sequence[RefFlow], max_gap_s: float = DEFAULT_MAX_GAP_S, rule: str = "000"
-                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Sessions and per-flow results by direct reading of the definitions (O(n^2) per session).
-    Sessions are listed by (key, start); `flows` results are keyed by row."""
-    g = round(max_gap_s * NS)
-    by_key: dict[tuple[Any, ...], list[RefFlow]] = {}
-    for f in flows:
-        key = (f.protocol or "", f.client_ip, f.server_ip, f.sni or f.server_ip)
-        by_key.setdefault(key, []).append(f)
-    sessions: list[list[RefFlow]] = []
-    for key in sorted(by_key, key=lambda k: tuple("" if x is None else str(x) for x in k)):
-        members = sorted(by_key[key], key=lambda f: (f.first_ns, f.last_ns, f.row))
-        current: list[RefFlow] = []
-        anchor = end = 0
-        for f in members:
-            joins = bool(current) and (f.first_ns - anchor <= g if rule == "000" else f.first_ns <= end + g)
-            if not joins:
-                if current:
-                    sessions.append(current)
-                current, anchor, end = [], f.first_ns, f.last_ns
-            current.append(f)
-            end = max(end, f.last_ns)
-        if current:
-            sessions.append(current)
-    out_sessions, out_flows = [], []
-    for sid, members in enumerate(sessions):
-        n = len(members)
-        longest = max(range(n), key=lambda i: (members[i].last_ns - members[i].first_ns, -i))
-        fl = members[longest]
-        overlap_ns = None
-        if n > 1:
-            overlap_ns = max(max(0, min(o.last_ns, fl.last_ns) - max(o.first_ns, fl.first_ns))
-                             for i, o in enumerate(members) if i != longest)
-        d_l = fl.last_ns - fl.first_ns
-        known = all(f.bytes is not None for f in members)
-        total = sum(f.bytes for f in members if f.bytes is not None) if known else None
-        largest = max(f.bytes or 0 for f in members) if known else None
-        overlapping = []
-        for i, a in enumerate(members):
-            overlapping.append(any(j != i and _overlap_half_open(a, b) for j, b in enumerate(members)))
-        out_sessions.append({
-            "session_id": sid, "protocol": fl.protocol, "first_flow_row": members[0].row,
-            "start_ns": members[0].first_ns, "end_ns": max(f.last_ns for f in members), "flows": n,
-            "parallel": n > 1, "overlapping_flows": sum(overlapping), "longest_s": d_l / 1e9,
-            "overlap_s": None if overlap_ns is None else overlap_ns / 1e9,
-            "time_overlap_pct": 100.0 * overlap_ns / d_l if overlap_ns is not None and d_l > 0 else None,
-            "total_bytes": total, "largest_bytes": largest,
-            "data_overlap_pct": (100.0 * (total - largest) / largest
-                                 if n > 1 and known and largest else None),
-        })
-        for pos, (f, ov) in enumerate(zip(members, overlapping, strict=True)):
-            out_flows.append({"flow_row": f.row, "session_id": sid, "position": pos, "protocol": f.protocol,
-                              "parallel": n > 1, "overlapping": ov})
-    out_flows.sort(key=lambda r: r["flow_row"])
-    return out_flows, out_sessions
-
-
-def _overlap_half_open(a: RefFlow, b: RefFlow) -> bool:
-    """[first, last) lifetimes intersect (a flow of duration 0 overlaps nothing)."""
-    return max(a.first_ns, b.first_ns) < min(a.last_ns, b.last_ns)
-
-
-# ----------------------------------------------------------------------------------------------
 # Command line (registered on `protolab traffic` by protolab.traffic.cli)
-
-
-def fail(exc: BaseException) -> Any:
-    """Print a traffic command's error on stderr; the typer.Exit(2) to raise."""
-    from rich.markup import escape
-
-    _error_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-    return typer.Exit(2)
-
-
-def console() -> Any:
-    import sys
-
-    from rich.console import Console
-
-    # Logs and CI output are not terminals: give tables room (as protolab.cli does).
-    return Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120)
-
-
-def _error_console() -> Any:
-    import sys
-
-    from rich.console import Console
-
-    return Console(stderr=True, width=None if sys.stderr.isatty() or "COLUMNS" in os.environ else 120)
 
 
 def _pct(x: float | None) -> str:
@@ -1043,13 +569,16 @@ def parallel_command(
     figures: Annotated[bool, typer.Option("--figures/--no-figures", help="Draw 000 Figs. 4.3-4.7.")] = True,
     figure_protocol: Annotated[str | None, typer.Option(
         "--figure-protocol", help="Protocol of Figs. 4.5-4.7 (default h2 if present, else all).")] = None,
+    cluster: Annotated[str | None, typer.Option(
+        "--cluster", help="Reduce the buckets on a Dask cluster: tcp://HOST:8786 (workers must see --temp-dir "
+                          "at the same path), or local:N for N worker processes on this machine.")] = None,
 ) -> None:
     """Parallel connections (000 §4.2.2): sessions by (protocol, client, server, domain) and MAX_GAP,
     isolated vs parallel flows, time and data overlap per session; a summary and 000 Figs. 4.3-4.7."""
     cfg = ParallelConfig(max_gap_s=max_gap_s, rule=rule, protocols=list(protocol or []), bytes_basis=bytes_basis,
                          memory_limit=memory_limit, threads=threads, temp_directory=temp_dir, figures=figures,
-                         focus_protocol=figure_protocol)
-    err = _error_console()
+                         focus_protocol=figure_protocol, cluster=cluster)
+    err = error_console()
     try:
         summary = detect(flows, out, cfg, progress=lambda m: err.print(f"[dim]{m}[/]", highlight=False))
     except TrafficError as exc:

@@ -42,7 +42,7 @@ from typing import Annotated, Any
 
 import typer
 
-from protolab.traffic.parallel import (
+from protolab.traffic.duck import (
     TrafficError,
     atomic_output,
     duck_connect,
@@ -276,7 +276,7 @@ def synth_command(
     durations, an H1/H2/H3 mix (docs/traffic.md, "Synthetic flows")."""
     from rich.markup import escape
 
-    from protolab.traffic.parallel import console, fail
+    from protolab.traffic.duck import console, fail
 
     try:
         summary = synthesize(SynthConfig(flows=flows, seed=seed), out, memory_limit=memory_limit)

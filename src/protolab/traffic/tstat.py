@@ -49,7 +49,7 @@ from typing import IO, Annotated, Any
 
 import typer
 
-from protolab.traffic.parallel import (
+from protolab.traffic.duck import (
     TrafficError,
     atomic_output,
     duck_connect,
@@ -480,7 +480,7 @@ def import_tstat_command(
     """Import Tstat flow logs into the flow schema (source = tstat)."""
     from rich.markup import escape
 
-    from protolab.traffic.parallel import console, fail
+    from protolab.traffic.duck import console, fail
 
     try:
         report = import_tstat(files, out, skip_bad=skip_bad)
