@@ -380,6 +380,29 @@ class ResultsStore:
                 raise StoreError(f"{self.path}: cannot record the analysis of run {run_key} ({_first_line(exc)})") from exc
             raise
 
+    def replace_flows(self, parquet: Path) -> int:
+        """Replace the `flows` rows of every run a Parquet file of labelled flows (`protolab
+        traffic corpus`) covers with its rows, in one transaction; returns the rows written."""
+        import duckdb
+
+        self._writable()
+        names = [name for name, _, _ in TABLES["flows"]]
+        source = f"read_parquet('{str(parquet).replace(chr(39), chr(39) * 2)}')"
+        try:
+            self.con.execute("BEGIN TRANSACTION")
+            self.con.execute(f"DELETE FROM flows WHERE (experiment_id, run_key) IN "
+                             f"(SELECT DISTINCT experiment_id, run_key FROM {source})")
+            self.con.execute(f"INSERT INTO flows ({', '.join(names)}) SELECT {', '.join(names)} FROM {source}")
+            written = self.con.execute(f"SELECT count(*) FROM {source}").fetchone()
+            self.con.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(f"{self.path}: cannot record the flows of {parquet} ({_first_line(exc)})") from exc
+            raise
+        return int(written[0]) if written else 0
+
     def _insert(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Bulk insert: the rows travel as one JSON parameter (DuckDB's executemany is slow)."""
         if not rows:

@@ -5,11 +5,13 @@ mirrors them, `protolab.store` creates, migrates, writes and reads the tables fr
 from __future__ import annotations
 
 from protolab.measure.conninfo import FIELDS as CONNECTION_INFO_FIELDS
+from protolab.traffic.schema import FLOW_COLUMNS
 
 # 2: bulk transfers, pairs of clients, throughput bins, per-connection controller states, and
-# controller columns of transport samples. 3: rpm_results (responsiveness tests). Older stores
-# are migrated in place (every change is additive).
-SCHEMA_VERSION = 3
+# controller columns of transport samples. 3: rpm_results (responsiveness tests). 4: flows (flow
+# records of the runs' client captures, `protolab traffic corpus`). Older stores are migrated in
+# place (every change is additive).
+SCHEMA_VERSION = 4
 
 Column = tuple[str, str, str]
 
@@ -194,6 +196,17 @@ TABLES: dict[str, list[Column]] = {
         ("wire_bytes", "BIGINT", "IP bytes the bottleneck delivered in the data direction during the run (one direction tested only)"),
         ("overhead_factor", "DOUBLE", "wire_bytes / all payload bytes of the run (load, probes, idle): 003's overhead compensation factor"),
     ],
+    # One row per flow of a run's client capture (`protolab traffic corpus`, docs/traffic.md): the
+    # columns of the flow schema, `protocol` being the lab's truth.
+    "flows": [
+        *RUN_KEY_COLUMNS,
+        *[c for c in FLOW_COLUMNS if c[0] != "protocol"],
+        ("handshake_protocol", "VARCHAR", "the extractor's label from the handshake (ALPN, QUIC Initial, request line)"),
+        ("protocol", "VARCHAR", "the label: the protocol the run's connection with this 5-tuple spoke (h1c counted as "
+                                "h1); NULL if no connection of the run matches (another run's closing packets)"),
+        ("truth_protocol", "VARCHAR", "that connection's protocol as the load result gives it (h1c, h1, h2, h3)"),
+        ("truth_transport", "VARCHAR", "that connection's transport (tcp, quic)"),
+    ],
     "pair_sides": [
         *RUN_KEY_COLUMNS,
         ("side", "VARCHAR NOT NULL", "a (first client) or b"),
@@ -348,7 +361,7 @@ TABLES: dict[str, list[Column]] = {
 
 ANALYSIS_TABLES = ("connection_info", "loss_analysis", "loss_bursts", "overhead", "analysis_notes")
 RUN_TABLES = ("runs", "page_loads", "objects", "connections", "transport_samples", "bulk_transfers", "bulk_intervals",
-              "pair_sides", "flow_bins", "connection_states", "rpm_results", *ANALYSIS_TABLES,
+              "pair_sides", "flow_bins", "connection_states", "rpm_results", "flows", *ANALYSIS_TABLES,
               "link_counters")
 PRIMARY_KEYS = {"runs": "PRIMARY KEY (experiment_id, run_key)"}
 

@@ -22,6 +22,7 @@ from protolab.report import analysis as ga
 from protolab.report import calibration as cal
 from protolab.report import fidelity as fid
 from protolab.report import figures
+from protolab.report import flows as flows_report
 from protolab.report import rpm as rpm_report
 from protolab.report import transport as tr
 from protolab.report.stats import CI_LEVEL, improvement_pct, median, speedup, summarize
@@ -309,6 +310,9 @@ class Builder:
         }
         if "client" in exp.varying:
             by_workload["page"].insert(1, ("engine-vs-browser", "Engine vs browser", self.engine_vs_browser))
+        if flows_report.has_flows(self, exp):
+            by_workload["page"].append(("flows", "Flow characterization (000 Fig. 3.3)",
+                                        partial(flows_report.characterization, self)))
         sections = [*by_workload[tr.workload_of(exp)],
                     ("failed", "Failed runs", self.failed_table),
                     ("links", "Achieved versus configured link conditions", self.link_table),

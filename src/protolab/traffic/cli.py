@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import typer
 
-from protolab.traffic import classify, corpus, parallel, synthetic, tstat
+from protolab.traffic import characterize, classify, corpus, parallel, synthetic, tstat
 
 traffic_app = typer.Typer(name="traffic", no_args_is_help=True, add_completion=False,
                           help="Passive traffic analysis (docs/traffic.md): flow records (Tstat import, lab "
-                               "corpus, synthetic flows), the HTTP-version classifier, parallel connections.")
+                               "corpus, synthetic flows), their characterization, the HTTP-version classifier, "
+                               "parallel connections.")
 
 tstat.register(traffic_app)      # import-tstat
 parallel.register(traffic_app)   # parallel
 synthetic.register(traffic_app)  # synth
 classify.register(traffic_app)   # classify train|evaluate|predict
 corpus.register(traffic_app)     # corpus
+characterize.register(traffic_app)  # characterize

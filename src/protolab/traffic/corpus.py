@@ -43,10 +43,11 @@ def _extract(binary: Path, pcap: Path, out: Path) -> None:
 
 
 def build_corpus(results: Path, out: Path, binary: Path,
-                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Writes the labelled flows of every run with a client capture to `out` (Parquet) and
-    returns the summary (also written as `out` + `.json`): runs, flows, labelled flows and the
-    class balance of the ground truth."""
+                 progress: Callable[[str], None] | None = None, record: bool = True) -> dict[str, Any]:
+    """Writes the labelled flows of every run with a client capture to `out` (Parquet) and, with
+    `record`, into the results store's `flows` table (the report's flow characterization reads
+    them there); returns the summary (also written as `out` + `.json`): runs, flows, labelled
+    flows and the class balance of the ground truth."""
     import duckdb
 
     with ResultsStore(results, read_only=True) as store:
@@ -95,12 +96,17 @@ def build_corpus(results: Path, out: Path, binary: Path,
                                 f"count(*) FILTER (WHERE truth_protocol IS NOT NULL) FROM read_parquet('{staging}')").fetchone()
         con.close()
         shutil.move(staging, out)
+    stored = None
+    if record:
+        with ResultsStore(results) as store:
+            stored = store.replace_flows(out)
     labelled = sum(n for label, n in balance.items() if label != "unlabelled")
     summary = {
         "schema": CORPUS_SCHEMA, "schema_version": CORPUS_SCHEMA_VERSION, "results": str(results), "out": str(out),
         "runs": len(captured), "flows": sum(balance.values()), "labelled_flows": labelled, "class_balance": balance,
         # How often the extractor's handshake label (ALPN, QUIC, request line) equals the truth.
         "handshake_label_agreement": (agreement[0] / agreement[1]) if agreement and agreement[1] else None,
+        "stored_flows": stored,
     }
     write_text_atomically(out.with_name(out.name + ".json"), json.dumps(summary, indent=2))
     return summary
@@ -113,18 +119,25 @@ def register(app: typer.Typer) -> None:
     @app.command("corpus")
     def corpus_command(
         results: Annotated[Path, typer.Argument(help="A results directory whose runs kept the client's capture.")],
-        out: Annotated[Path, typer.Option("--out", "-o", help="The labelled flows (Parquet); a summary goes to OUT.json.")],
+        out: Annotated[Path | None, typer.Option(
+            "--out", "-o", help="The labelled flows (Parquet; default RESULTS/flows.parquet); a summary goes to "
+                                "OUT.json.")] = None,
         binary: Annotated[Path | None, typer.Option("--binary", help="protolab-net to use.")] = None,
+        record: Annotated[bool, typer.Option(
+            "--store/--no-store", help="Also record the flows in the results store (table flows) for the report.")
+                          ] = True,
     ) -> None:
         """Labelled flows from the lab: the client captures of a results directory (e.g. of
         specs/traffic-corpus.toml) through protolab-net flows, each flow labelled with the protocol
         its connection spoke (the run's load result)."""
+        out = out if out is not None else results / "flows.parquet"
         try:
             if not (results / "results.duckdb").is_file():
                 raise CorpusError(f"{results}: no results.duckdb (a results directory of protolab run)")
             if not out.parent.is_dir():
                 raise CorpusError(f"--out: directory {out.parent} does not exist")
-            summary = build_corpus(results, out, find_binary(binary), progress=lambda line: errors.print(line, style="dim"))
+            summary = build_corpus(results, out, find_binary(binary), progress=lambda line: errors.print(line, style="dim"),
+                                   record=record)
         except ProtolabError as exc:
             errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
@@ -132,4 +145,5 @@ def register(app: typer.Typer) -> None:
         console.print(f"{summary['runs']} runs, {summary['flows']} flows, {summary['labelled_flows']} labelled "
                       f"({balance}); handshake labels agree with the truth for "
                       f"{(summary['handshake_label_agreement'] or 0) * 100:.1f}% of labelled flows")
-        console.print(f"wrote {escape(str(out))} and {escape(str(out))}.json")
+        console.print(f"wrote {escape(str(out))} and {escape(str(out))}.json"
+                      + (f"; {summary['stored_flows']} flows recorded in the store (table flows)" if record else ""))
