@@ -178,12 +178,22 @@ struct Flow {
     labels: Option<Box<Labels>>,
 }
 
+/// A port servers listen on (IANA's system ports, below 1024), as opposed to a client's
+/// ephemeral port.
+fn is_service_port(port: u16) -> bool {
+    port < 1024
+}
+
 impl Flow {
     fn new(key: FlowKey, p: &Decoded, src_is_a: bool, ts: i64) -> Flow {
-        // The initiator sent the first packet, unless that packet is a SYN-ACK (the capture
-        // missed the SYN): then the SYN-ACK's receiver initiated.
+        // The initiator sent the first packet if it is a SYN; a SYN-ACK's receiver initiated
+        // (the capture missed the SYN). Without a handshake (TCP begun before the capture, or
+        // UDP) the ports decide when one is a service port and the other is not; else the first
+        // packet's sender is taken for the client.
+        let handshake = p.transport == Transport::Tcp && p.flags & tcp_flags::SYN != 0;
         let syn_ack = p.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN | tcp_flags::ACK;
-        let client_is_a = if p.transport == Transport::Tcp && syn_ack { !src_is_a } else { src_is_a };
+        let src_is_client = if handshake { !syn_ack } else { !is_service_port(p.sport) || is_service_port(p.dport) };
+        let client_is_a = src_is_client == src_is_a;
         Flow {
             key,
             client_is_a,
@@ -545,6 +555,39 @@ mod tests {
                 expected.extend([(1003, 2), (1004, 1)]);
             }
             assert_eq!(per_port, expected);
+        }
+    }
+
+    /// A flow whose handshake the capture missed gets its client from the ports.
+    #[test]
+    fn mid_connection_flows_are_oriented_by_ports() {
+        let packet = |sport: u16, dport: u16, flags: u8, transport: Transport| Decoded {
+            v6: false,
+            src: [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            dst: [10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            sport,
+            dport,
+            transport,
+            ip_bytes: 52,
+            payload_len: 0,
+            payload: &[],
+            seq: 1,
+            flags,
+        };
+        let cases = [
+            (packet(443, 50_000, tcp_flags::ACK | tcp_flags::FIN, Transport::Tcp), 50_000, 443),
+            (packet(50_000, 443, tcp_flags::ACK, Transport::Tcp), 50_000, 443),
+            (packet(443, 50_000, 0, Transport::Udp), 50_000, 443),
+            (packet(443, 50_000, tcp_flags::SYN, Transport::Tcp), 443, 50_000), // a SYN decides
+            (packet(443, 50_000, tcp_flags::SYN | tcp_flags::ACK, Transport::Tcp), 50_000, 443),
+            (packet(40_000, 50_000, tcp_flags::ACK, Transport::Tcp), 40_000, 50_000), // no service port
+            (packet(443, 80, tcp_flags::ACK, Transport::Tcp), 443, 80), // two service ports
+        ];
+        for (p, client, server) in cases {
+            let mut t = FlowTable::new(1_000);
+            t.packet(0, &p);
+            let flows = t.finish();
+            assert_eq!((flows[0].client_port, flows[0].server_port), (client, server), "{:?}", (p.sport, p.dport, p.flags));
         }
     }
 
