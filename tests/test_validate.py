@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from conftest import lab_namespaces
 
-from protolab.validate import (
+from protolab.validate import run_validation
+from protolab.validation_report import (
     SCHEMA,
     ValidationConfig,
     ValidationReport,
     load_report,
-    run_validation,
     write_report,
 )
 

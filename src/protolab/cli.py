@@ -126,7 +126,8 @@ def validate_emulator(
                                         "(then the mean RTT limit is 0.5 ms).")] = False,
 ) -> None:
     """Measure the emulator with real tools (irtt, ping, iperf3) against its configured links."""
-    from protolab.validate import ValidationConfig, run_validation, write_report
+    from protolab.validate import run_validation
+    from protolab.validation_report import ValidationConfig, write_report
 
     try:
         config = ValidationConfig.for_mode(quick=quick, lab=lab, delay_compensation=not no_delay_compensation)
