@@ -201,7 +201,8 @@ def run_command(
              "records the choice).")] = False,
     cluster: Annotated[str | None, typer.Option(
         "--cluster", help="Run on a Dask cluster: the scheduler's address (tcp://HOST:8786); workers are "
-                          "`protolab worker` processes (docs/cluster.md).")] = None,
+                          "`protolab worker` processes (docs/cluster.md). local:N starts N workers on this "
+                          "machine, each with a lab of its own.")] = None,
 ) -> None:
     """Run an experiment spec: every run of its matrix, recorded in RESULTS/results.duckdb (resumes)."""
     console = _console()
