@@ -253,17 +253,17 @@ async fn h3_stopped_downloads_leave_the_connection_serving() {
                     other => panic!("download ended early: {:?}", other.err()),
                 }
             }
-            stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
-            (got, stream)
+            // Dropped, not `stop_sending`: h3-quinn 0.0.10 may still hold the stream inside a
+            // read it started ahead, and then panics in stop_sending (seen under CPU load).
+            // quinn sends STOP_SENDING for a receive stream dropped before its end.
+            drop(stream);
+            got
         }));
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     stop.send(true).unwrap();
-    let mut streams = Vec::new();
     for r in readers {
-        let (got, stream) = r.await.unwrap();
-        assert!(got > 0);
-        streams.push(stream);
+        assert!(r.await.unwrap() > 0);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (response, body) = tokio::time::timeout(Duration::from_secs(5), client.get("https://localhost/rpm/small"))
@@ -271,6 +271,5 @@ async fn h3_stopped_downloads_leave_the_connection_serving() {
         .expect("the connection answers after its downloads were stopped");
     assert_eq!(response.status(), 200);
     assert_eq!(body.len(), 1);
-    drop(streams);
     client.close().await;
 }
