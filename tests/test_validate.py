@@ -46,8 +46,12 @@ def test_rtt_never_below_the_configured_delay_and_close_to_it(report: Validation
     # mean within what a busy machine's wake-ups cost.
     for check in _checks(report, "delay.irtt.min") + _checks(report, "delay.ping.min"):
         assert check.configured - 0.05 <= check.measured <= check.configured + 1.0, check
+    # The means are judged beyond each tool's RTT on a bare veth pair; that reference is itself
+    # a mean taken on a busy machine and can exceed the lab's at 0 ms, so the floor is checked
+    # on the raw mean RTT.
     for check in _checks(report, "delay.irtt.mean") + _checks(report, "delay.ping.mean"):
-        assert check.configured - 0.05 <= check.measured <= check.configured + 3.0, check
+        assert check.details["rtt_mean_ms"] >= check.configured - 0.05, check
+        assert check.measured <= check.configured + 3.0, check
 
 
 def test_configured_rtt_is_four_times_the_link_delay(report: ValidationReport) -> None:
