@@ -56,9 +56,11 @@ def serve_live_command(
     except OSError as exc:
         coordinator.close()
         raise ProtolabError(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
-    typer.echo(f"protolab serve-live: listening on {server.url}, data in {coordinator.data_dir}, "
-               f"lock timeout {lock_timeout_s:g} s; Ctrl-C stops", err=True)
     try:
+        # Announced inside the try: a SIGTERM sent as soon as the line is read must find the
+        # handler in place (on a busy machine the server thread can answer before we get here).
+        typer.echo(f"protolab serve-live: listening on {server.url}, data in {coordinator.data_dir}, "
+                   f"lock timeout {lock_timeout_s:g} s; Ctrl-C stops", err=True)
         server.wait()
     except KeyboardInterrupt:
         typer.echo("protolab serve-live: stopping", err=True)
