@@ -1,7 +1,7 @@
 """The results store: one DuckDB database (`results.duckdb`) per results directory.
 
 The runner records experiments and runs here; the report and `protolab export` read only this
-database. The schema (`protolab.store_schema`) is documented column by column in docs/store.md.
+database. The schema (`protolab.store.schema`) is documented column by column in docs/store.md.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 from protolab import __version__
+from protolab.analysis.fidelity import run_fidelity
 from protolab.errors import ProtolabError
-from protolab.fidelity import run_fidelity
-from protolab.store_schema import (
+from protolab.store.schema import (
     ANALYSIS_TABLES,
     KNOWN_PARAMS,
     PRIMARY_KEYS,
@@ -59,7 +59,7 @@ class RunRecord:
     flow_bins: list[dict[str, Any]] = field(default_factory=list)  # pairs: per side and bin
     rpm: list[dict[str, Any]] = field(default_factory=list)  # rpm runs: per direction
     connection_states: list[dict[str, Any]] = field(default_factory=list)  # measure.transport summaries
-    analysis: Any = None  # protolab.analyze.RunAnalysis: QUIC_info/TCP_info, losses, overhead
+    analysis: Any = None  # protolab.analysis.analyze.RunAnalysis: QUIC_info/TCP_info, losses, overhead
     artifacts_dir: str | None = None
 
 
@@ -626,7 +626,7 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
         rows["link_counters"].append(_link_row(ids, where, name, link_config.get(name), links.get(name),
                                                counters.get("now_ns"), run.duration_s))
 
-    # the fidelity record (protolab.fidelity)
+    # the fidelity record (protolab.analysis.fidelity)
     fid = run_fidelity(counters.get("emulator"), [{**row, "config": link_config.get(row["link"])}
                                                    for row in rows["link_counters"]])
     run_row.update(typed("runs", {"late_mean_us": fid.late_mean_us, "late_p999_us": fid.late_p999_us,
@@ -635,7 +635,7 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
 
 
 def analysis_items(analysis: Any) -> list[tuple[str, list[dict[str, Any]], str]]:
-    """(table, rows, label) of a run's analysis (protolab.analyze.RunAnalysis), or none."""
+    """(table, rows, label) of a run's analysis (protolab.analysis.analyze.RunAnalysis), or none."""
     if analysis is None:
         return []
     return [(table, getattr(analysis, field), f"analysis.{field}") for table, field in (
