@@ -66,14 +66,37 @@ class Placement:
     elsewhere: Mapping[str, str] = field(default_factory=dict)  # field -> where it is stored instead
     not_stored: Mapping[str, str] = field(default_factory=dict)  # field -> why it is not stored
     derived: tuple[Column, ...] = ()  # columns computed by the part, not copied from a field
+    # Tables with a fixed set of typed columns and one JSON column for the rest (transport
+    # samples): the fields without a typed column go into `rest_column`.
+    typed_columns: frozenset[str] | None = None
+    rest_column: str | None = None
 
     def stored_fields(self) -> list[str]:
         skip = {*self.elsewhere, *self.not_stored}
         return [name for name in self.model.model_fields if name not in skip]
 
+    def column_of(self, name: str) -> str:
+        """The column a stored field goes to (its own, a renamed one, or the rest column)."""
+        column = self.renamed.get(name, name)
+        if self.rest_column is not None and self.typed_columns is not None and column not in self.typed_columns:
+            return self.rest_column
+        return column
+
     def row(self, obj: BaseModel) -> dict[str, Any]:
-        """The stored fields of `obj` under their column names (nested values as plain JSON)."""
-        return {self.renamed.get(name, name): plain(getattr(obj, name)) for name in self.stored_fields()}
+        """The stored fields of `obj` under their column names (nested values as plain JSON;
+        fields without a typed column gathered in the rest column, if the table has one)."""
+        row: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for name in self.stored_fields():
+            value = plain(getattr(obj, name))
+            column = self.column_of(name)
+            if column == self.rest_column and column not in (self.typed_columns or ()):
+                rest[name] = value
+            else:
+                row[column] = value
+        if self.rest_column is not None:
+            row[self.rest_column] = rest
+        return row
 
     def column_specs(self) -> list[Column]:
         """The table's columns: the derived ones, then one per stored field (type from its
