@@ -23,6 +23,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.plan.experiment import Experiment, load_spec
 from protolab.run.runner import (
@@ -46,12 +47,6 @@ STATUS_STYLE = {"ok": "green", "failed": "bold red", "timeout": "yellow"}
 
 class RunFailed(ProtolabError):
     """Some runs of an experiment failed (they are recorded; the sweep went on)."""
-
-
-def _console() -> Console:
-    from protolab.cli import console
-
-    return console
 
 
 def _duration(seconds: float) -> str:
@@ -205,7 +200,6 @@ def run_command(
                           "machine, each with a lab of its own.")] = None,
 ) -> None:
     """Run an experiment spec: every run of its matrix, recorded in RESULTS/results.duckdb (resumes)."""
-    console = _console()
     experiment = load_spec(spec)
     results_dir = results if results is not None else Path("results") / experiment.name
     if dry_run_flag:
@@ -231,7 +225,6 @@ def demo_command(
     lab: LabOption = None,
 ) -> None:
     """The wifi-loss demo (specs/demo.toml, ~10 min): run it into results/demo, then the report."""
-    console = _console()
     experiment = load_spec(DEMO_SPEC)
     results_dir = results if results is not None else DEMO_RESULTS
     summary = execute(experiment, results_dir, console, binary=binary, lab=lab)
