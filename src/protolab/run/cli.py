@@ -26,6 +26,7 @@ from rich.table import Table
 from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.plan.experiment import Experiment, load_spec
+from protolab.run.executors import EXECUTORS
 from protolab.run.runner import (
     Events,
     PlannedRun,
@@ -153,7 +154,7 @@ def dry_run(experiment: Experiment, results_dir: Path, console: Console) -> None
 def execute(experiment: Experiment, results_dir: Path, console: Console, *, binary: Path | None,
             lab: str | None, delay_compensation: bool = True, cluster: str | None = None) -> Summary:
     events = RichEvents(console)
-    executor = LabExecutor(binary=binary, lab_name=lab, delay_compensation=delay_compensation)
+    executor = LabExecutor(workloads=EXECUTORS, binary=binary, lab_name=lab, delay_compensation=delay_compensation)
     try:
         if cluster is not None:
             from protolab.run.cluster import run_on_cluster
