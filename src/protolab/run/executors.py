@@ -23,9 +23,10 @@ from protolab.browser.modes import chromium_mode
 from protolab.errors import LabError
 from protolab.files import write_text_atomically
 from protolab.measure import flows
+from protolab.measure.samples import read_samples
 from protolab.plan import controllers
 from protolab.run.runner import PlannedRun, RunOutcome, derived_seed
-from protolab.run.session import LabSession, Server, WorkloadExecutor, read_samples, transport_argv
+from protolab.run.session import LabSession, Server, WorkloadExecutor, transport_argv
 from protolab.scenarios.workloads import Side, parse_pair
 
 LOAD_GRACE_S = 30.0  # beyond the client's own timeout before the runner gives up on it
