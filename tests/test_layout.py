@@ -1,5 +1,5 @@
-"""The Python package's layout (issue 20): no import cycle between its modules, and every
-package's `__init__` says what it owns.
+"""The Python package's layout (issue 20): no import cycle between its modules, the stage
+packages import only the stages before them, and every package's `__init__` says what it owns.
 
 The import graph is read with `ast`, not by importing: every `import` counts, at module level,
 inside functions and under `if TYPE_CHECKING:` alike, since each is a dependency of the design
@@ -92,6 +92,26 @@ def write_package(directory: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_text(text)
+
+
+# The stage packages in the order their imports point: each imports only stages before it. The
+# runner drives a run through analysis into the store, so those sit below it although their data
+# comes after the run's; the commands (`<stage>.cli`) sit above every stage and are not checked.
+STAGES = ("plan", "analysis", "store", "run", "validate", "report", "reproduce")
+
+
+def stage_of(module: str) -> int | None:
+    """The module's place in STAGES; None outside the stage packages."""
+    parts = module.split(".")
+    return STAGES.index(parts[1]) if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def test_stages_import_only_the_stages_before_them() -> None:
+    graph = import_graph(SRC, "protolab")
+    later = [f"{module} -> {target}" for module, targets in sorted(graph.items()) for target in sorted(targets)
+             if not module.endswith(".cli") and (own := stage_of(module)) is not None
+             and (other := stage_of(target)) is not None and other > own]
+    assert not later, f"imports of a later stage: {later}"
 
 
 @pytest.mark.parametrize("how, files", [
