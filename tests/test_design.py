@@ -293,7 +293,7 @@ def test_a_cluster_worker_leaves_out_converged_runs_as_a_local_run_does(tmp_path
     experiment = _experiment(tmp_path, repetitions=8, design={"ci_target": 0.05, "min_repetitions": 3},
                              axes={"mode": ["h2", "h3"], "page": ["baidu"], "bandwidth_mbps": [10], "rtt_ms": [20]})
     fake = FakeExecutor()
-    monkeypatch.setattr(cluster, "LabExecutor", lambda lab_name: fake)
+    monkeypatch.setattr(cluster, "LabExecutor", lambda workloads, lab_name: fake)
     (block,) = cluster.blocks(plan(experiment))
     spec = experiment.spec.model_dump(mode="json", exclude_unset=True)
     records = cluster.execute_block(spec, str(tmp_path / "s.toml"), [run.key for run in block], str(tmp_path / "r"))

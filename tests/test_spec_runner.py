@@ -25,6 +25,7 @@ from protolab.plan.spec import (
     SpecError,
     parse_buffer,
 )
+from protolab.run.executors import EXECUTORS
 from protolab.run.runner import (
     Events,
     PlannedRun,
@@ -527,7 +528,8 @@ def test_end_to_end_experiment(emu_binary: Path, lab_name: Callable[[], str], tm
     file.write_text(E2E_SPEC)
     experiment = load_spec(file)
     results = tmp_path / "results"
-    summary = run_experiment(experiment, results, LabExecutor(binary=emu_binary, lab_name=lab_name()), Events())
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    summary = run_experiment(experiment, results, executor, Events())
     assert summary.total == 4
     runs = _rows(results, "SELECT * FROM runs ORDER BY order_index")
     assert [r["status"] for r in runs] == ["ok"] * 4, [r["error"] for r in runs]
@@ -549,7 +551,8 @@ def test_end_to_end_experiment(emu_binary: Path, lab_name: Callable[[], str], tm
         assert (results / run["artifacts_dir"] / "result.json").exists()
     assert (results / "pages" / "baidu.json").exists()
     # resume: nothing left to do, no lab needed
-    assert run_experiment(load_spec(file), results, LabExecutor(binary=emu_binary, lab_name=lab_name())).executed == 0
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    assert run_experiment(load_spec(file), results, executor).executed == 0
     # the report reads the store
     completed = subprocess.run([sys.executable, "-m", "protolab", "report", str(results)],
                                capture_output=True, text=True, check=False)
@@ -586,7 +589,8 @@ def test_end_to_end_samples_of_both_ends_and_mptcp(emu_binary: Path, lab_name: C
     file = tmp_path / "e2e.toml"
     file.write_text(E2E_SAMPLES_SPEC)
     results = tmp_path / "results"
-    summary = run_experiment(load_spec(file), results, LabExecutor(binary=emu_binary, lab_name=lab_name()), Events())
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    summary = run_experiment(load_spec(file), results, executor, Events())
     assert (summary.ok, summary.total) == (2, 2)
     conns = _rows(results, "SELECT r.mode, c.transport, c.subflows, c.bytes FROM connections c JOIN runs r USING (run_key)")
     assert {c["transport"] for c in conns if c["mode"] == "h2-mptcp"} == {"mptcp"}

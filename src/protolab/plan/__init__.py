@@ -5,6 +5,6 @@ the designs beyond the full grid and the stopping rule of adaptive repetitions (
 the QUIC controller specs checked by the binary's registry (`controllers`).
 
 May import: `errors`, the scenario registry (`scenarios`), page manifests (`corpus`), browser
-modes (`browser`) and the binary's location (`lab.binary`). Never a later stage (run, store,
-analysis, report).
+modes (`browser`) and the binary's location (`lab.binary`). No other stage: every one of them
+may import this one.
 """

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from protolab import __version__
+from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
 from protolab.plan.experiment import Experiment, read_spec_data, spec_from_dict
@@ -30,7 +31,6 @@ from protolab.run.cli import (
     REPO_ROOT,
     BinaryOption,
     LabOption,
-    _console,
     dry_run,
     execute,
 )
@@ -127,7 +127,6 @@ def reproduce_command(
     lab: LabOption = None,
 ) -> None:
     """Reproduce a seed figure or table: run its spec, then judge the seed's claims (paper vs ours, with CIs)."""
-    console = _console()
     if list_flag:
         console.print(list_table())
         return
@@ -167,4 +166,4 @@ def scenarios_command() -> None:
         if len(pages) > 5:
             axes += f"; page=({len(pages)} pages)"
         table.add_row(name, escape(scenario.source), escape(scenario.description), escape(axes))
-    _console().print(table)
+    console.print(table)

@@ -23,8 +23,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.plan.experiment import Experiment, load_spec
+from protolab.run.executors import EXECUTORS
 from protolab.run.runner import (
     Events,
     PlannedRun,
@@ -46,12 +48,6 @@ STATUS_STYLE = {"ok": "green", "failed": "bold red", "timeout": "yellow"}
 
 class RunFailed(ProtolabError):
     """Some runs of an experiment failed (they are recorded; the sweep went on)."""
-
-
-def _console() -> Console:
-    from protolab.cli import console
-
-    return console
 
 
 def _duration(seconds: float) -> str:
@@ -158,7 +154,7 @@ def dry_run(experiment: Experiment, results_dir: Path, console: Console) -> None
 def execute(experiment: Experiment, results_dir: Path, console: Console, *, binary: Path | None,
             lab: str | None, delay_compensation: bool = True, cluster: str | None = None) -> Summary:
     events = RichEvents(console)
-    executor = LabExecutor(binary=binary, lab_name=lab, delay_compensation=delay_compensation)
+    executor = LabExecutor(workloads=EXECUTORS, binary=binary, lab_name=lab, delay_compensation=delay_compensation)
     try:
         if cluster is not None:
             from protolab.run.cluster import run_on_cluster
@@ -205,7 +201,6 @@ def run_command(
                           "machine, each with a lab of its own.")] = None,
 ) -> None:
     """Run an experiment spec: every run of its matrix, recorded in RESULTS/results.duckdb (resumes)."""
-    console = _console()
     experiment = load_spec(spec)
     results_dir = results if results is not None else Path("results") / experiment.name
     if dry_run_flag:
@@ -231,7 +226,6 @@ def demo_command(
     lab: LabOption = None,
 ) -> None:
     """The wifi-loss demo (specs/demo.toml, ~10 min): run it into results/demo, then the report."""
-    console = _console()
     experiment = load_spec(DEMO_SPEC)
     results_dir = results if results is not None else DEMO_RESULTS
     summary = execute(experiment, results_dir, console, binary=binary, lab=lab)

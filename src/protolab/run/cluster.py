@@ -27,6 +27,7 @@ from typing import Any
 from protolab.errors import ProtolabError
 from protolab.plan.experiment import Experiment, spec_from_dict
 from protolab.run.dask_client import TASK_RETRIES, ClusterError, connect, worker_names
+from protolab.run.executors import EXECUTORS
 from protolab.run.runner import (
     Adaptive,
     Events,
@@ -75,7 +76,7 @@ def execute_block(spec: dict[str, Any], spec_path: str | None, keys: list[str], 
     out = Path(results_dir)
     adaptive = Adaptive(experiment, None, runs, values=prior or {})
     records = []
-    executor = LabExecutor(lab_name=worker_lab_name(worker))
+    executor = LabExecutor(workloads=EXECUTORS, lab_name=worker_lab_name(worker))
     with executor.session(experiment, out) as session:
         session.enter(runs[0].condition)
         try:
@@ -114,7 +115,7 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
     spec = experiment.spec.model_dump(mode="json", exclude_unset=True)
     spec_path = str(experiment.path.resolve()) if experiment.path is not None else None
     with ResultsStore(results_dir) as store, connect(address) as client:
-        provenance = experiment_provenance(LabExecutor(), experiment)
+        provenance = experiment_provenance(LabExecutor(workloads=EXECUTORS), experiment)
         provenance["cluster"] = {"scheduler": address, "workers": worker_names(client)}
         store.upsert_experiment(experiment.name, experiment.name, experiment.spec_dict(), provenance)
         finished = store.finished_run_keys(experiment.name)

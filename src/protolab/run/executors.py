@@ -1,4 +1,4 @@
-"""What one run does, per workload (looked up by the workload's name in `EXECUTORS`):
+"""What one run does, per workload (`EXECUTORS`, by the workload's name, handed to `LabExecutor`):
 
 - `page`: `protolab-net load` of one page in one mode in the client host;
 - `bulk`: one `protolab-net bulk` transfer in the client host;
@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,10 @@ from protolab.browser.modes import chromium_mode
 from protolab.errors import LabError
 from protolab.files import write_text_atomically
 from protolab.measure import flows
+from protolab.measure.samples import read_samples
 from protolab.plan import controllers
 from protolab.run.runner import PlannedRun, RunOutcome, derived_seed
-from protolab.run.session import LabSession, Server, read_samples, transport_argv
+from protolab.run.session import LabSession, Server, WorkloadExecutor, transport_argv
 from protolab.scenarios.workloads import Side, parse_pair
 
 LOAD_GRACE_S = 30.0  # beyond the client's own timeout before the runner gives up on it
@@ -406,7 +407,7 @@ def run_rpm(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
     return outcome
 
 
-EXECUTORS: dict[str, Callable[[LabSession, PlannedRun, Path], RunOutcome]] = {
+EXECUTORS: dict[str, WorkloadExecutor] = {
     "page": run_page,
     "bulk": run_bulk,
     "pair": run_pair,

@@ -6,8 +6,9 @@ in each server host. Servers are started with the transport options of the run a
 restarted only when a run needs other options (a controller axis, say). For each run the
 session sets every link of the scenario with the run's seed (so each run meets the same loss
 draws as the other modes of its block), resets the emulator counters, starts the captures the
-spec asks for, hands the run to its workload's executor (`protolab.run.executors`), stops the
-captures and reads the counters.
+spec asks for, hands the run to its workload's executor, stops the captures and reads the
+counters. The executors per workload (`protolab.run.executors.EXECUTORS`) are handed to
+`LabExecutor`: they use the session, so the session does not import them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,9 @@ from protolab.plan.experiment import Experiment
 from protolab.run import provenance
 from protolab.run.runner import PlannedRun, RunOutcome
 from protolab.scenarios import Condition, Context
+
+# What one run of a workload does in a session, by the workload's name.
+WorkloadExecutor = Callable[["LabSession", PlannedRun, Path], RunOutcome]
 
 SERVER_READY_TIMEOUT_S = 30.0
 QUIET_WAIT_S = 5.0
@@ -103,40 +107,6 @@ def tail(path: Path, limit: int = 1500) -> str:
     return text[-limit:]
 
 
-def read_samples_file(file: Path) -> list[dict[str, Any]]:
-    """The sample rows (lines with `t_unix_ns`) of one samples file (docs/samples.md), with its
-    header's `conn`, `role`, `transport` and controller; TCP's `retrans` is the store's
-    `retransmits`, and `cwnd_bytes` is the window in bytes for every transport (TCP's `cwnd`
-    counts segments of `snd_mss` bytes). Lines that are not JSON objects are skipped."""
-    samples: list[dict[str, Any]] = []
-    header: dict[str, Any] = {}
-    for line in file.read_text(errors="replace").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            value = json.loads(line)
-            if not isinstance(value, dict):
-                continue
-            if value.get("schema") == "protolab.samples":
-                header = {k: value.get(k) for k in ("conn", "role", "transport")}
-                header["controller"] = value.get("quic_congestion") or value.get("tcp_congestion")
-            elif isinstance(value.get("t_unix_ns"), int) and header:
-                row = {**header, **value}
-                if "retrans" in row:
-                    row["retransmits"] = row.pop("retrans")
-                cwnd = row.get("cwnd")
-                if isinstance(cwnd, int):
-                    mss = row.get("snd_mss")
-                    row["cwnd_bytes"] = cwnd * mss if row.get("transport") != "quic" and isinstance(mss, int) else cwnd
-                samples.append(row)
-    return samples
-
-
-def read_samples(directory: Path) -> list[dict[str, Any]]:
-    """Every sample row of the samples files under a directory ([`read_samples_file`])."""
-    if not directory.is_dir():
-        return []
-    return [row for file in sorted(directory.rglob("*.ndjson")) for row in read_samples_file(file)]
-
-
 @dataclass
 class Server:
     """A running `protolab-net serve` in a server host."""
@@ -160,8 +130,10 @@ class RunCapture:
 class LabSession:
     """A running lab with its servers: executes the runs of one experiment."""
 
-    def __init__(self, experiment: Experiment, lab: Lab, binary: Path, pages: dict[str, Path], workdir: Path) -> None:
+    def __init__(self, experiment: Experiment, lab: Lab, binary: Path, pages: dict[str, Path], workdir: Path,
+                 workloads: Mapping[str, WorkloadExecutor]) -> None:
         self.experiment = experiment
+        self.workloads = workloads
         self.lab = lab
         self.binary = binary
         self.pages = pages
@@ -291,9 +263,7 @@ class LabSession:
         return self.lab.counters()
 
     def execute(self, run: PlannedRun, run_dir: Path) -> RunOutcome:
-        from protolab.run.executors import EXECUTORS
-
-        return EXECUTORS[self.workload.name](self, run, run_dir)
+        return self.workloads[self.workload.name](self, run, run_dir)
 
     def take_server_files(self, client_files: Sequence[str], server: Server, kind: str, directory: Path) -> None:
         """Moves the server's files (`kind` = "samples" or "qlog") of a run's connections next to
@@ -323,10 +293,12 @@ class LabSession:
 
 
 class LabExecutor:
-    """Runs an experiment in one real lab: the scenario's topology, its servers."""
+    """Runs an experiment in one real lab: the scenario's topology, its servers; each run by its
+    workload's executor in `workloads` (`protolab.run.executors.EXECUTORS`)."""
 
-    def __init__(self, *, binary: str | Path | None = None, lab_name: str | None = None,
-                 emu_args: Sequence[str] = (), delay_compensation: bool = True) -> None:
+    def __init__(self, *, workloads: Mapping[str, WorkloadExecutor], binary: str | Path | None = None,
+                 lab_name: str | None = None, emu_args: Sequence[str] = (), delay_compensation: bool = True) -> None:
+        self.workloads = workloads
         self._binary_arg = binary
         self.lab_name = lab_name or "pr" + secrets.token_hex(3)
         self.emu_args = list(emu_args)
@@ -367,7 +339,7 @@ class LabExecutor:
                 _write_json(results_dir / "calibration.json", calibration)
                 if mptcp:
                     lab.enable_mptcp(scenario.client, scenario.server, MPTCP_SIGNAL_ADDRESS)
-                session = LabSession(experiment, lab, binary, pages, workdir)
+                session = LabSession(experiment, lab, binary, pages, workdir, self.workloads)
                 try:
                     scenario.start(session.ctx, experiment.params)
                     _write_json(results_dir / "topology.json", lab.topology)
