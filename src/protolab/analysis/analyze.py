@@ -340,7 +340,7 @@ def _json(path: Path) -> dict[str, Any] | None:
 
 
 def analyze_run(run_dir: Path, samples: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> RunAnalysis:
-    """Everything of one run's directory (samples as `measure.samples.read_samples` returns them)."""
+    """Everything of one run's directory (samples as `results.samples.read_samples` returns them)."""
     out = RunAnalysis()
     traces = _read_traces(run_dir, out.notes)
     grouped = _group_samples(samples)

@@ -32,7 +32,7 @@ from protolab.errors import ProtolabError
 from protolab.measure import losses as L
 from protolab.measure.conninfo import FIELDS, quic_info, tcp_info
 from protolab.measure.qlog import read_qlog
-from protolab.measure.samples import read_samples, read_samples_file
+from protolab.results.samples import read_samples, read_samples_file
 
 console = Console()
 

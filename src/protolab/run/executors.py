@@ -23,7 +23,7 @@ from protolab.browser.modes import chromium_mode
 from protolab.errors import LabError
 from protolab.files import write_text_atomically
 from protolab.measure import flows
-from protolab.measure.samples import read_samples
+from protolab.results.samples import read_samples
 from protolab.plan import controllers
 from protolab.run.runner import PlannedRun, RunOutcome, derived_seed
 from protolab.run.session import LabSession, Server, WorkloadExecutor, transport_argv
