@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from protolab.experiment import parse_spec
-from protolab.runner import Events, run_experiment
-from protolab.session import LabExecutor
+from protolab.plan.experiment import parse_spec
+from protolab.run.runner import Events, run_experiment
+from protolab.run.session import LabExecutor
 from protolab.store import ResultsStore
 
 pytestmark = pytest.mark.lab

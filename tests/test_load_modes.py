@@ -20,7 +20,7 @@ import pytest
 
 from protolab.corpus import site_manifest
 from protolab.lab import Lab, dumbbell, host, link, path
-from protolab.session import MPTCP_SIGNAL_ADDRESS, read_samples
+from protolab.run.session import MPTCP_SIGNAL_ADDRESS, read_samples
 
 pytestmark = pytest.mark.lab
 

@@ -19,8 +19,13 @@ import pytest
 from typer.testing import CliRunner
 
 from protolab.errors import ToolError
-from protolab.experiment import load_spec, parse_spec
-from protolab.runner import (
+from protolab.plan.experiment import load_spec, parse_spec
+from protolab.plan.spec import (
+    MIN_BUFFER_BYTES,
+    SpecError,
+    parse_buffer,
+)
+from protolab.run.runner import (
     Events,
     PlannedRun,
     RunOutcome,
@@ -28,13 +33,8 @@ from protolab.runner import (
     plan,
     run_experiment,
 )
+from protolab.run.session import LabExecutor
 from protolab.scenarios import SCENARIOS, Condition
-from protolab.session import LabExecutor
-from protolab.spec import (
-    MIN_BUFFER_BYTES,
-    SpecError,
-    parse_buffer,
-)
 from protolab.store import ResultsStore
 
 REPO = Path(__file__).resolve().parents[1]

@@ -24,8 +24,8 @@ from protolab.measure.events import (
 )
 from protolab.measure.stats import clopper_pearson
 from protolab.measure.tools import parse_iperf3, parse_irtt, parse_ping
-from protolab.validate import validation_topology
-from protolab.validation_report import Check, ValidationConfig
+from protolab.validate.emulator import validation_topology
+from protolab.validate.report import Check, ValidationConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

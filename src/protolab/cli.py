@@ -65,7 +65,7 @@ from protolab.report.cli import export_command, report_command
 app.command("report")(report_command)
 app.command("export")(export_command)
 
-from protolab.analyze_cli import analyze_command
+from protolab.analysis.cli import analyze_command
 
 app.command("analyze")(analyze_command)
 
@@ -126,8 +126,8 @@ def validate_emulator(
                                         "(then the mean RTT limit is 0.5 ms).")] = False,
 ) -> None:
     """Measure the emulator with real tools (irtt, ping, iperf3) against its configured links."""
-    from protolab.validate import run_validation
-    from protolab.validation_report import ValidationConfig, write_report
+    from protolab.validate.emulator import run_validation
+    from protolab.validate.report import ValidationConfig, write_report
 
     try:
         config = ValidationConfig.for_mode(quick=quick, lab=lab, delay_compensation=not no_delay_compensation)
@@ -165,7 +165,7 @@ def validate_emulator(
         raise ValidationFailed(f"{summary['fail']} validation checks failed: {failed}")
 
 
-from protolab.run_cli import demo_command, run_command
+from protolab.run.cli import demo_command, run_command
 
 app.command("run")(run_command)
 app.command("demo")(demo_command)
@@ -191,6 +191,6 @@ def worker_command(
 ) -> None:
     """A Dask worker for `protolab run --cluster` (docs/cluster.md): one lab at a time, as root, on a
     machine with protolab set up; runs until interrupted or the scheduler goes away."""
-    from protolab.cluster import serve_worker
+    from protolab.run.cluster import serve_worker
 
     serve_worker(scheduler, name)

@@ -54,7 +54,7 @@ impl Direction {
 }
 
 /// Default port of the raw protocol: clear of iperf3's 5201 and of the second iperf3 server
-/// the emulator validation runs on 5202 (src/protolab/validate.py), so all can share a host.
+/// the emulator validation runs on 5202 (src/protolab/validate/emulator.py), so all can share a host.
 pub const DEFAULT_PORT: u16 = 5300;
 /// `PLRB`.
 pub const MAGIC: [u8; 4] = *b"PLRB";

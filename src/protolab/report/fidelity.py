@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from protolab.fidelity import LATE_MAX_LIMIT_US, LATE_P999_LIMIT_US
+from protolab.analysis.fidelity import LATE_MAX_LIMIT_US, LATE_P999_LIMIT_US
 
 if TYPE_CHECKING:
     from protolab.report.build import Builder, Experiment

@@ -15,8 +15,8 @@ from rich.table import Table
 
 from protolab import __version__
 from protolab.errors import ProtolabError
-from protolab.experiment import Experiment, read_spec_data, spec_from_dict
 from protolab.files import write_text_atomically
+from protolab.plan.experiment import Experiment, read_spec_data, spec_from_dict
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
     NO_DATA,
@@ -26,7 +26,7 @@ from protolab.reproduce.claims import (
 )
 from protolab.reproduce.data import rows_of
 from protolab.reproduce.figures import FIGURES, REGISTRY, Figure, merged
-from protolab.run_cli import (
+from protolab.run.cli import (
     REPO_ROOT,
     BinaryOption,
     LabOption,
@@ -103,7 +103,7 @@ def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
 
 def list_table() -> Table:
     """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own."""
-    from protolab.runner import plan
+    from protolab.run.runner import plan
 
     table = Table(box=box.SIMPLE_HEAD)
     for column, justify in [("figure", "left"), ("seed / what", "left"), ("spec", "left"), ("claims", "right"),

@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from protolab.lab import Lab, ideal_link, mbps_to_bps, ms_to_ns
+from protolab.plan.spec import Buffer, parse_buffer
 from protolab.scenarios.workloads import PAGE_LOADS, Workload
-from protolab.spec import Buffer, parse_buffer
 
 CLIENT = "client"
 SERVER = "server"

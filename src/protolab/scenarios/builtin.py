@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from protolab.corpus import DEMO_PAGES
 from protolab.errors import ToolError
 from protolab.lab import dumbbell, host, ideal_link, mbps_to_bps
+from protolab.plan.spec import parse_buffer
 from protolab.scenarios.base import (
     CLIENT,
     CLIENT_ADDRESS,
@@ -22,7 +23,6 @@ from protolab.scenarios.base import (
     Scenario,
     direction,
 )
-from protolab.spec import parse_buffer
 
 # The 15 cloned pages of 001 Table I, small to large (names of protolab.corpus).
 TABLE_I_PAGES = [

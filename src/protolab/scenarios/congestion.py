@@ -234,7 +234,7 @@ class CubicTuning(BulkScenario):
     }
 
     def check(self, params: CubicTuningParams, axes: Mapping[str, Sequence[Any]]) -> None:
-        from protolab import controllers
+        from protolab.plan import controllers
 
         for c in axes["c"]:
             for beta in axes["beta"]:

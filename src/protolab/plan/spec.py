@@ -4,7 +4,7 @@ Loading happens in two stages, both before anything runs:
 
 1. structure (here): the TOML is checked against pydantic models (unknown keys refused,
    buffers, numbers, transport options);
-2. meaning (`protolab.experiment`): the scenario, its parameters and axes, the modes of its
+2. meaning (`protolab.plan.experiment`): the scenario, its parameters and axes, the modes of its
    workload, the QUIC controllers and the pages.
 
 Every error is a `SpecError` naming the file and the field, e.g.

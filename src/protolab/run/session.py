@@ -6,7 +6,7 @@ in each server host. Servers are started with the transport options of the run a
 restarted only when a run needs other options (a controller axis, say). For each run the
 session sets every link of the scenario with the run's seed (so each run meets the same loss
 draws as the other modes of its block), resets the emulator counters, starts the captures the
-spec asks for, hands the run to its workload's executor (`protolab.executors`), stops the
+spec asks for, hands the run to its workload's executor (`protolab.run.executors`), stops the
 captures and reads the counters.
 """
 
@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protolab import provenance
 from protolab.errors import LabError, ToolError
-from protolab.experiment import Experiment
 from protolab.files import write_text_atomically
 from protolab.lab import Lab, find_binary
-from protolab.runner import PlannedRun, RunOutcome
+from protolab.plan.experiment import Experiment
+from protolab.run import provenance
+from protolab.run.runner import PlannedRun, RunOutcome
 from protolab.scenarios import Condition, Context
 
 SERVER_READY_TIMEOUT_S = 30.0
@@ -290,7 +290,7 @@ class LabSession:
         return self.lab.counters()
 
     def execute(self, run: PlannedRun, run_dir: Path) -> RunOutcome:
-        from protolab.executors import EXECUTORS
+        from protolab.run.executors import EXECUTORS
 
         return EXECUTORS[self.workload.name](self, run, run_dir)
 

@@ -1,5 +1,5 @@
 """The emulator validation's configuration, thresholds and result file (schema
-`protolab.emulator_validation`): pure data, shared by the validation (protolab.validate),
+`protolab.emulator_validation`): pure data, shared by the validation (protolab.validate.emulator),
 the command line and whoever reads a validation.json."""
 
 from __future__ import annotations

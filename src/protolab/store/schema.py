@@ -5,13 +5,23 @@ mirrors them, `protolab.store` creates, migrates, writes and reads the tables fr
 from __future__ import annotations
 
 from protolab.measure.conninfo import FIELDS as CONNECTION_INFO_FIELDS
+from protolab.results.bulk import BULK_INTERVALS, BULK_TRANSFERS
+from protolab.results.link import LINK_COLUMNS
+from protolab.results.load import CONNECTIONS, OBJECTS, PAGE_LOADS
+from protolab.results.rpm import RPM_COLUMNS
+from protolab.results.samples import SAMPLE_COLUMNS
 from protolab.traffic.schema import FLOW_COLUMNS
 
 # 2: bulk transfers, pairs of clients, throughput bins, per-connection controller states, and
 # controller columns of transport samples. 3: rpm_results (responsiveness tests). 4: flows (flow
-# records of the runs' client captures, `protolab traffic corpus`). Older stores are migrated in
-# place (every change is additive).
-SCHEMA_VERSION = 4
+# records of the runs' client captures, `protolab traffic corpus`). 5: the tables of documents
+# (page_loads, objects, connections, bulk_transfers, bulk_intervals) take their columns from the
+# documents (protolab.results placements, schemas/), which adds the fields that were dropped
+# (objects.delay_ms, queue_position; connections.tcp_connect_ms, subflow_details, samples_file,
+# qlog_file, ...); connections.idx is the result's `id` (was conn_id, an integer) and
+# connections.conn_id the connection's name in sample files (joins transport_samples.conn).
+# Older stores are migrated in place (columns added; 5 renames connections.conn_id to idx).
+SCHEMA_VERSION = 5
 
 Column = tuple[str, str, str]
 
@@ -72,130 +82,13 @@ TABLES: dict[str, list[Column]] = {
         ("artifacts_dir", "VARCHAR", "raw artifacts of the run, relative to the results directory"),
         ("recorded", "TIMESTAMP NOT NULL", "when this record was written (UTC)"),
     ],
-    "page_loads": [
-        *RUN_KEY_COLUMNS,
-        ("result_schema_version", "INTEGER", "schema_version of the load result JSON"),
-        ("status", "VARCHAR", "ok, failed or timeout, as reported by the page-load engine"),
-        ("error", "VARCHAR", "error of the load"),
-        ("plt_ms", "DOUBLE", "page load time, ms (NULL unless status is ok)"),
-        ("bytes", "BIGINT", "response body bytes of the page"),
-        ("n_objects", "INTEGER", "number of objects in the result"),
-        ("n_connections", "INTEGER", "number of connections opened"),
-        ("start_unix_ns", "BIGINT", "when the root object was requested (Unix ns)"),
-        ("mode", "VARCHAR", "config.mode of the result"),
-        ("page", "VARCHAR", "config.page of the result"),
-        ("config", "JSON", "config object of the result"),
-    ],
-    "objects": [
-        *RUN_KEY_COLUMNS,
-        ("idx", "INTEGER", "position of the object in the result's objects list"),
-        ("origin", "VARCHAR", "origin host name"),
-        ("path", "VARCHAR", "object path"),
-        ("parent", "VARCHAR", "//host/path of the parent, NULL for the root"),
-        ("connection", "INTEGER", "id of the connection that carried it"),
-        ("http_status", "INTEGER", "HTTP status of the response (`status` in the result)"),
-        ("expected_bytes", "BIGINT", "size from the manifest"),
-        ("bytes", "BIGINT", "body bytes received"),
-        ("discovered_ms", "DOUBLE", "parent finished + delay_ms, ms since start"),
-        ("queued_ms", "DOUBLE", "scheduler took it, ms"),
-        ("started_ms", "DOUBLE", "request sent, ms"),
-        ("first_byte_ms", "DOUBLE", "response head received, ms"),
-        ("finished_ms", "DOUBLE", "last byte received, ms (NULL if never)"),
-        ("error", "VARCHAR", "why the object failed"),
-    ],
-    "connections": [
-        *RUN_KEY_COLUMNS,
-        ("conn_id", "INTEGER", "connection id (`id` in the result)"),
-        ("origin", "VARCHAR", "origin host name"),
-        ("protocol", "VARCHAR", "h1c, h1, h2 or h3"),
-        ("transport", "VARCHAR", "tcp, mptcp or quic"),
-        ("local", "VARCHAR", "local address:port"),
-        ("remote", "VARCHAR", "remote address:port"),
-        ("connect_start_ms", "DOUBLE", "connection attempt started, ms since start"),
-        ("handshake_ms", "DOUBLE", "TCP + TLS (or QUIC) handshake duration, ms"),
-        ("requests", "INTEGER", "requests carried"),
-        ("bytes", "BIGINT", "response body bytes carried"),
-        ("subflows", "INTEGER", "MPTCP subflows seen (MPTCP only)"),
-        ("resumed", "BOOLEAN", "TLS session resumed (TLS over TCP: the handshake kind; QUIC: a session ticket used)"),
-        ("zero_rtt", "BOOLEAN", "QUIC 0-RTT: the server accepted the early data (NULL: not tried)"),
-        ("error", "VARCHAR", "connection error"),
-    ],
-    "transport_samples": [
-        *RUN_KEY_COLUMNS,
-        ("t_unix_ns", "BIGINT NOT NULL", "sample time (Unix ns)"),
-        ("conn", "VARCHAR", "connection the sample describes (as the sampler names it)"),
-        ("role", "VARCHAR", "client or server"),
-        ("transport", "VARCHAR", "tcp, mptcp or quic"),
-        ("subflow", "INTEGER", "MPTCP subflow (NULL otherwise)"),
-        ("controller", "VARCHAR", "congestion controller of this end (TCP_CONGESTION or the QUIC controller)"),
-        ("event", "VARCHAR", "sample (a periodic row) or state (the QUIC controller changed state)"),
-        ("cc_state", "VARCHAR", ("controller state: slow_start, conservative_slow_start, congestion_avoidance, "
-                                 "recovery, application_limited (NULL: unknown, e.g. quinn's BBR)")),
-        ("cwnd", "BIGINT", "congestion window (as the sampler reports it: bytes for QUIC, see the sampler docs)"),
-        ("cwnd_bytes", "BIGINT", "congestion window in bytes (TCP: cwnd x snd_mss)"),
-        ("ssthresh", "BIGINT", "slow-start threshold (TCP: segments, QUIC: bytes; NULL until set)"),
-        ("rtt_us", "DOUBLE", "smoothed RTT, us"),
-        ("min_rtt_us", "DOUBLE", "minimum RTT, us"),
-        ("rttvar_us", "DOUBLE", "RTT variation, us"),
-        ("bytes_in_flight", "BIGINT", "bytes in flight"),
-        ("lost_packets", "BIGINT", "lost packets so far"),
-        ("retransmits", "BIGINT", "retransmitted segments so far"),
-        ("delivery_rate_bps", "DOUBLE", "delivery rate estimate, bit/s"),
-        ("pacing_rate_bps", "DOUBLE", "pacing rate, bit/s"),
-        ("fields", "JSON", "every other field of the sample"),
-    ],
-    "bulk_transfers": [
-        *RUN_KEY_COLUMNS,
-        ("side", "VARCHAR", "pairs: the client (a or b); NULL for single-client runs"),
-        ("flow", "INTEGER", "index of the transfer within its side, from 0"),
-        ("protocol", "VARCHAR", "tcp, h1c, h1, h2 or h3 (config.protocol)"),
-        ("direction", "VARCHAR", "download or upload"),
-        ("status", "VARCHAR", "ok, failed or timeout, as the transfer reported it"),
-        ("error", "VARCHAR", "why it failed"),
-        ("bytes", "BIGINT", "body bytes moved"),
-        ("duration_ms", "DOUBLE", "duration of the transfer, ms"),
-        ("goodput_mbps", "DOUBLE", "bytes x 8 / duration, Mbit/s"),
-        ("handshake_ms", "DOUBLE", "connection set-up, ms"),
-        ("transport", "VARCHAR", "tcp, mptcp or quic"),
-        ("quic_cc", "VARCHAR", "the client's QUIC controller (config.quic_cc)"),
-        ("conn_id", "VARCHAR", "the connection's id in sample and qlog file names"),
-        ("config", "JSON", "config object of the result"),
-    ],
-    "bulk_intervals": [
-        *RUN_KEY_COLUMNS,
-        ("side", "VARCHAR", "pairs: the client (a or b)"),
-        ("flow", "INTEGER", "index of the transfer within its side"),
-        ("t_ms", "DOUBLE", "end of the interval, ms since the transfer started"),
-        ("bytes", "BIGINT", "bytes moved in the interval"),
-        ("rate_mbps", "DOUBLE", "bytes x 8 / the interval's length, Mbit/s"),
-    ],
-    "rpm_results": [
-        *RUN_KEY_COLUMNS,
-        ("direction", "VARCHAR NOT NULL", "download or upload"),
-        ("protocol", "VARCHAR", "h1, h2 or h3"),
-        ("status", "VARCHAR", "ok or error (the test's status)"),
-        ("capacity_mbps", "DOUBLE", "the last moving-average goodput of the load-generating connections, Mbit/s"),
-        ("rpm", "DOUBLE", "responsiveness, round trips per minute (the draft's formula)"),
-        ("loaded_latency_ms", "DOUBLE", "60000 / rpm, ms"),
-        ("foreign_latency_ms", "DOUBLE", "60000 / the foreign probes' RPM (new connections: handshakes and a GET), ms"),
-        ("self_latency_ms", "DOUBLE", "TM of the self probes (GETs on loaded connections; h1: the TCP RTT estimate), ms"),
-        ("idle_latency_ms", "DOUBLE", "60000 / the idle RPM (probes on the unloaded path), ms"),
-        ("idle_rpm", "DOUBLE", "RPM of the idle probes"),
-        ("factor_of_increase", "DOUBLE", "idle_rpm / rpm (003 ch. 7)"),
-        ("expected_loaded_rtt_ms", "DOUBLE", "base RTT + a full drop-tail buffer's delay (CoDel: + its 5 ms target)"),
-        ("queue", "VARCHAR", "the bottleneck queue: droptail or codel"),
-        ("confidence_capacity", "VARCHAR", "low, medium or high (the draft's confidence)"),
-        ("confidence_rpm", "VARCHAR", "low, medium or high"),
-        ("load_connections", "INTEGER", "load-generating connections at the end"),
-        ("intervals", "INTEGER", "intervals the direction ran"),
-        ("saturated_at", "INTEGER", "interval at which goodput was stable; NULL if never"),
-        ("probes", "INTEGER", "probes completed without error"),
-        ("probe_errors", "INTEGER", "probes that failed"),
-        ("bytes", "BIGINT", "payload bytes the load-generating connections moved"),
-        ("duration_s", "DOUBLE", "the direction's duration, s"),
-        ("wire_bytes", "BIGINT", "IP bytes the bottleneck delivered in the data direction during the run (one direction tested only)"),
-        ("overhead_factor", "DOUBLE", "wire_bytes / all payload bytes of the run (load, probes, idle): 003's overhead compensation factor"),
-    ],
+    "page_loads": [*RUN_KEY_COLUMNS, *PAGE_LOADS.column_specs()],
+    "objects": [*RUN_KEY_COLUMNS, *OBJECTS.column_specs()],
+    "connections": [*RUN_KEY_COLUMNS, *CONNECTIONS.column_specs()],
+    "transport_samples": [*RUN_KEY_COLUMNS, *SAMPLE_COLUMNS],
+    "bulk_transfers": [*RUN_KEY_COLUMNS, *BULK_TRANSFERS.column_specs()],
+    "bulk_intervals": [*RUN_KEY_COLUMNS, *BULK_INTERVALS.column_specs()],
+    "rpm_results": [*RUN_KEY_COLUMNS, *RPM_COLUMNS],
     # One row per flow of a run's client capture (`protolab traffic corpus`, docs/traffic.md): the
     # columns of the flow schema, `protocol` being the lab's truth.
     "flows": [
@@ -327,36 +220,7 @@ TABLES: dict[str, list[Column]] = {
         ("file", "VARCHAR", "the artifact (or connection) the note is about"),
         ("note", "VARCHAR", "what could not be analysed and why"),
     ],
-    "link_counters": [
-        *RUN_KEY_COLUMNS,
-        ("link", "VARCHAR NOT NULL", "link direction name (<host>.up, <path>.forward, ...)"),
-        ("link_group", "VARCHAR", "host or path the direction belongs to"),
-        ("direction", "VARCHAR", "up, down, forward or reverse"),
-        ("configured_rate_mbps", "DOUBLE", "configured rate, Mbit/s (NULL: unlimited or trace)"),
-        ("configured_delay_ms", "DOUBLE", "configured propagation delay, ms"),
-        ("configured_loss_pct", "DOUBLE", "configured random loss, % (stationary rate for Gilbert-Elliott)"),
-        ("configured_queue", "JSON", "configured queue"),
-        ("config", "JSON", "the link parameters as the runner set them"),
-        ("now_ns", "BIGINT", "now_ns of the counters reply"),
-        ("interval_s", "DOUBLE", "interval the counters cover (the run's duration), s"),
-        ("arrived_packets", "BIGINT", "packets that arrived at the link (see docs/store.md)"),
-        ("enqueued_packets", "BIGINT", "packets enqueued"),
-        ("enqueued_bytes", "BIGINT", "bytes enqueued"),
-        ("delivered_packets", "BIGINT", "packets delivered"),
-        ("delivered_bytes", "BIGINT", "bytes delivered (IP bytes)"),
-        ("dropped_queue_full_packets", "BIGINT", "packets dropped because the queue was full"),
-        ("dropped_random_loss_packets", "BIGINT", "packets dropped by random loss"),
-        ("dropped_aqm_packets", "BIGINT", "packets dropped by the AQM (CoDel)"),
-        ("dropped_queue_full_bytes", "BIGINT", "bytes dropped because the queue was full"),
-        ("dropped_random_loss_bytes", "BIGINT", "bytes dropped by random loss"),
-        ("dropped_aqm_bytes", "BIGINT", "bytes dropped by the AQM"),
-        ("max_queue_packets", "BIGINT", "largest queue occupancy, packets"),
-        ("max_queue_bytes", "BIGINT", "largest queue occupancy, bytes"),
-        ("achieved_loss_pct", "DOUBLE", "100 * random-loss drops / arrived packets"),
-        ("drop_pct", "DOUBLE", "100 * drops of every cause / arrived packets"),
-        ("achieved_rate_mbps", "DOUBLE", "delivered bytes * 8 / interval_s, Mbit/s (mean over the run)"),
-        ("counters", "JSON", "the raw counters of the link direction"),
-    ],
+    "link_counters": [*RUN_KEY_COLUMNS, *LINK_COLUMNS],
 }
 
 ANALYSIS_TABLES = ("connection_info", "loss_analysis", "loss_bursts", "overhead", "analysis_notes")

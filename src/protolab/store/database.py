@@ -1,7 +1,7 @@
 """The results store: one DuckDB database (`results.duckdb`) per results directory.
 
 The runner records experiments and runs here; the report and `protolab export` read only this
-database. The schema (`protolab.store_schema`) is documented column by column in docs/store.md.
+database. The schema (`protolab.store.schema`) is documented column by column in docs/store.md.
 """
 
 from __future__ import annotations
@@ -9,17 +9,15 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import re
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Self
 
 from protolab import __version__
 from protolab.errors import ProtolabError
-from protolab.fidelity import run_fidelity
-from protolab.store_schema import (
+from protolab.results.record import RUN_STATUSES, RunRecord, analysis_rows
+from protolab.store.schema import (
     ANALYSIS_TABLES,
     KNOWN_PARAMS,
     PRIMARY_KEYS,
@@ -32,35 +30,11 @@ from protolab.store_schema import (
 
 DB_NAME = "results.duckdb"
 
-RUN_STATUSES = ("ok", "failed", "timeout")
 FINISHED_STATUSES = ("ok", "failed")
 
 
 class StoreError(ProtolabError):
     """The results store cannot be opened, read or written, or a record does not fit it."""
-
-
-@dataclass
-class RunRecord:
-    """Everything the runner knows about one run (see the module docstring of the runner)."""
-
-    run_key: str
-    params: dict[str, Any]
-    status: str
-    error: str | None
-    started_unix_ns: int
-    duration_s: float
-    page_load: dict[str, Any] | None = None
-    link_config: dict[str, dict[str, Any]] = field(default_factory=dict)
-    link_counters: dict[str, Any] = field(default_factory=dict)
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    bulk: list[dict[str, Any]] = field(default_factory=list)  # bulk results, with side and flow
-    sides: list[dict[str, Any]] = field(default_factory=list)  # pairs: per side
-    flow_bins: list[dict[str, Any]] = field(default_factory=list)  # pairs: per side and bin
-    rpm: list[dict[str, Any]] = field(default_factory=list)  # rpm runs: per direction
-    connection_states: list[dict[str, Any]] = field(default_factory=list)  # measure.transport summaries
-    analysis: Any = None  # protolab.analyze.RunAnalysis: QUIC_info/TCP_info, losses, overhead
-    artifacts_dir: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,77 +83,6 @@ def _convert(value: Any, sql_type: str, where: str) -> Any:
 
 def _utc_now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
-
-
-def _get(mapping: Any, key: str, where: str) -> Any:
-    if not isinstance(mapping, dict):
-        raise StoreError(f"{where}: expected an object, got {type(mapping).__name__}")
-    return mapping.get(key)
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise StoreError(f"{where}: expected a list, got {type(value).__name__}")
-    return value
-
-
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(bit|kbit|mbit|gbit)?\s*$", re.IGNORECASE)
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s)?\s*$", re.IGNORECASE)
-
-
-def _rate_mbps(config: dict[str, Any]) -> float | None:
-    if isinstance(config.get("rate_mbps"), (int, float)):
-        return float(config["rate_mbps"])
-    rate = config.get("rate")
-    if isinstance(rate, (int, float)) and not isinstance(rate, bool):
-        return float(rate) / 1e6
-    if isinstance(rate, str):
-        match = _RATE.match(rate)
-        if match:
-            scale = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0, "gbit": 1e3}[(match.group(2) or "bit").lower()]
-            return float(match.group(1)) * scale
-    return None
-
-
-def _delay_ms(config: dict[str, Any]) -> float | None:
-    if isinstance(config.get("delay_ms"), (int, float)):
-        return float(config["delay_ms"])
-    delay = config.get("delay")
-    if isinstance(delay, str):
-        match = _DURATION.match(delay)
-        if match:
-            scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[(match.group(2) or "s").lower()]
-            return float(match.group(1)) * scale
-    return None
-
-
-def _loss_pct(config: dict[str, Any]) -> float | None:
-    if isinstance(config.get("loss_pct"), (int, float)):
-        return float(config["loss_pct"])
-    loss = config.get("loss")
-    if isinstance(loss, dict):
-        try:
-            if loss.get("kind", "bernoulli") == "bernoulli":
-                return float(loss["p"]) * 100
-            if loss.get("kind") == "gilbert-elliott":
-                p, r = float(loss["p"]), float(loss["r"])
-                good, bad = float(loss.get("loss_good", 0.0)), float(loss.get("loss_bad", 1.0))
-                if p + r > 0:
-                    return 100 * (r * good + p * bad) / (p + r)
-        except (KeyError, TypeError, ValueError):
-            return None
-    if loss is None and config:
-        return 0.0  # a configured link without a loss model loses nothing at random
-    return None
-
-
-def _queue(config: dict[str, Any]) -> Any:
-    if "queue" in config:
-        return config["queue"]
-    extra = {k: config[k] for k in ("queue_bytes", "queue_packets") if k in config}
-    return extra or None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,6 +185,7 @@ class ResultsStore:
             return
         self.con.execute("BEGIN TRANSACTION")
         tables = self._tables()
+        self._rename_connection_index()
         for table, columns in TABLES.items():
             if table not in tables:
                 self.con.execute(_create_table(table, columns))
@@ -294,6 +198,15 @@ class ResultsStore:
                     self.con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_base_type(sql_type)}")
         self.con.execute("UPDATE meta SET schema_version = ?", [SCHEMA_VERSION])
         self.con.execute("COMMIT")
+
+    def _rename_connection_index(self) -> None:
+        """Stores before schema 5 kept the result's connection index (`id`) in connections.conn_id,
+        an integer; it is connections.idx now, and conn_id the connection's name (a string)."""
+        found = self.con.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_schema = 'main' "
+            "AND table_name = 'connections' AND column_name = 'conn_id'").fetchone()
+        if found is not None and found[0] in ("INTEGER", "BIGINT"):
+            self.con.execute("ALTER TABLE connections RENAME COLUMN conn_id TO idx")
 
     def _writable(self) -> None:
         if self.read_only:
@@ -362,10 +275,10 @@ class ResultsStore:
         ids = {"experiment_id": experiment_id, "run_key": run_key}
         types = {table: {name: t for name, t, _ in TABLES[table]} for table in ANALYSIS_TABLES}
         rows: dict[str, list[dict[str, Any]]] = {table: [] for table in ANALYSIS_TABLES}
-        for table, items, label in analysis_items(analysis):
+        for table, items in analysis_rows(analysis):
             names = [n for n in types[table] if n not in ids]
             for i, item in enumerate(items):
-                rows[table].append({**ids, **{n: _convert(item.get(n), types[table][n], f"run {run_key}: {label}[{i}].{n}")
+                rows[table].append({**ids, **{n: _convert(item.get(n), types[table][n], f"run {run_key}: {table}[{i}].{n}")
                                               for n in names}})
         try:
             self.con.execute("BEGIN TRANSACTION")
@@ -475,7 +388,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Building the rows of a run (pure: no database).
+# The rows of a run (pure: no database). The record gives its rows (protolab.results); the store
+# checks that each names columns it has and converts every value to its column's type.
 
 
 def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[str, Any]]]:
@@ -489,218 +403,39 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
     if not isinstance(run.params, dict):
         raise StoreError(f"{where}: params: expected an object")
     ids = {"experiment_id": experiment_id, "run_key": key}
-    types = {table: {name: t for name, t, _ in columns} for table, columns in TABLES.items()}
-
-    def typed(table: str, values: dict[str, Any], prefix: str) -> dict[str, Any]:
-        return {name: _convert(value, types[table][name], f"{where}: {prefix}{name}") for name, value in values.items()}
-
-    # runs
-    known = {name for name, _, _ in KNOWN_PARAMS}
-    page_load = run.page_load
-    if page_load is not None and not isinstance(page_load, dict):
-        raise StoreError(f"{where}: page_load: expected an object, got {type(page_load).__name__}")
-    plt = _get(page_load, "plt_ms", f"{where}: page_load") if page_load is not None and run.status == "ok" else None
-    counters = run.link_counters or {}
-    if not isinstance(counters, dict):
-        raise StoreError(f"{where}: link_counters: expected an object")
-    bulk = _list(run.bulk, f"{where}: bulk")
-    goodput = None
-    if run.status == "ok" and bulk and all(isinstance(b, dict) and b.get("side") is None for b in bulk):
-        rates = [b.get("goodput_bps") for b in bulk]
-        if all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
-            goodput = sum(rates) / 1e6
-    run_row = {
-        **ids,
-        **typed("runs", {"status": run.status, "error": run.error, "started_unix_ns": run.started_unix_ns,
-                         "duration_s": run.duration_s, "plt_ms": plt, "goodput_mbps": goodput}, ""),
-        **typed("runs", {name: run.params.get(name) for name in known}, "params."),
-        "params": _convert({k: v for k, v in run.params.items() if k not in known}, "JSON", f"{where}: params"),
-        "emulator_counters": _convert(counters.get("emulator"), "JSON", f"{where}: link_counters.emulator"),
-        "artifacts_dir": _convert(run.artifacts_dir, "VARCHAR", f"{where}: artifacts_dir"),
-        "recorded": _convert(_utc_now(), "TIMESTAMP", f"{where}: recorded"),
-    }
     rows: dict[str, list[dict[str, Any]]] = {table: [] for table in RUN_TABLES}
-    rows["runs"].append(run_row)
-
-    # page_loads, objects, connections
-    if page_load is not None:
-        pl = "page_load."
-        objects = _list(page_load.get("objects"), f"{where}: page_load.objects")
-        connections = _list(page_load.get("connections"), f"{where}: page_load.connections")
-        config = page_load.get("config") or {}
-        if not isinstance(config, dict):
-            raise StoreError(f"{where}: page_load.config: expected an object")
-        rows["page_loads"].append({
-            **ids,
-            **typed("page_loads", {
-                "result_schema_version": page_load.get("schema_version"), "status": page_load.get("status"),
-                "error": page_load.get("error"), "plt_ms": page_load.get("plt_ms"), "bytes": page_load.get("bytes"),
-                "start_unix_ns": page_load.get("start_unix_ns"), "mode": config.get("mode"),
-                "page": config.get("page")}, pl),
-            "n_objects": len(objects), "n_connections": len(connections),
-            "config": _convert(config, "JSON", f"{where}: page_load.config"),
-        })
-        for i, obj in enumerate(objects):
-            prefix = f"page_load.objects[{i}]."
-            if not isinstance(obj, dict):
-                raise StoreError(f"{where}: {prefix[:-1]}: expected an object")
-            values = {name: obj.get(name) for name in (
-                "origin", "path", "parent", "connection", "expected_bytes", "bytes", "discovered_ms", "queued_ms",
-                "started_ms", "first_byte_ms", "finished_ms", "error")}
-            row = typed("objects", values, prefix)
-            row["http_status"] = _convert(obj.get("status"), "INTEGER", f"{where}: {prefix}status")
-            rows["objects"].append({**ids, "idx": i, **row})
-        for i, conn in enumerate(connections):
-            prefix = f"page_load.connections[{i}]."
-            if not isinstance(conn, dict):
-                raise StoreError(f"{where}: {prefix[:-1]}: expected an object")
-            values = {name: conn.get(name) for name in (
-                "origin", "protocol", "transport", "local", "remote", "connect_start_ms", "handshake_ms",
-                "requests", "bytes", "subflows", "resumed", "zero_rtt", "error")}
-            row = typed("connections", values, prefix)
-            row["conn_id"] = _convert(conn.get("id"), "INTEGER", f"{where}: {prefix}id")
-            rows["connections"].append({**ids, **row})
-
-    # transport_samples
-    sample_columns = [name for name, _, _ in TABLES["transport_samples"]
-                      if name not in ("experiment_id", "run_key", "fields")]
-    for i, sample in enumerate(_list(run.samples, f"{where}: samples")):
-        prefix = f"samples[{i}]."
-        if not isinstance(sample, dict):
-            raise StoreError(f"{where}: samples[{i}]: expected an object")
-        if sample.get("t_unix_ns") is None:
-            raise StoreError(f"{where}: {prefix}t_unix_ns: missing")
-        values = {name: sample.get(name) for name in sample_columns}
-        if values["conn"] is not None:
-            values["conn"] = str(values["conn"])
-        row = typed("transport_samples", values, prefix)
-        rest = {k: v for k, v in sample.items() if k not in sample_columns}
-        rows["transport_samples"].append({**ids, **row, "fields": _convert(rest, "JSON", f"{where}: {prefix[:-1]}")})
-
-    # bulk transfers and their intervals
-    for i, result in enumerate(bulk):
-        prefix = f"bulk[{i}]."
-        if not isinstance(result, dict):
-            raise StoreError(f"{where}: bulk[{i}]: expected an object")
-        config = result.get("config") or {}
-        connection = result.get("connection") or {}
-        if not isinstance(config, dict) or not isinstance(connection, dict):
-            raise StoreError(f"{where}: {prefix}config/connection: expected objects")
-        rate = result.get("goodput_bps")
-        side, flow = result.get("side"), result.get("flow", 0)
-        rows["bulk_transfers"].append({**ids, **typed("bulk_transfers", {
-            "side": side, "flow": flow, "protocol": config.get("protocol"), "direction": config.get("direction"),
-            "status": result.get("status"), "error": result.get("error"), "bytes": result.get("bytes"),
-            "duration_ms": result.get("duration_ms"),
-            "goodput_mbps": rate / 1e6 if isinstance(rate, int | float) and not isinstance(rate, bool) else None,
-            "handshake_ms": result.get("handshake_ms"), "transport": connection.get("transport"),
-            "quic_cc": config.get("quic_cc"), "conn_id": connection.get("conn_id"), "config": config}, prefix)})
-        for j, interval in enumerate(_list(result.get("intervals"), f"{where}: {prefix}intervals")):
-            if not isinstance(interval, dict):
-                raise StoreError(f"{where}: {prefix}intervals[{j}]: expected an object")
-            rate = interval.get("rate_bps")
-            rows["bulk_intervals"].append({**ids, **typed("bulk_intervals", {
-                "side": side, "flow": flow, "t_ms": interval.get("t_ms"), "bytes": interval.get("bytes"),
-                "rate_mbps": rate / 1e6 if isinstance(rate, int | float) and not isinstance(rate, bool) else None,
-            }, f"{prefix}intervals[{j}].")})
-
-    # pairs, throughput bins, connection states, analysis: rows already in the table's shape
-    shaped = [("pair_sides", run.sides, "sides"), ("flow_bins", run.flow_bins, "flow_bins"), ("rpm_results", run.rpm, "rpm"),
-              ("connection_states", run.connection_states, "connection_states")]
-    shaped += analysis_items(run.analysis)
-    for table, items, label in shaped:
-        names = [name for name, _, _ in TABLES[table] if name not in ("experiment_id", "run_key")]
-        for i, item in enumerate(_list(items, f"{where}: {label}")):
-            if not isinstance(item, dict):
-                raise StoreError(f"{where}: {label}[{i}]: expected an object")
-            rows[table].append({**ids, **typed(table, {name: item.get(name) for name in names}, f"{label}[{i}].")})
-
-    # link_counters
-    link_config = run.link_config or {}
-    if not isinstance(link_config, dict):
-        raise StoreError(f"{where}: link_config: expected an object")
-    links = counters.get("links") or {}
-    if not isinstance(links, dict):
-        raise StoreError(f"{where}: link_counters.links: expected an object")
-    for name in sorted(set(link_config) | set(links)):
-        rows["link_counters"].append(_link_row(ids, where, name, link_config.get(name), links.get(name),
-                                               counters.get("now_ns"), run.duration_s))
-
-    # the fidelity record (protolab.fidelity)
-    fid = run_fidelity(counters.get("emulator"), [{**row, "config": link_config.get(row["link"])}
-                                                   for row in rows["link_counters"]])
-    run_row.update(typed("runs", {"late_mean_us": fid.late_mean_us, "late_p999_us": fid.late_p999_us,
-                                  "late_max_us": fid.late_max_us, "fidelity_flags": fid.flags_text}, "fidelity."))
+    for table, items in run.rows().items():
+        if table not in rows:
+            raise StoreError(f"{where}: {table}: not a table of a run")
+        for i, item in enumerate(items):
+            values = _split_params(item, where) if table == "runs" else item
+            rows[table].append({**ids, **_typed(table, values, f"{where}: {table}[{i}]")})
+    rows["runs"][0]["recorded"] = _convert(_utc_now(), "TIMESTAMP", f"{where}: recorded")
     return rows
 
 
-def analysis_items(analysis: Any) -> list[tuple[str, list[dict[str, Any]], str]]:
-    """(table, rows, label) of a run's analysis (protolab.analyze.RunAnalysis), or none."""
-    if analysis is None:
-        return []
-    return [(table, getattr(analysis, field), f"analysis.{field}") for table, field in (
-        ("connection_info", "connection_info"), ("loss_analysis", "losses"), ("loss_bursts", "loss_bursts"),
-        ("overhead", "overhead"), ("analysis_notes", "notes"))]
+def _split_params(runs_row: dict[str, Any], where: str) -> dict[str, Any]:
+    """The runs row with the known parameters in their own columns, the others in `params`."""
+    known = {name for name, _, _ in KNOWN_PARAMS}
+    params = runs_row["params"]
+    return {**{k: v for k, v in runs_row.items() if k != "params"},
+            **{f"{name}": params.get(name) for name in known},
+            "params": {k: v for k, v in params.items() if k not in known}}
 
 
-def _link_row(ids: dict[str, str], where: str, name: str, config: Any, counters: Any, now_ns: Any,
-              duration_s: float) -> dict[str, Any]:
-    types = {n: t for n, t, _ in TABLES["link_counters"]}
-    config = config or {}
-    if not isinstance(config, dict):
-        raise StoreError(f"{where}: link_config.{name}: expected an object")
-    if counters is not None and not isinstance(counters, dict):
-        raise StoreError(f"{where}: link_counters.links.{name}: expected an object")
-    group, _, direction = name.rpartition(".")
-    row: dict[str, Any] = {
-        **ids, "link": name, "link_group": group or None, "direction": direction if group else None,
-        "configured_rate_mbps": _rate_mbps(config), "configured_delay_ms": _delay_ms(config),
-        "configured_loss_pct": _loss_pct(config),
-        "configured_queue": _convert(_queue(config), "JSON", f"{where}: link_config.{name}.queue"),
-        "config": _convert(config, "JSON", f"{where}: link_config.{name}"),
-        "now_ns": _convert(now_ns, "BIGINT", f"{where}: link_counters.now_ns"),
-        "interval_s": _convert(duration_s, "DOUBLE", f"{where}: duration_s"),
-        "counters": _convert(counters, "JSON", f"{where}: link_counters.links.{name}"),
-    }
-    if counters is None:
-        return row
-    prefix = f"{where}: link_counters.links.{name}."
+def _typed(table: str, values: dict[str, Any], where: str) -> dict[str, Any]:
+    """`values` converted to `table`'s column types; a name that is no column is an error."""
+    types = _COLUMN_TYPES[table]
+    unknown = sorted(set(values) - set(types))
+    if unknown:
+        raise StoreError(f"{where}: {', '.join(unknown)}: no such column in table {table}")
+    return {name: _convert(value, types[name], f"{where}.{name}") for name, value in values.items()}
 
-    def number(key: str, sub: str | None = None) -> int | None:
-        value = counters.get(key)
-        label = key
-        if sub is not None:
-            value = value.get(sub) if isinstance(value, dict) else None
-            label = f"{key}.{sub}"
-        return _convert(value, "BIGINT", prefix + label)
 
-    for key in ("enqueued_packets", "enqueued_bytes", "delivered_packets", "delivered_bytes",
-                "max_queue_packets", "max_queue_bytes"):
-        row[key] = number(key)
-    for unit in ("packets", "bytes"):
-        for cause in ("queue_full", "random_loss", "aqm"):
-            row[f"dropped_{cause}_{unit}"] = number(f"dropped_{unit}", cause)
-    queue = config.get("queue")
-    drophead = isinstance(queue, dict) and queue.get("kind") == "drophead"
-    enqueued = row["enqueued_packets"] or 0
-    random_loss = row["dropped_random_loss_packets"] or 0
-    queue_full = row["dropped_queue_full_packets"] or 0
-    aqm = row["dropped_aqm_packets"] or 0
-    # docs/control.md: arrived = enqueued + random_loss + queue_full at arrival; a drophead
-    # queue drops packets that were enqueued first, so they are already counted.
-    arrived = enqueued + random_loss + (0 if drophead else queue_full)
-    row["arrived_packets"] = arrived
-    if arrived > 0:
-        row["achieved_loss_pct"] = 100.0 * random_loss / arrived
-        row["drop_pct"] = 100.0 * (random_loss + queue_full + aqm) / arrived
-    if row["delivered_bytes"] is not None and duration_s and duration_s > 0:
-        row["achieved_rate_mbps"] = row["delivered_bytes"] * 8 / duration_s / 1e6
-    for key in ("achieved_loss_pct", "drop_pct", "achieved_rate_mbps"):
-        row[key] = _convert(row.get(key), types[key], prefix + key)
-    return row
+_COLUMN_TYPES = {table: {name: sql_type for name, sql_type, _ in columns} for table, columns in TABLES.items()}
 
 
 __all__ = [
-    "DB_NAME", "KNOWN_PARAMS", "RUN_KEY_COLUMNS", "RUN_TABLES", "SCHEMA_VERSION", "TABLES", "ResultsStore", "RunRecord",
+    "DB_NAME", "KNOWN_PARAMS", "RUN_KEY_COLUMNS", "RUN_TABLES", "SCHEMA_VERSION", "TABLES", "ResultsStore",
     "StoreError", "build_run_rows",
 ]

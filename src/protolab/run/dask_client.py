@@ -1,4 +1,4 @@
-"""A Dask client for `--cluster ADDRESS`, shared by the sweeps (protolab.cluster) and the traffic
+"""A Dask client for `--cluster ADDRESS`, shared by the sweeps (protolab.run.cluster) and the traffic
 commands: a running scheduler (`tcp://HOST:8786`), or `local:N`, a cluster of N worker
 processes on this machine started for the one command and stopped after it."""
 

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from protolab.dask_client import TASK_RETRIES, ClusterError, connect, worker_names
 from protolab.errors import ProtolabError
-from protolab.experiment import Experiment, spec_from_dict
-from protolab.runner import (
+from protolab.plan.experiment import Experiment, spec_from_dict
+from protolab.run.dask_client import TASK_RETRIES, ClusterError, connect, worker_names
+from protolab.run.runner import (
     Adaptive,
     Events,
     PlannedRun,
@@ -38,7 +38,7 @@ from protolab.runner import (
     experiment_provenance,
     plan,
 )
-from protolab.session import LabExecutor
+from protolab.run.session import LabExecutor
 from protolab.store import ResultsStore, RunRecord
 
 
@@ -102,7 +102,7 @@ def _worker_name() -> str:
 
 
 def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, events: Events | None = None) -> Summary:
-    """Like `protolab.runner.run_experiment`, with the runs executed by the cluster's workers."""
+    """Like `protolab.run.runner.run_experiment`, with the runs executed by the cluster's workers."""
     from distributed import as_completed
 
     events = events or Events()

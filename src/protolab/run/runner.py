@@ -11,7 +11,7 @@ Every run has a stable key: a hash of its parameters (scenario and its parameter
 mode, page and its manifest digest, transport options, spec seed) and its repetition. The
 store's finished keys are skipped, so running the same spec again resumes where it stopped.
 
-The executor does the work of one run (`protolab.session.LabExecutor` in a real lab; tests
+The executor does the work of one run (`protolab.run.session.LabExecutor` in a real lab; tests
 use a fake executor with the same interface).
 """
 
@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from protolab import controllers
-from protolab.analyze import RunAnalysis, analyze_run
-from protolab.design import converged, derived_seed
+from protolab.analysis.analyze import RunAnalysis, analyze_run
 from protolab.errors import ProtolabError
-from protolab.experiment import Experiment, Page
 from protolab.files import write_text_atomically
 from protolab.measure.transport import connection_summaries
+from protolab.plan import controllers
+from protolab.plan.design import converged, derived_seed
+from protolab.plan.experiment import Experiment, Page
+from protolab.plan.spec import STANDARD_AXES, TRANSPORT_AXES
 from protolab.scenarios import Condition
-from protolab.spec import STANDARD_AXES, TRANSPORT_AXES
 from protolab.store import ResultsStore, RunRecord
 
 KEY_LENGTH = 16
@@ -362,7 +362,7 @@ def _metric(record: RunRecord) -> float | None:
 class Adaptive:
     """Adaptive repetitions ([design] ci_target): the metric of every finished ok run per cell
     (condition, mode, page, transport), from the store and from this invocation; a run is left
-    out when its cell has converged (protolab.design.converged). A left-out run keeps its key:
+    out when its cell has converged (protolab.plan.design.converged). A left-out run keeps its key:
     raising `repetitions` or `ci_target` later runs it then."""
 
     def __init__(self, experiment: Experiment, store: Any, runs: list[PlannedRun],

@@ -24,8 +24,8 @@ from rich.progress import (
 from rich.table import Table
 
 from protolab.errors import ProtolabError
-from protolab.experiment import Experiment, load_spec
-from protolab.runner import (
+from protolab.plan.experiment import Experiment, load_spec
+from protolab.run.runner import (
     Events,
     PlannedRun,
     Summary,
@@ -33,10 +33,10 @@ from protolab.runner import (
     plan,
     run_experiment,
 )
-from protolab.session import LabExecutor
+from protolab.run.session import LabExecutor
 from protolab.store import ResultsStore, RunRecord
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEMO_SPEC = REPO_ROOT / "specs" / "demo.toml"
 DEMO_RESULTS = Path("results") / "demo"
 DRY_RUN_ROWS = 60
@@ -161,7 +161,7 @@ def execute(experiment: Experiment, results_dir: Path, console: Console, *, bina
     executor = LabExecutor(binary=binary, lab_name=lab, delay_compensation=delay_compensation)
     try:
         if cluster is not None:
-            from protolab.cluster import run_on_cluster
+            from protolab.run.cluster import run_on_cluster
 
             summary = run_on_cluster(experiment, results_dir, cluster, events)
         else:

@@ -1,6 +1,6 @@
 """Stage 2 of loading an experiment spec: its meaning (docs/spec.md).
 
-`protolab.spec` checks a spec's structure (stage 1). Here the scenario is looked up in the
+`protolab.plan.spec` checks a spec's structure (stage 1). Here the scenario is looked up in the
 registry; scenario parameters, scenario axes and transport axes are checked against it; the
 modes are checked against the scenario's workload (page loads, bulk transfers or pairs of
 clients); QUIC controllers are checked against the Rust registry; sweeps are expanded; and
@@ -21,12 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from protolab import controllers
 from protolab.browser.modes import UnsupportedMode, chromium_mode
 from protolab.corpus.manifest import valid_body_path
-from protolab.design import WSP_MAX_POINTS, design_points, design_seed
-from protolab.scenarios import SCENARIOS, Scenario
-from protolab.spec import (
+from protolab.plan import controllers
+from protolab.plan.design import WSP_MAX_POINTS, design_points, design_seed
+from protolab.plan.spec import (
     RANGED_AXES,
     STANDARD_AXES,
     TRANSPORT_AXES,
@@ -38,6 +37,7 @@ from protolab.spec import (
     format_validation_error,
     quoted,
 )
+from protolab.scenarios import SCENARIOS, Scenario
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from protolab import provenance
 from protolab.errors import ToolError
 from protolab.lab import Lab, dumbbell, host, ideal_link, mbps_to_bps, ms_to_ns
 from protolab.measure.events import paths_per_flow, xor_path_index
@@ -42,7 +41,8 @@ from protolab.measure.tools import (
     parse_irtt,
     parse_ping,
 )
-from protolab.validation_report import (
+from protolab.run import provenance
+from protolab.validate.report import (
     SCHEMA,
     Check,
     Status,

@@ -10,7 +10,7 @@ from typing import Any
 
 from protolab import __version__
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 # Host-level settings that change what a lab measures.
 SYSCTLS = (

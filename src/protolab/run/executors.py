@@ -19,14 +19,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from protolab import controllers
 from protolab.browser.modes import chromium_mode
 from protolab.errors import LabError
 from protolab.files import write_text_atomically
 from protolab.measure import flows
-from protolab.runner import PlannedRun, RunOutcome, derived_seed
+from protolab.plan import controllers
+from protolab.run.runner import PlannedRun, RunOutcome, derived_seed
+from protolab.run.session import LabSession, Server, read_samples, transport_argv
 from protolab.scenarios.workloads import Side, parse_pair
-from protolab.session import LabSession, Server, read_samples, transport_argv
 
 LOAD_GRACE_S = 30.0  # beyond the client's own timeout before the runner gives up on it
 CHROMIUM_GRACE_S = 45.0  # Chromium's start and shutdown on top of that

@@ -21,7 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from protolab.analyze import (
+from protolab.analysis.analyze import (
     AnalysisError,
     Endpoints,
     analyze_run,
@@ -32,7 +32,7 @@ from protolab.errors import ProtolabError
 from protolab.measure import losses as L
 from protolab.measure.conninfo import FIELDS, quic_info, tcp_info
 from protolab.measure.qlog import read_qlog
-from protolab.session import read_samples, read_samples_file
+from protolab.run.session import read_samples, read_samples_file
 
 console = Console()
 

@@ -1,0 +1,9 @@
+"""Validate: the emulator measured with real tools against its configured links
+(docs/validation.md, `protolab validate-emulator`).
+
+Owns the measurements and their checks (`emulator`) and the validation's configuration,
+thresholds and result file (`report`).
+
+May import: `errors`, `files`, the lab (`lab`), the measurement parsers (`measure`) and the
+provenance of results (`run.provenance`). No other stage imports it but the command line.
+"""
