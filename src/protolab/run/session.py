@@ -213,11 +213,10 @@ class LabSession:
     # -- conditions
 
     def set_links(self, condition: Condition, seed: int | None) -> dict[str, dict[str, Any]]:
+        """The condition's links set; each link's parameters in force, as the emulator reports them."""
         effective: dict[str, dict[str, Any]] = {}
         for name, params in self.scenario.links(self.params, condition).items():
-            reply = self.lab.set_link(name, seed=seed, **params)
-            # What was asked (None = removed, e.g. no loss) completed by the emulator's effective values.
-            effective[name] = {**params, **((reply.get("params") or {}).get(name) or {})}
+            effective.update(self.lab.set_link(name, seed=seed, **params))
         return effective
 
     def enter(self, condition: Condition) -> None:

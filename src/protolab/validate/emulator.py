@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from protolab.errors import ToolError
-from protolab.lab import Lab, dumbbell, host, ideal_link, mbit, ms
+from protolab.lab import Lab, dumbbell, host, ideal_link, mbps_to_bps, ms_to_ns
 from protolab.measure.events import paths_per_flow, xor_path_index
 from protolab.measure.stats import clopper_pearson
 from protolab.measure.tools import (
@@ -132,11 +132,16 @@ def _configure(lab: Lab, *, access: dict[str, Any], p0_forward: dict[str, Any], 
 # ---------------------------------------------------------------------- tools
 
 
+def _go_duration(ms: float) -> str:
+    """A duration as irtt (Go's time.ParseDuration) reads it, exactly: integer nanoseconds."""
+    return f"{ms_to_ns(ms)}ns"
+
+
 def _irtt(lab: Lab, workdir: Path, label: str, probes: int) -> IrttResult:
     output = workdir / f"irtt-{label}.json"
     duration_ms = math.ceil(probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
     argv = [
-        "irtt", "client", "-i", ms(IRTT_INTERVAL_MS), "-d", ms(duration_ms), "-o", str(output),
+        "irtt", "client", "-i", _go_duration(IRTT_INTERVAL_MS), "-d", _go_duration(duration_ms), "-o", str(output),
         "--fill=rand", "-Q", f"{lab.address(SERVER)}:{IRTT_PORT}",
     ]
     lab.run(CLIENT, argv, timeout=duration_ms / 1000 + 60)
@@ -243,8 +248,9 @@ def _reference(lab: Lab, config: ValidationConfig, workdir: Path) -> dict[str, f
     with _veth_pair(lab) as (a, _):
         output = workdir / "irtt-veth.json"
         duration_ms = math.ceil(config.delay_probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
-        subprocess.run(["ip", "netns", "exec", a, "irtt", "client", "-i", ms(IRTT_INTERVAL_MS), "-d", ms(duration_ms),
-                        "-o", str(output), "--fill=rand", "-Q", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}"],
+        subprocess.run(["ip", "netns", "exec", a, "irtt", "client", "-i", _go_duration(IRTT_INTERVAL_MS),
+                        "-d", _go_duration(duration_ms), "-o", str(output), "--fill=rand",
+                        "-Q", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}"],
                        capture_output=True, timeout=duration_ms / 1000 + 60, check=True)
         ping = parse_ping(subprocess.run(["ip", "netns", "exec", a, "ping", "-q", "-n", "-c", str(config.delay_pings),
                                           "-i", str(PING_INTERVAL_S), "-W", "5", VETH_ADDRESSES[1]],
@@ -277,7 +283,7 @@ def _delay_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepC
     mean_limit = limits.mean_rtt_ms if config.delay_compensation else limits.mean_rtt_uncompensated_ms
     for delay_ms in config.delays_ms:
         step(f"delay {delay_ms:g} ms per link")
-        _configure(lab, access={"delay": ms(delay_ms)}, p0_forward={}, p0_reverse={})
+        _configure(lab, access={"delay_ns": ms_to_ns(delay_ms)}, p0_forward={}, p0_reverse={})
         irtt = _irtt(lab, workdir, f"delay-{delay_ms:g}", config.delay_probes)
         ping = _ping(lab, config.delay_pings)
         irtt_details = {
@@ -317,7 +323,7 @@ def _contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: 
     step(f"under contention: {config.contention_hogs} CPU hogs")
     limits = config.thresholds
     delay_ms = config.contention_delay_ms
-    _configure(lab, access={"delay": ms(delay_ms)}, p0_forward={}, p0_reverse={})
+    _configure(lab, access={"delay_ns": ms_to_ns(delay_ms)}, p0_forward={}, p0_reverse={})
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
             for _ in range(config.contention_hogs)]
     try:
@@ -325,8 +331,9 @@ def _contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: 
         lab.reset_counters()
         output = workdir / "irtt-contention.json"
         duration_ms = math.ceil(config.contention_probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
-        argv = ["chrt", "-r", "1", "irtt", "client", "-i", ms(IRTT_INTERVAL_MS), "-d", ms(duration_ms), "-o",
-                str(output), "--fill=rand", "-Q", f"{lab.address(SERVER)}:{IRTT_PORT}"]
+        argv = ["chrt", "-r", "1", "irtt", "client", "-i", _go_duration(IRTT_INTERVAL_MS),
+                "-d", _go_duration(duration_ms), "-o", str(output), "--fill=rand",
+                "-Q", f"{lab.address(SERVER)}:{IRTT_PORT}"]
         lab.run(CLIENT, argv, timeout=duration_ms / 1000 + 60)
         irtt = parse_irtt(output.read_text())
         late = (lab.counters().get("emulator") or {}).get("delivery_late") or {}
@@ -355,7 +362,7 @@ def _jitter_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: Step
     tolerance = config.thresholds.jitter_relative
     for std_ms in config.jitter_std_ms:
         step(f"jitter {std_ms:g} ms (normal)")
-        _configure(lab, access={}, p0_forward={"delay": ms(config.jitter_delay_ms), "jitter": ms(std_ms)},
+        _configure(lab, access={}, p0_forward={"delay_ns": ms_to_ns(config.jitter_delay_ms), "jitter_ns": ms_to_ns(std_ms)},
                    p0_reverse={})
         irtt = _irtt(lab, workdir, f"jitter-{std_ms:g}", config.jitter_probes)
         relative = (irtt.rtt_std_ms - std_ms) / std_ms
@@ -471,8 +478,8 @@ def _rate_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCa
     for rate_mbit in config.rates_mbit:
         step(f"rate {rate_mbit:g} Mbit/s")
         bdp_bytes = max(MTU_BYTES, round(rate_mbit * 1e6 * config.rate_rtt_ms / 1e3 / 8))
-        _configure(lab, access={"delay": ms(config.rate_rtt_ms / 4)},
-                   p0_forward={"rate": mbit(rate_mbit), "queue_bytes": bdp_bytes}, p0_reverse={})
+        _configure(lab, access={"delay_ns": ms_to_ns(config.rate_rtt_ms / 4)},
+                   p0_forward={"rate_bps": mbps_to_bps(rate_mbit), "queue_bytes": bdp_bytes}, p0_reverse={})
         output = workdir / f"iperf3-rate-{rate_mbit:g}.json"
         seconds, omit = config.rate_seconds, config.rate_omit_seconds
         process = _spawn_iperf3(lab, output, _iperf3_argv(lab, IPERF_PORTS[0], seconds, omit))
@@ -538,8 +545,8 @@ def _run_ecmp_transfers(lab: Lab, config: ValidationConfig, workdir: Path) -> Ec
     # pin is gone: let the lab drain and the last TCP closes finish first.
     lab.await_quiet()
     time.sleep(ECMP_SETTLE_S)
-    lab.set_link(ACCESS_LINKS, **ideal_link(delay=ms(config.ecmp_access_delay_ms)))
-    lab.set_link(PATH_LINKS, **ideal_link(rate=mbit(config.ecmp_rate_mbit), queue_packets=100))
+    lab.set_link(ACCESS_LINKS, **ideal_link(delay_ns=ms_to_ns(config.ecmp_access_delay_ms)))
+    lab.set_link(PATH_LINKS, **ideal_link(rate_bps=mbps_to_bps(config.ecmp_rate_mbit), queue_packets=100))
     lab.set_routing("ecmp-xor", pins=[])
     # Linux connect() hands out ephemeral ports of one parity (even), so the xor hash
     # (SA^DA^SP^DP^PT mod 2) sends every flow to one server port down the same path. Two
