@@ -36,7 +36,8 @@ from protolab.run.runner import (
     run_experiment,
 )
 from protolab.run.session import LabExecutor
-from protolab.store import ResultsStore, RunRecord
+from protolab.results.record import RunRecord
+from protolab.store import ResultsStore
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEMO_SPEC = REPO_ROOT / "specs" / "demo.toml"

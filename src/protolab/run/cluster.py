@@ -40,7 +40,8 @@ from protolab.run.runner import (
     plan,
 )
 from protolab.run.session import LabExecutor
-from protolab.store import ResultsStore, RunRecord
+from protolab.results.record import RunRecord
+from protolab.store import ResultsStore
 
 
 def blocks(runs: list[PlannedRun]) -> list[list[PlannedRun]]:

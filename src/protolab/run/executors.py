@@ -17,33 +17,47 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from protolab.browser.modes import chromium_mode
 from protolab.errors import LabError
 from protolab.files import write_text_atomically
 from protolab.measure import flows
-from protolab.results.samples import read_samples
 from protolab.plan import controllers
-from protolab.run.runner import PlannedRun, RunOutcome, derived_seed
+from protolab.results import bulk as bulk_results
+from protolab.results import load as load_results
+from protolab.results.bulk import BulkTransfer
+from protolab.results.documents import DocumentError, read_document
+from protolab.results.generated.bulk_result import BulkResult
+from protolab.results.generated.load_result import LoadResult
+from protolab.results.generated.rpm_result import RpmResult
+from protolab.results.record import RunRecord
+from protolab.results.rpm import RpmContext
+from protolab.results.samples import read_samples
+from protolab.run.runner import PlannedRun, derived_seed
 from protolab.run.session import LabSession, Server, WorkloadExecutor, transport_argv
+from protolab.scenarios.rpm import expected_loaded_rtt_ms
 from protolab.scenarios.workloads import Side, parse_pair
 
 LOAD_GRACE_S = 30.0  # beyond the client's own timeout before the runner gives up on it
 CHROMIUM_GRACE_S = 45.0  # Chromium's start and shutdown on top of that
 DURATION_GRACE_S = 30.0  # a duration-mode bulk transfer's timeout beyond its duration
 
+Document = TypeVar("Document", bound=BaseModel)
+
 
 def _client_cgroup(session: LabSession) -> Path | None:
     return session.scenario.cgroup(session.ctx, session.params, "client")
 
 
-def _json_file(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
+def _document(model: type[Document], path: Path) -> Document | None:
+    """The result a client wrote, as its model; None when it wrote none. A result that does not
+    match its schema is a failed run naming the file and field (DocumentError)."""
+    if not path.exists():
         return None
-    return value if isinstance(value, dict) else None
+    return read_document(model, path)
 
 
 def _failure(completed_status: int | None, stderr: str, what: str) -> str:
@@ -65,9 +79,9 @@ def _instrument_argv(session: LabSession, run_dir: Path, qlog: bool = True) -> l
 
 
 def _collect(session: LabSession, run_dir: Path, servers: Sequence[tuple[Server, Sequence[str], Sequence[str]]],
-             outcome: RunOutcome) -> None:
+             record: RunRecord) -> None:
     """The server's samples and qlogs of the run's connections next to the client's, and the
-    samples into the outcome."""
+    samples into the record."""
     spec = session.experiment.spec
     for server, sample_files, qlog_files in servers:
         if spec.artifacts.samples:
@@ -75,7 +89,7 @@ def _collect(session: LabSession, run_dir: Path, servers: Sequence[tuple[Server,
         if spec.artifacts.qlog:
             session.take_server_files(qlog_files, server, "qlog", run_dir / "qlog")
     if spec.artifacts.samples:
-        outcome.samples = read_samples(run_dir / "samples")
+        record.samples = read_samples(run_dir / "samples")
 
 
 # ---------------------------------------------------------------------- page loads
@@ -99,15 +113,11 @@ def load_argv(session: LabSession, run: PlannedRun, mode: str, manifest: Path, s
     return argv + _instrument_argv(session, run_dir)
 
 
-def _page_files(page_load: dict[str, Any], field: str) -> list[str]:
-    return [c[field] for c in page_load.get("connections") or [] if isinstance(c, dict) and isinstance(c.get(field), str)]
-
-
 def _run_client(session: LabSession, run: PlannedRun, run_dir: Path, argv: list[str], timeout_s: float,
-                command: str) -> tuple[RunOutcome, dict[str, Any] | None]:
+                command: str, model: type[Document]) -> tuple[RunRecord, Document | None]:
     """One `protolab-net <command>` in the client host between the run's begin and end (link
-    set, counters and captures); its stderr kept as `<command>.stderr`. The outcome is `failed`
-    with the reason when the command wrote no result (`run_dir/result.json`)."""
+    set, counters and captures); its stderr kept as `<command>.stderr`. The record is `failed`
+    with the reason when the command wrote no result (`run_dir/result.json`, read as `model`)."""
     link_config, capture = session.begin(run, run_dir)
     try:
         completed = session.lab.run(session.scenario.client, argv, timeout=timeout_s, check=False,
@@ -115,12 +125,15 @@ def _run_client(session: LabSession, run: PlannedRun, run_dir: Path, argv: list[
     finally:
         counters = session.end(capture)
     (run_dir / f"{command}.stderr").write_text(completed.stderr)
-    outcome = RunOutcome("failed", None, link_config=link_config, link_counters=counters)
-    result = _json_file(run_dir / "result.json")
-    if completed.returncode == 2 or result is None:
-        outcome.error = _failure(completed.returncode, completed.stderr or completed.stdout, command)
-        return outcome, None
-    return outcome, result
+    record = RunRecord(run.key, dict(run.params), link_config=link_config, link_counters=counters)
+    try:
+        result = None if completed.returncode == 2 else _document(model, run_dir / "result.json")
+    except DocumentError as exc:
+        record.error = str(exc)
+        return record, None
+    if result is None:
+        record.error = _failure(completed.returncode, completed.stderr or completed.stdout, command)
+    return record, result
 
 
 def chromium_argv(session: LabSession, run: PlannedRun, manifest: Path, server: Server, run_dir: Path,
@@ -142,38 +155,35 @@ def chromium_argv(session: LabSession, run: PlannedRun, manifest: Path, server: 
 
 
 def _load_with_chromium(session: LabSession, run: PlannedRun, run_dir: Path, server: Server,
-                        timeout_s: float) -> tuple[RunOutcome, dict[str, Any] | None]:
+                        timeout_s: float) -> tuple[RunRecord, LoadResult | None]:
     """One cold load in a fresh Chromium profile, removed afterwards (`pl-<lab>-chromium-*`
     under the temporary directory; `make cleanup` removes those of a killed run)."""
     assert run.page is not None
     profile = Path(tempfile.mkdtemp(prefix=f"pl-{session.lab.name or 'lab'}-chromium-"))
     try:
         argv = chromium_argv(session, run, session.pages[run.page.ref], server, run_dir, profile)
-        return _run_client(session, run, run_dir, argv, timeout_s + CHROMIUM_GRACE_S, "chromium")
+        return _run_client(session, run, run_dir, argv, timeout_s + CHROMIUM_GRACE_S, "chromium", LoadResult)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def run_page(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
+def run_page(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
     assert run.page is not None, "a page-load run has a page"
     spec = session.experiment.spec
     server = session.server(session.scenario.server, run.transport, session.page_manifests())
     if run.transport.get("client") == "chromium":
-        outcome, page_load = _load_with_chromium(session, run, run_dir, server, spec.timeout_s)
+        record, page_load = _load_with_chromium(session, run, run_dir, server, spec.timeout_s)
     else:
         argv = load_argv(session, run, run.mode, session.pages[run.page.ref], server, run_dir / "result.json", run_dir)
-        outcome, page_load = _run_client(session, run, run_dir, argv, spec.timeout_s + LOAD_GRACE_S, "load")
+        record, page_load = _run_client(session, run, run_dir, argv, spec.timeout_s + LOAD_GRACE_S, "load", LoadResult)
     if page_load is None:
-        return outcome
-    outcome.page_load = page_load
-    status = page_load.get("status")
-    outcome.status = status if status in ("ok", "failed", "timeout") else "failed"
-    outcome.error = page_load.get("error") if outcome.status != "ok" else None
-    if outcome.status != "ok" and not outcome.error:
-        outcome.error = f"load status {status!r}"
-    _collect(session, run_dir, [(server, _page_files(page_load, "samples_file"), _page_files(page_load, "qlog_file"))],
-             outcome)
-    return outcome
+        return record
+    record.page_load = page_load
+    record.status = str(page_load.status)
+    record.error = None if record.status == "ok" else (page_load.error or f"load status {record.status!r}")
+    files = [(server, load_results.artifact_files(page_load, "samples"), load_results.artifact_files(page_load, "qlog"))]
+    _collect(session, run_dir, files, record)
+    return record
 
 
 # ---------------------------------------------------------------------- bulk transfers
@@ -200,34 +210,19 @@ def _bulk_timeout(session: LabSession, params: Any, duration_s: float | None = N
     return (duration + DURATION_GRACE_S if duration is not None else session.experiment.spec.timeout_s) + LOAD_GRACE_S
 
 
-def _bulk_files(result: dict[str, Any], field: str) -> list[str]:
-    value = result.get(field)
-    return [value] if isinstance(value, str) else []
-
-
-def _bulk_status(results: Sequence[dict[str, Any] | None], errors: Sequence[str]) -> tuple[str, str | None]:
-    if any(r is None for r in results):
-        return "failed", "; ".join(errors) or "a transfer wrote no result"
-    statuses = [r["status"] for r in results if r is not None]
-    bad = [r for r in results if r is not None and r.get("status") != "ok"]
-    if not bad:
-        return "ok", None
-    status = "timeout" if all(s == "timeout" for s in statuses if s != "ok") else "failed"
-    return status, "; ".join(str(r.get("error") or f"status {r.get('status')}") for r in bad)
-
-
-def run_bulk(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
+def run_bulk(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
     params = session.params
     address = session.scenario.bulk_server_address(params)
     server = session.server(session.scenario.server, run.transport, listen=[address])
     argv = bulk_argv(session, run, run.mode, address, server, run_dir / "result.json", run_dir, params)
-    outcome, result = _run_client(session, run, run_dir, argv, _bulk_timeout(session, params), "bulk")
+    record, result = _run_client(session, run, run_dir, argv, _bulk_timeout(session, params), "bulk", BulkResult)
     if result is None:
-        return outcome
-    outcome.bulk = [{**result, "side": None, "flow": 0}]
-    outcome.status, outcome.error = _bulk_status([result], [])
-    _collect(session, run_dir, [(server, _bulk_files(result, "samples"), _bulk_files(result, "qlog"))], outcome)
-    return outcome
+        return record
+    record.bulk = [BulkTransfer(result)]
+    record.status, record.error = bulk_results.bulk_status([result], [])
+    files = [(server, bulk_results.artifact_files(result, "samples"), bulk_results.artifact_files(result, "qlog"))]
+    _collect(session, run_dir, files, record)
+    return record
 
 
 # ---------------------------------------------------------------------- pairs
@@ -261,7 +256,7 @@ def _second_manifest(session: LabSession, page_ref: str) -> Path:
     return target
 
 
-def run_pair(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
+def run_pair(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
     scenario, params = session.scenario, session.params
     kind = getattr(params, "workload", "page")
     sides = parse_pair(run.mode, kind)
@@ -306,40 +301,42 @@ def run_pair(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
             if process.poll() is None:
                 process.kill()
         counters = session.end(capture)
-    outcome = RunOutcome("failed", None, link_config=link_config, link_counters=counters)
-    results: list[dict[str, Any] | None] = []
+    record = RunRecord(run.key, dict(run.params), link_config=link_config, link_counters=counters)
+    model: type[LoadResult] | type[BulkResult] = LoadResult if kind == "page" else BulkResult
+    results: list[LoadResult | BulkResult | None] = []
     errors: list[str] = []
-    per_side: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+    per_side: dict[int, list[LoadResult | BulkResult]] = {0: [], 1: []}
     for (index, flow, out, err), process in zip(outputs, processes, strict=True):
-        result = _json_file(out)
+        try:
+            result = _document(model, out)
+        except DocumentError as exc:
+            result, why = None, str(exc)
+        else:
+            why = _failure(process.returncode, err.read_text(errors="replace"), "load" if kind == "page" else "bulk")
         results.append(result)
         if result is None:
-            errors.append(f"side {names[index]} flow {flow}: " + _failure(process.returncode, err.read_text(errors="replace"),
-                                                                            "load" if kind == "page" else "bulk"))
+            errors.append(f"side {names[index]} flow {flow}: {why}")
             continue
         per_side[index].append(result)
-        if kind == "bulk":
-            outcome.bulk.append({**result, "side": names[index], "flow": flow})
-    outcome.status, outcome.error = _bulk_status(results, errors)
-    _summarize_pair(session, run, run_dir, sides, per_side, outcome)
+        if isinstance(result, BulkResult):
+            record.bulk.append(BulkTransfer(result, side=names[index], flow=flow))
+    record.status, record.error = bulk_results.bulk_status(results, errors)
+    _summarize_pair(session, run, run_dir, sides, per_side, record)
     files: list[tuple[Server, Sequence[str], Sequence[str]]] = []
     for index, server in enumerate(servers):
         sample_files: list[str] = []
         qlog_files: list[str] = []
         for result in per_side[index]:
-            if kind == "page":
-                sample_files += _page_files(result, "samples_file")
-                qlog_files += _page_files(result, "qlog_file")
-            else:
-                sample_files += _bulk_files(result, "samples")
-                qlog_files += _bulk_files(result, "qlog")
+            artifacts = load_results.artifact_files if isinstance(result, LoadResult) else bulk_results.artifact_files
+            sample_files += artifacts(result, "samples")  # type: ignore[arg-type]
+            qlog_files += artifacts(result, "qlog")  # type: ignore[arg-type]
         files.append((server, sample_files, qlog_files))
-    _collect(session, run_dir, files, outcome)
-    return outcome
+    _collect(session, run_dir, files, record)
+    return record
 
 
 def _summarize_pair(session: LabSession, run: PlannedRun, run_dir: Path, sides: Sequence[Side],
-                    per_side: dict[int, list[dict[str, Any]]], outcome: RunOutcome) -> None:
+                    per_side: dict[int, list[LoadResult | BulkResult]], record: RunRecord) -> None:
     params = session.params
     names = ("a", "b")
     download = getattr(params, "direction", "download") == "download"
@@ -351,14 +348,14 @@ def _summarize_pair(session: LabSession, run: PlannedRun, run_dir: Path, sides: 
         bins, traffic = flows.fairness(events, link, client_sides, bin_ms) if download else ([], {})
     except flows.EventLogError as exc:
         raise LabError(str(exc)) from exc
-    outcome.flow_bins = bins
+    record.flow_bins = bins
     for index, side in enumerate(sides):
         results = per_side.get(index, [])
-        plts = [r.get("plt_ms") for r in results if isinstance(r.get("plt_ms"), int | float)]
-        goodputs = [r.get("goodput_bps") for r in results if isinstance(r.get("goodput_bps"), int | float)]
-        statuses = sorted({str(r.get("status")) for r in results}) or ["failed"]
-        connections = sum(len(r.get("connections") or []) for r in results) or len(results)
-        outcome.sides.append({
+        plts = [r.plt_ms for r in results if isinstance(r, LoadResult) and r.plt_ms is not None]
+        goodputs = [r.goodput_bps for r in results if isinstance(r, BulkResult) and r.goodput_bps is not None]
+        statuses = sorted({str(r.status) for r in results}) or ["failed"]
+        connections = sum(len(r.connections) for r in results if isinstance(r, LoadResult)) or len(results)
+        record.sides.append({
             "side": names[index],
             "label": side.label(),
             "mode": side.mode,
@@ -372,7 +369,7 @@ def _summarize_pair(session: LabSession, run: PlannedRun, run_dir: Path, sides: 
             "connections": connections,
             **traffic.get(names[index], {}),
         })
-    write_text_atomically(run_dir / "pair.json", json.dumps({"sides": outcome.sides, "link": link, "bin_ms": bin_ms},
+    write_text_atomically(run_dir / "pair.json", json.dumps({"sides": record.sides, "link": link, "bin_ms": bin_ms},
                                                            indent=2, sort_keys=True, default=str))
 
 
@@ -389,22 +386,30 @@ def rpm_argv(session: LabSession, run: PlannedRun, address: str, server: Server,
     ]
 
 
-def run_rpm(session: LabSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
-    from protolab.measure.rpm import rpm_rows
-
+def run_rpm(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
     params = session.params
     address = session.scenario.bulk_server_address(params)
     server = session.server(session.scenario.server, run.transport, listen=[address])
     argv = rpm_argv(session, run, address, server, run_dir / "result.json", params)
     directions = 2 if params.direction == "both" else 1
     timeout = directions * (params.max_duration_s + DURATION_GRACE_S) + LOAD_GRACE_S
-    outcome, result = _run_client(session, run, run_dir, argv, timeout, "rpm")
+    record, result = _run_client(session, run, run_dir, argv, timeout, "rpm", RpmResult)
     if result is None:
-        return outcome
-    outcome.rpm = rpm_rows(result, run.params, outcome.link_counters)
-    outcome.status = "ok" if result.get("status") == "ok" else "failed"
-    outcome.error = result.get("error")
-    return outcome
+        return record
+    record.rpm = result
+    record.rpm_context = _rpm_context(run, record)
+    record.status = "ok" if result.status == "ok" else "failed"
+    record.error = result.error
+    return record
+
+
+def _rpm_context(run: PlannedRun, record: RunRecord) -> RpmContext:
+    """The bottleneck's queue, the loaded RTT a full buffer implies, and what each bottleneck
+    direction delivered (rpm_results' derived columns)."""
+    queue = str(run.params.get("queue", "droptail"))
+    links = record.link_counters.links if record.link_counters is not None else {}
+    return RpmContext(queue=queue, expected_loaded_rtt_ms=expected_loaded_rtt_ms(run.condition, queue),
+                      delivered_bytes={name: counters.delivered_bytes for name, counters in links.items()})
 
 
 EXECUTORS: dict[str, WorkloadExecutor] = {

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from protolab.analysis.analyze import RunAnalysis, analyze_run
+from protolab.analysis.fidelity import run_fidelity
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
 from protolab.measure.transport import connection_summaries
@@ -39,7 +40,9 @@ from protolab.plan.design import converged, derived_seed
 from protolab.plan.experiment import Experiment, Page
 from protolab.plan.spec import STANDARD_AXES, TRANSPORT_AXES
 from protolab.scenarios import Condition
-from protolab.store import ResultsStore, RunRecord
+from protolab.results.documents import plain
+from protolab.results.record import Fidelity, RunRecord
+from protolab.store import ResultsStore
 
 KEY_LENGTH = 16
 _CONDITION_AXES = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer")
@@ -204,30 +207,12 @@ def estimate_s(run: PlannedRun, scenario_params: Any = None) -> float:
 # ---------------------------------------------------------------------- executors
 
 
-@dataclass
-class RunOutcome:
-    status: str  # ok | failed | timeout
-    error: str | None
-    page_load: dict[str, Any] | None = None
-    link_config: dict[str, dict[str, Any]] = field(default_factory=dict)
-    link_counters: dict[str, Any] = field(default_factory=dict)
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    # Bulk transfers of the run (one per flow; pairs: with `side`), their results as written.
-    bulk: list[dict[str, Any]] = field(default_factory=list)
-    # Pairs: one summary per side (what it ran, its throughput and share); `flow_bins`: the
-    # throughput per side over time from the emulator's event log.
-    sides: list[dict[str, Any]] = field(default_factory=list)
-    flow_bins: list[dict[str, Any]] = field(default_factory=list)
-    # RPM runs: one row per direction tested, in the shape of the store's `rpm_results`.
-    rpm: list[dict[str, Any]] = field(default_factory=list)
-
-
 class Session(Protocol):
     def enter(self, condition: Condition) -> None: ...
 
     def leave(self, condition: Condition) -> None: ...
 
-    def execute(self, run: PlannedRun, run_dir: Path) -> RunOutcome: ...
+    def execute(self, run: PlannedRun, run_dir: Path) -> RunRecord: ...
 
 
 class Executor(Protocol):
@@ -346,17 +331,10 @@ def _metric(record: RunRecord) -> float | None:
     """What adaptive repetitions watch, as the store's `runs` row has it (so a resumed
     experiment sees the same numbers): the PLT of a page load, else the goodput of a bulk run
     (the sum of its flows, bits/s). Pairs have neither: their cells run every repetition."""
-    page_load = record.page_load if isinstance(record.page_load, dict) else {}
-    plt = page_load.get("plt_ms")
-    if isinstance(plt, int | float) and not isinstance(plt, bool):
-        return float(plt)
-    bulk = record.bulk or []
-    if not bulk or not all(isinstance(b, dict) and b.get("side") is None for b in bulk):
-        return None
-    rates = [b.get("goodput_bps") for b in bulk]
-    if all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
-        return float(sum(rates))
-    return None
+    if record.page_load is not None and record.page_load.plt_ms is not None:
+        return record.page_load.plt_ms
+    goodput = record.goodput_mbps() if record.status == "ok" else None
+    return goodput * 1e6 if goodput is not None else None
 
 
 class Adaptive:
@@ -405,13 +383,20 @@ def _cell(run: PlannedRun) -> str:
                       sort_keys=True, default=str)
 
 
-def analyze_outcome(run_dir: Path, outcome: RunOutcome, params: dict[str, Any]) -> RunAnalysis:
+def analyze_record(run_dir: Path, record: RunRecord) -> RunAnalysis:
     """The transport analysis of a finished run; a failure of the analysis is a note, never a
     failed run."""
     try:
-        return analyze_run(run_dir, outcome.samples, params)
+        return analyze_run(run_dir, record.samples, record.params)
     except Exception as exc:  # noqa: BLE001 - whatever breaks the analysis, the run itself stands
         return RunAnalysis(notes=[{"file": str(run_dir.name), "note": f"analysis failed: {type(exc).__name__}: {exc}"}])
+
+
+def fidelity_of(record: RunRecord) -> Fidelity:
+    """The run's fidelity record from the emulator's counters and the links' conditions."""
+    emulator = plain(record.link_counters.emulator) if record.link_counters is not None else None
+    found = run_fidelity(emulator, record.link_rows())
+    return Fidelity(found.late_mean_us, found.late_p999_us, found.late_max_us, found.flags_text)
 
 
 def _execute_one(session: Session, run: PlannedRun, results_dir: Path, events: Events) -> RunRecord:
@@ -423,46 +408,30 @@ def _execute_one(session: Session, run: PlannedRun, results_dir: Path, events: E
     started_ns = time.time_ns()
     started = time.monotonic()
     try:
-        outcome = session.execute(run, run_dir)
+        record = session.execute(run, run_dir)
     except KeyboardInterrupt:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
     except (ProtolabError, OSError, subprocess.SubprocessError) as exc:
-        outcome = RunOutcome("failed", f"{type(exc).__name__}: {exc}")
-    duration = time.monotonic() - started
+        record = RunRecord(run.key, dict(run.params), "failed", f"{type(exc).__name__}: {exc}")
+    record.started_unix_ns, record.duration_s, record.artifacts_dir = started_ns, time.monotonic() - started, str(relative)
     run_json = {
         "schema_version": 1, "kind": "run", "run_key": run.key, "params": run.params,
-        "status": outcome.status, "error": outcome.error, "started_unix_ns": started_ns,
-        "duration_s": duration, "link_config": outcome.link_config, "link_counters": outcome.link_counters,
+        "status": record.status, "error": record.error, "started_unix_ns": started_ns,
+        "duration_s": record.duration_s, "link_config": plain(record.link_config),
+        "link_counters": plain(record.link_counters) or {},
     }
     _write_json(run_dir / "run.json", run_json)
-    analysis = analyze_outcome(run_dir, outcome, run.params)
-    return RunRecord(
-        run_key=run.key,
-        params=dict(run.params),
-        status=outcome.status,
-        error=outcome.error,
-        started_unix_ns=started_ns,
-        duration_s=duration,
-        page_load=outcome.page_load,
-        link_config=outcome.link_config,
-        link_counters=outcome.link_counters,
-        samples=outcome.samples,
-        bulk=outcome.bulk,
-        sides=outcome.sides,
-        flow_bins=outcome.flow_bins,
-        rpm=outcome.rpm,
-        connection_states=connection_summaries(outcome.samples),
-        analysis=analysis,
-        artifacts_dir=str(relative),
-    )
+    record.analysis = analyze_record(run_dir, record)
+    record.connection_states = connection_summaries(record.samples)
+    record.fidelity = fidelity_of(record)
+    return record
 
 
 __all__ = [
     "STANDARD_AXES",
     "Events",
     "PlannedRun",
-    "RunOutcome",
     "RunnerError",
     "Summary",
     "conditions",

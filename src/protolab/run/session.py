@@ -30,11 +30,15 @@ from protolab.files import write_text_atomically
 from protolab.lab import Lab, find_binary
 from protolab.plan.experiment import Experiment
 from protolab.run import provenance
-from protolab.run.runner import PlannedRun, RunOutcome
+from protolab.results.documents import parse_document
+from protolab.results.generated.control_reply import Counters
+from protolab.results.generated.link_params import LinkParams
+from protolab.results.record import RunRecord
+from protolab.run.runner import PlannedRun
 from protolab.scenarios import Condition, Context
 
 # What one run of a workload does in a session, by the workload's name.
-WorkloadExecutor = Callable[["LabSession", PlannedRun, Path], RunOutcome]
+WorkloadExecutor = Callable[["LabSession", PlannedRun, Path], RunRecord]
 
 SERVER_READY_TIMEOUT_S = 30.0
 QUIET_WAIT_S = 5.0
@@ -212,11 +216,12 @@ class LabSession:
 
     # -- conditions
 
-    def set_links(self, condition: Condition, seed: int | None) -> dict[str, dict[str, Any]]:
+    def set_links(self, condition: Condition, seed: int | None) -> dict[str, LinkParams]:
         """The condition's links set; each link's parameters in force, as the emulator reports them."""
-        effective: dict[str, dict[str, Any]] = {}
+        effective: dict[str, LinkParams] = {}
         for name, params in self.scenario.links(self.params, condition).items():
-            effective.update(self.lab.set_link(name, seed=seed, **params))
+            for link, value in self.lab.set_link(name, seed=seed, **params).items():
+                effective[link] = parse_document(LinkParams, value, f"set_link {link}: the emulator's reply")
         return effective
 
     def enter(self, condition: Condition) -> None:
@@ -230,7 +235,7 @@ class LabSession:
 
     # -- one run
 
-    def begin(self, run: PlannedRun, run_dir: Path, *, events: bool = False) -> tuple[dict[str, Any], RunCapture]:
+    def begin(self, run: PlannedRun, run_dir: Path, *, events: bool = False) -> tuple[dict[str, LinkParams], RunCapture]:
         """Quiet links, the run's link parameters and seed, counters reset, captures started."""
         spec = self.experiment.spec
         if not self._busy:
@@ -251,7 +256,7 @@ class LabSession:
             self.lab.events_start(capture.events)
         return link_config, capture
 
-    def end(self, capture: RunCapture) -> dict[str, Any]:
+    def end(self, capture: RunCapture) -> Counters:
         """Captures stopped (even when the run failed); the emulator's counters."""
         for host in capture.pcap_hosts:
             with contextlib.suppress(LabError):
@@ -259,9 +264,10 @@ class LabSession:
         if capture.events is not None:
             with contextlib.suppress(LabError):
                 self.lab.events_stop()
-        return self.lab.counters()
+        reply = {k: v for k, v in self.lab.counters().items() if k not in ("ok", "error")}
+        return parse_document(Counters, reply, "the emulator's counters reply")
 
-    def execute(self, run: PlannedRun, run_dir: Path) -> RunOutcome:
+    def execute(self, run: PlannedRun, run_dir: Path) -> RunRecord:
         return self.workloads[self.workload.name](self, run, run_dir)
 
     def take_server_files(self, client_files: Sequence[str], server: Server, kind: str, directory: Path) -> None:
