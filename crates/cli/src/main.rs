@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod bulk;
 mod cc_cmd;
+mod contract_cmd;
 mod flows;
 mod load;
 mod options;
@@ -41,6 +42,10 @@ enum Command {
     /// The QUIC congestion controllers: list them, check a NAME[:key=value,...] spec; docs/congestion.md.
     #[command(subcommand)]
     Cc(cc_cmd::CcCommand),
+    /// The page-load modes (h1c, h2-parallel:N, ...) and schedulers; `--json` for programs.
+    Modes(contract_cmd::ModesArgs),
+    /// Write the JSON Schema of every document protolab produces (results, sample rows, events, registries) into schemas/, or `--check` them.
+    Schema(contract_cmd::SchemaArgs),
 }
 
 /// TCP congestion controls the lab uses.
@@ -363,6 +368,11 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Cc(c) => cc_cmd::command(c),
+        Command::Modes(args) => contract_cmd::modes(args),
+        Command::Schema(args) => match contract_cmd::schema(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
