@@ -35,6 +35,7 @@ impl Document {
     /// sorted (the same text whichever serde_json features the build unifies) and a trailing
     /// newline.
     pub fn render(&self) -> String {
+        // A JSON value has string keys only: writing it cannot fail.
         let mut text = serde_json::to_string_pretty(&sorted(self.schema.as_value())).unwrap_or_default();
         text.push('\n');
         text

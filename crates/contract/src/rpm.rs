@@ -2,6 +2,7 @@
 //! with the draft's parameters, the responsiveness figures and the confidence levels it holds.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -211,6 +212,23 @@ pub enum IntervalState {
     Saturated,
     /// Both stable: the test is over.
     Done,
+}
+
+impl IntervalState {
+    /// As the result writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntervalState::Ramping => "ramping",
+            IntervalState::Saturated => "saturated",
+            IntervalState::Done => "done",
+        }
+    }
+}
+
+impl fmt::Display for IntervalState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// One interval of a direction.
