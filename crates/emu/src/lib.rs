@@ -172,7 +172,7 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
     }
 
     let mut tuns = Vec::new();
-    let mut namespaces = serde_json::Map::new();
+    let mut namespaces = std::collections::BTreeMap::new();
     for host in &topology.hosts {
         let ns = topology.namespace(&host.name);
         system::create_namespace(&ns)?;
@@ -186,7 +186,7 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
         ];
         sysctls.extend(host.sysctls.iter().map(|(k, v)| (k.clone(), v.to_string())));
         tuns.push(system::setup_host(&HostSetup { namespace: &ns, addresses: &host.addresses, sysctls })?);
-        namespaces.insert(host.name.clone(), ns.into());
+        namespaces.insert(host.name.clone(), ns);
         if interrupted(&signal) {
             return Err(EmuError::Interrupted);
         }
@@ -204,16 +204,18 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
     // from the model the loop now owns.
     let control = ControlPlane::new(topology, engine.network(), clock, spin_ns, engine.rt_in_force(), LoopChannel::new(tx, wake));
     control::serve(&state.control(), Arc::new(Mutex::new(control))).map_err(io("bind the control socket"))?;
-    let ready = serde_json::json!({
-        "ready": true,
-        "lab": lab,
-        "pid": std::process::id(),
-        "control": state.control(),
-        "namespaces": namespaces,
-        "start_unix_ns": clock.start_unix_ns,
-    });
+    let ready = contract::events::Ready {
+        ready: true,
+        lab: lab.clone(),
+        pid: std::process::id(),
+        control: state.control().display().to_string(),
+        namespaces,
+        start_unix_ns: clock.start_unix_ns,
+    };
     let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{ready}").and_then(|_| stdout.flush());
+    // Strings and integers only: serializing cannot fail.
+    let line = serde_json::to_string(&ready).unwrap_or_default();
+    let _ = writeln!(stdout, "{line}").and_then(|_| stdout.flush());
     drop(stdout);
     let result = engine.run();
     engine.finish_writers();

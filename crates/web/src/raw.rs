@@ -33,25 +33,8 @@ use tokio::task::JoinSet;
 use crate::body::{Block, PatternStream};
 use crate::limits::Limits;
 
-/// Who sends, in a raw request and in a bulk transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// The server sends.
-    Download,
-    /// The client sends.
-    Upload,
-}
-
-impl Direction {
-    /// Its name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Direction::Download => "download",
-            Direction::Upload => "upload",
-        }
-    }
-}
+/// Who sends, in a raw request and in a bulk transfer (a document type: `contract::bulk`).
+pub use contract::bulk::Direction;
 
 /// Default port of the raw protocol: clear of iperf3's 5201 and of the second iperf3 server
 /// the emulator validation runs on 5202 (src/protolab/validate/emulator.py), so all can share a host.

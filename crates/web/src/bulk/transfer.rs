@@ -20,11 +20,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{Amount, Bulk, BulkProtocol, BulkResult, BulkStatus, ConnectionInfo, Direction, IntervalLog, IntervalRow, ServerCount, SCHEMA_VERSION};
+use super::{Amount, Bulk, BulkKind, BulkProtocol, BulkResult, BulkStatus, ConnectionInfo, Direction, IntervalLog, IntervalRow, ServerCount, SCHEMA_VERSION};
 use crate::body::{Block, PatternStream};
 use crate::instrument::{self, Role, SamplerHandle};
 use crate::load::conn::{finish_h3_request, http_handshake, quic_connect, quic_endpoint, tls_connect, Sender};
-use crate::load::Protocol;
+use crate::load::{Protocol, Transport};
 use crate::raw::{self, RawRequest, REPLY_LEN, REPORT_LEN};
 use crate::limits::{BYTES_SEED, MAX_BYTES_N};
 use crate::transport::tcp_connect;
@@ -236,7 +236,7 @@ async fn finish(mut run: Run<'_>, outcome: Result<(), (BulkStatus, String)>) -> 
     };
     BulkResult {
         schema_version: SCHEMA_VERSION,
-        kind: "bulk",
+        kind: BulkKind::Bulk,
         config: run.bulk.config(),
         status,
         error,
@@ -274,12 +274,12 @@ async fn connect_tcp(run: &mut Run<'_>) -> Result<TcpStream, String> {
     let o = &run.bulk.options;
     let tcp = tcp_connect(run.bulk.addr, &o.tcp).await.map_err(|e| e.to_string())?;
     let mptcp_fallback = o.tcp.mptcp.then(|| crate::sockopt::mptcp_info(tcp.as_fd()).map(|i| i.fallback()).unwrap_or(true));
-    let transport = if o.tcp.mptcp { "mptcp" } else { "tcp" };
-    let conn_id = instrument::connection_id(transport, tcp.local_addr().ok(), Some(run.bulk.addr));
+    let transport = if o.tcp.mptcp { Transport::Mptcp } else { Transport::Tcp };
+    let conn_id = instrument::connection_id(transport.name(), tcp.local_addr().ok(), Some(run.bulk.addr));
     run.connection = Some(ConnectionInfo {
         local: tcp.local_addr().ok().map(|a| a.to_string()),
         remote: run.bulk.addr.to_string(),
-        protocol: o.protocol.name(),
+        protocol: o.protocol,
         transport,
         tcp_cc: crate::transport::tcp_congestion_of(&tcp).ok(),
         mptcp_fallback,
@@ -668,8 +668,8 @@ async fn connect_h3(run: &mut Run<'_>) -> Result<h3::client::SendRequest<h3_quin
     run.connection = Some(ConnectionInfo {
         local: q.local.map(|a| a.to_string()),
         remote: bulk.addr.to_string(),
-        protocol: o.protocol.name(),
-        transport: "quic",
+        protocol: o.protocol,
+        transport: Transport::Quic,
         tcp_cc: None,
         mptcp_fallback: None,
         conn_id: conn_id.clone(),
