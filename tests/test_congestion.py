@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from documents import bulk_result
 
 from protolab.measure.flows import fairness, jain_index
 from protolab.measure.transport import connection_summaries
@@ -23,7 +24,6 @@ from protolab.report.build import build_report
 from protolab.run.runner import (
     Events,
     PlannedRun,
-    RunOutcome,
     conditions,
     plan,
     run_experiment,
@@ -31,6 +31,8 @@ from protolab.run.runner import (
 from protolab.scenarios import Condition
 from protolab.scenarios.congestion import large_images_page, second_address, second_copy
 from protolab.scenarios.workloads import Side, parse_pair
+from protolab.results.bulk import BulkTransfer
+from protolab.results.record import RunRecord
 from protolab.store import ResultsStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -236,8 +238,8 @@ class FakeTransportSession:
 
     def leave(self, condition: Condition) -> None: ...
 
-    def execute(self, run: PlannedRun, run_dir: Path) -> RunOutcome:
-        outcome = RunOutcome("ok", None, samples=_fake_samples(run))
+    def execute(self, run: PlannedRun, run_dir: Path) -> RunRecord:
+        outcome = RunRecord(run.key, dict(run.params), "ok", None, samples=_fake_samples(run))
         if " vs " in run.mode:
             share = 0.75 if "gquic39" in run.mode else 0.5
             for side, value in (("a", 1 - share), ("b", share)):
@@ -248,10 +250,10 @@ class FakeTransportSession:
                                        "mbps": 7 * value} for b in range(10)]
         else:
             goodput = 9e6 * (0.5 + float(run.condition.extra("beta")) / 2)
-            outcome.bulk.append({"side": None, "flow": 0, "status": "ok", "bytes": 1000, "duration_ms": 30000.0,
-                                 "goodput_bps": goodput, "config": {"protocol": "h3", "direction": "download"},
-                                 "connection": {"transport": "quic", "conn_id": "c"},
-                                 "intervals": [{"t_ms": 100.0 * i, "bytes": 1000, "rate_bps": goodput} for i in range(1, 5)]})
+            intervals = [{"t_ms": 100.0 * i, "t_unix_ns": i, "bytes": 1000, "total_bytes": 1000 * i, "rate_bps": goodput}
+                         for i in range(1, 5)]
+            outcome.bulk.append(BulkTransfer(bulk_result(goodput_bps=goodput, bytes=1000, duration_ms=30000.0,
+                                                         intervals=intervals)))
         return outcome
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from documents import bulk_result, counters, load_result
 
 from protolab.plan.design import (
     _thin,
@@ -28,13 +29,13 @@ from protolab.plan.experiment import SpecError, spec_from_dict
 from protolab.run.runner import (
     Events,
     PlannedRun,
-    RunOutcome,
     _metric,
     conditions,
     plan,
     run_experiment,
 )
-from protolab.store import RunRecord
+from protolab.results.bulk import BulkTransfer
+from protolab.results.record import RunRecord
 
 
 def _spec(**extra: Any) -> dict[str, Any]:
@@ -195,13 +196,12 @@ class FakeSession:
 
     def leave(self, condition: Any) -> None: ...
 
-    def execute(self, run: PlannedRun, run_dir: Path) -> RunOutcome:
+    def execute(self, run: PlannedRun, run_dir: Path) -> RunRecord:
         self.executed.append(run)
         # h2 is steady, h3 wildly noisy.
         plt = 500.0 if run.mode == "h2" else self.noise.uniform(100, 2000)
-        load = {"schema_version": 1, "kind": "page_load", "config": {"mode": run.mode}, "status": "ok", "error": None,
-                "start_unix_ns": 1, "plt_ms": plt, "bytes": 0, "objects": [], "connections": []}
-        return RunOutcome("ok", None, load, {}, {"now_ns": 1, "links": {}})
+        return RunRecord(run.key, dict(run.params), "ok", None, page_load=load_result(mode=run.mode, plt_ms=plt),
+                         link_counters=counters())
 
 
 class FakeExecutor:
@@ -271,10 +271,12 @@ def _record(**fields: Any) -> RunRecord:
 
 
 def test_the_adaptive_metric_is_the_plt_or_the_bulk_goodput() -> None:
-    assert _metric(_record(page_load={"plt_ms": 812.5})) == 812.5
-    assert _metric(_record(bulk=[{"goodput_bps": 4e6}, {"goodput_bps": 5e6}])) == 9e6
+    assert _metric(_record(page_load=load_result(plt_ms=812.5))) == 812.5
+    assert _metric(_record(bulk=[BulkTransfer(bulk_result(goodput_bps=4e6)), BulkTransfer(bulk_result(goodput_bps=5e6))])) \
+        == pytest.approx(9e6)
     # Pairs (sides) have no single number: their cells run every repetition, as the store has no value.
-    assert _metric(_record(bulk=[{"goodput_bps": 4e6, "side": "a"}, {"goodput_bps": 5e6, "side": "b"}])) is None
+    assert _metric(_record(bulk=[BulkTransfer(bulk_result(goodput_bps=4e6), side="a"),
+                                 BulkTransfer(bulk_result(goodput_bps=5e6), side="b")])) is None
     assert _metric(_record()) is None
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from documents import counters, emulator_counters, link, link_counters
+
 from protolab.analysis.fidelity import run_fidelity
-from protolab.store import RunRecord, build_run_rows
+from protolab.results.record import RunRecord
+from protolab.run.runner import fidelity_of
+from protolab.store import build_run_rows
 
 
 def _late(mean_ns: int, p999_ns: int, max_ns: int, packets: int = 1000) -> dict:
@@ -13,7 +17,8 @@ def _late(mean_ns: int, p999_ns: int, max_ns: int, packets: int = 1000) -> dict:
 
 def _link(name: str, loss_pct: float, arrived: int, lost: int, config: dict | None = None) -> dict:
     return {"link": name, "configured_loss_pct": loss_pct, "arrived_packets": arrived,
-            "dropped_random_loss_packets": lost, "config": config or {"loss": loss_pct / 100}}
+            "dropped_random_loss_packets": lost,
+            "config": config or {"loss": {"kind": "bernoulli", "p": loss_pct / 100} if loss_pct else None}}
 
 
 def test_a_faithful_run_has_no_flags() -> None:
@@ -27,7 +32,7 @@ def test_late_packets_wrong_loss_and_emulator_drops_are_flagged() -> None:
     emulator = {**_late(300_000, 2_000_000, 21_000_000), "tx_errors": 3, "pcap_dropped": 0, "events_dropped": 7}
     links = [_link("p0.forward", 2.0, 10_000, 400),  # 4%: far outside
              _link("p0.reverse", 1.0, 100, 9),  # too few packets to judge
-             _link("p1.forward", 5.0, 10_000, 900, {"loss": {"model": "gilbert-elliott"}})]  # bursty: not binomial
+             _link("p1.forward", 5.0, 10_000, 900, {"loss": {"kind": "gilbert-elliott", "p": 0.01, "r": 0.3}})]  # bursty: not binomial
     fid = run_fidelity(emulator, links)
     assert fid.flags == [
         "delay error p99.9 up to 2 ms (limit 1)",
@@ -47,9 +52,10 @@ def test_old_counters_give_no_record() -> None:
 
 def test_the_record_lands_in_the_runs_row() -> None:
     run = RunRecord(run_key="k1", status="ok", error=None, params={"mode": "h2"}, started_unix_ns=1, duration_s=2.0,
-                    link_counters={"emulator": _late(10_000, 50_000, 6_000_000), "links": {
-                        "p0.forward": {"arrived": 0}}, "now_ns": 5},
-                    link_config={"p0.forward": {"rate": "10mbit"}})
+                    link_counters=counters({"p0.forward": link_counters()}, now_ns=5,
+                                           emulator=emulator_counters(**_late(10_000, 50_000, 6_000_000))),
+                    link_config={"p0.forward": link(rate_bps=10_000_000)})
+    run.fidelity = fidelity_of(run)
     rows = build_run_rows("e1", run)
     (row,) = rows["runs"]
     assert (row["late_mean_us"], row["late_p999_us"], row["late_max_us"]) == (10.0, 50.0, 6000.0)

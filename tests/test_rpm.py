@@ -14,18 +14,33 @@ import duckdb
 import pytest
 from conftest import lab_namespaces, run_protolab, toml_text
 
-from protolab.measure.rpm import rpm_rows
+from documents import fixture, rpm_result
+
 from protolab.plan.experiment import parse_spec
 from protolab.plan.spec import SpecError
+from protolab.results.generated.rpm_result import RpmResult
+from protolab.results.rpm import RpmContext, rpm_rows
+from protolab.scenarios import Condition
+from protolab.scenarios.rpm import expected_loaded_rtt_ms
 
 # ---------------------------------------------------------------------- rpm_rows on fixed data
 
 PARAMS = {"bandwidth_mbps": 20, "rtt_ms": 40, "loss_pct": 0, "buffer": "4bdp", "buffer_bytes": 400_000,
           "queue": "droptail"}
+DELIVERED = {"p0.reverse": 10_600_000, "p0.forward": 400_000}
+
+
+def _context(queue: str = "droptail", **params: Any) -> RpmContext:
+    condition = Condition.from_axes({**PARAMS, **params})
+    return RpmContext(queue=queue, expected_loaded_rtt_ms=expected_loaded_rtt_ms(condition, queue),
+                      delivered_bytes=DELIVERED)
 
 
 def _direction(**extra: Any) -> dict[str, Any]:
+    real = fixture("rpm-h2.json")["directions"]["download"]
+    probe = real["probes"][0]
     return {
+        **real,
         "capacity_bps": 18.5e6,
         "rpm": 300.0,
         "loaded_latency_ms": 200.0,
@@ -36,27 +51,24 @@ def _direction(**extra: Any) -> dict[str, Any]:
         "bytes": 10_000_000,
         "duration_s": 8.0,
         "saturated_at": 3,
-        "intervals": [{"index": i} for i in range(8)],
-        "probes": [{"kind": "foreign", "http_ms": 150.0}, {"kind": "self", "http_ms": 250.0},
-                   {"kind": "foreign", "error": "no answer within 10000 ms"}],
+        "intervals": real["intervals"][:1] * 8,
+        "probes": [{**probe, "http_ms": 150.0}, {"t_s": 1.0, "kind": "self", "http_ms": 250.0},
+                   {"t_s": 2.0, "kind": "foreign", "error": "no answer within 10000 ms"}],
         "errors": [],
         **extra,
     }
 
 
-def _result(*directions: str) -> dict[str, Any]:
-    return {
-        "schema": "protolab.rpm", "schema_version": 1, "protocol": "h3", "status": "ok", "error": None,
-        "idle": {"rpm": 1500.0, "latency_ms": 40.0},
-        "directions": {name: _direction() for name in directions},
-    }
-
-
-COUNTERS = {"links": {"p0.reverse": {"delivered_bytes": 10_600_000}, "p0.forward": {"delivered_bytes": 400_000}}}
+def _result(*directions: str, **overrides: Any) -> RpmResult:
+    real = fixture("rpm-h2.json")
+    fields = {"protocol": "h3", "status": "ok", "error": None, "idle": {**real["idle"], "rpm": 1500.0, "latency_ms": 40.0},
+              "directions": {name: _direction() for name in directions}}
+    return rpm_result(**{**fields, **overrides})
 
 
 def test_rows_of_a_fixed_result_droptail() -> None:
-    (row,) = rpm_rows(_result("download"), PARAMS, COUNTERS)
+    result = _result("download")
+    (row,) = rpm_rows(result, _context())
     # A full drop-tail buffer: 40 ms + 400 000 B x 8 / 20 Mbit/s = 40 + 160 ms.
     assert row["expected_loaded_rtt_ms"] == pytest.approx(40 + 400_000 * 8 / 20e6 * 1000)
     assert row["expected_loaded_rtt_ms"] == pytest.approx(200.0)
@@ -67,39 +79,42 @@ def test_rows_of_a_fixed_result_droptail() -> None:
     assert row["wire_bytes"] == 10_600_000
     assert row["overhead_factor"] == pytest.approx(10_600_000 / 10_000_000)
     assert row == {
-        "direction": "download", "protocol": "h3", "status": "ok", "capacity_mbps": pytest.approx(18.5),
+        "direction": "download", "protocol": "h3", "status": "ok", "error": None,
+        "started_unix_ns": result.started_unix_ns, "capacity_mbps": pytest.approx(18.5),
         "rpm": 300.0, "loaded_latency_ms": 200.0, "foreign_latency_ms": pytest.approx(150.0),
         "self_latency_ms": 250.0, "idle_latency_ms": 40.0, "idle_rpm": 1500.0, "factor_of_increase": pytest.approx(5.0),
         "expected_loaded_rtt_ms": pytest.approx(200.0), "queue": "droptail", "confidence_capacity": "high",
         "confidence_rpm": "medium", "load_connections": 4, "intervals": 8, "saturated_at": 3, "probes": 2,
-        "probe_errors": 1, "bytes": 10_000_000, "duration_s": 8.0, "wire_bytes": 10_600_000,
-        "overhead_factor": pytest.approx(1.06),
+        "probe_errors": 1, "errors": [], "responsiveness": _direction()["responsiveness"],
+        "bytes": 10_000_000, "duration_s": 8.0, "wire_bytes": 10_600_000,
+        "overhead_factor": pytest.approx(1.06), "config": fixture("rpm-h2.json")["config"],
     }
 
 
 def test_rows_codel_two_directions_and_missing_values() -> None:
     # CoDel keeps the standing queue near its 5 ms target.
-    (codel,) = rpm_rows(_result("download"), {**PARAMS, "queue": "codel"}, COUNTERS)
+    (codel,) = rpm_rows(_result("download"), _context("codel"))
     assert codel["expected_loaded_rtt_ms"] == pytest.approx(45.0)
     assert codel["queue"] == "codel"
     # Two directions share the run's link counters: no per-direction wire bytes.
-    rows = rpm_rows(_result("download", "upload"), PARAMS, COUNTERS)
+    rows = rpm_rows(_result("download", "upload"), _context())
     assert [r["direction"] for r in rows] == ["download", "upload"]
     assert all(r["wire_bytes"] is None and r["overhead_factor"] is None for r in rows)
     assert all(r["expected_loaded_rtt_ms"] == pytest.approx(200.0) for r in rows)
     # The upload's data goes through the forward link.
-    (up,) = rpm_rows(_result("upload"), PARAMS, COUNTERS)
+    (up,) = rpm_rows(_result("upload"), _context())
     assert up["wire_bytes"] == 400_000
     # No rate, no queue: nothing expected. A failed test: no RPM, no factor, no error.
-    (unlimited,) = rpm_rows(_result("download"), {**PARAMS, "bandwidth_mbps": "unlimited"}, COUNTERS)
+    (unlimited,) = rpm_rows(_result("download"), _context(bandwidth_mbps="unlimited"))
     assert unlimited["expected_loaded_rtt_ms"] is None
-    failed = {"schema": "protolab.rpm", "status": "error", "idle": None,
-              "directions": {"download": _direction(rpm=None, responsiveness=None, loaded_latency_ms=None)}}
-    (row,) = rpm_rows(failed, PARAMS, {})
+    failed = _result("download", status="error", idle=None)
+    failed.directions["download"] = failed.directions["download"].model_copy(
+        update={"rpm": None, "responsiveness": None, "loaded_latency_ms": None})
+    (row,) = rpm_rows(failed, RpmContext())
     assert (row["status"], row["rpm"], row["factor_of_increase"], row["foreign_latency_ms"], row["idle_rpm"]) == (
         "error", None, None, None, None)
     assert row["wire_bytes"] is None and row["overhead_factor"] is None
-    assert rpm_rows({"status": "error", "directions": {}}, PARAMS, {}) == []
+    assert rpm_rows(_result(status="error"), RpmContext()) == []
 
 
 # ---------------------------------------------------------------------- spec errors

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from documents import counters, emulator_counters, link, link_counters, load_result, page_object
 from typer.testing import CliRunner
 
 from protolab.errors import ToolError
@@ -29,13 +30,14 @@ from protolab.run.executors import EXECUTORS
 from protolab.run.runner import (
     Events,
     PlannedRun,
-    RunOutcome,
     conditions,
     plan,
     run_experiment,
 )
 from protolab.run.session import LabExecutor
 from protolab.scenarios import SCENARIOS, Condition
+from protolab.results.generated.load_result import LoadResult
+from protolab.results.record import RunRecord
 from protolab.store import ResultsStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -328,19 +330,11 @@ def test_run_keys_are_stable() -> None:
 # ---------------------------------------------------------------------- runner with a fake executor
 
 
-def fake_load(run: PlannedRun) -> dict[str, Any]:
+def fake_load(run: PlannedRun) -> LoadResult:
     objects = run.page.manifest["objects"]
-    return {
-        "schema_version": 1, "kind": "page_load",
-        "config": {"manifest": "x.json", "page": run.page.name, "mode": run.mode},
-        "status": "ok", "error": None, "start_unix_ns": 1, "plt_ms": 100.0 + run.order_index,
-        "bytes": sum(o["size"] for o in objects),
-        "objects": [{"origin": o["origin"], "path": o["path"], "parent": o.get("parent"), "connection": 0,
-                     "status": 200, "expected_bytes": o["size"], "bytes": o["size"], "discovered_ms": 0.0,
-                     "queued_ms": 0.0, "started_ms": 1.0, "first_byte_ms": 2.0, "finished_ms": 3.0, "error": None}
-                    for o in objects],
-        "connections": [],
-    }
+    return load_result(page=run.page.name, mode=run.mode, plt_ms=100.0 + run.order_index, connections=[],
+                       objects=[page_object(o["origin"], o["path"], o["size"], parent=o.get("parent"), finished_ms=3.0)
+                                for o in objects])
 
 
 @dataclass
@@ -353,7 +347,7 @@ class FakeSession:
     def leave(self, condition: Condition) -> None:
         self.executor.log.append(("leave", condition.loss_pct))
 
-    def execute(self, run: PlannedRun, run_dir: Path) -> RunOutcome:
+    def execute(self, run: PlannedRun, run_dir: Path) -> RunRecord:
         self.executor.executed.append(run.key)
         if len(self.executor.executed) == self.executor.interrupt_at:
             (run_dir / "partial").write_text("half")
@@ -361,10 +355,12 @@ class FakeSession:
         if run.key in self.executor.fail:
             raise ToolError("load exploded")
         page_load = fake_load(run)
-        (run_dir / "result.json").write_text(json.dumps(page_load))
-        counters = {"now_ns": 5, "links": {"client.down": {"delivered_bytes": page_load["bytes"] + 1000}},
-                    "emulator": {"rx_packets": 1}}
-        return RunOutcome("ok", None, page_load, {"client.down": {"rate": "7mbit"}}, counters)
+        (run_dir / "result.json").write_text(page_load.model_dump_json())
+        delivered = link_counters(enqueued=1, size=page_load.bytes + 1000)
+        return RunRecord(run.key, dict(run.params), "ok", None, page_load=page_load,
+                         link_config={"client.down": link(rate_bps=7_000_000)},
+                         link_counters=counters({"client.down": delivered}, now_ns=5,
+                                                emulator=emulator_counters(rx_packets=1)))
 
 
 @dataclass
@@ -452,12 +448,12 @@ def test_timeout_runs_are_retried(tmp_path: Path) -> None:
     fake = TimeoutOnce()
     original = FakeSession.execute
 
-    def timing_out(self: FakeSession, run: PlannedRun, run_dir: Path) -> RunOutcome:
+    def timing_out(self: FakeSession, run: PlannedRun, run_dir: Path) -> RunRecord:
         outcome = original(self, run, run_dir)
         if run.order_index == 0:
             outcome.status, outcome.error = "timeout", "load timed out"
             assert outcome.page_load is not None
-            outcome.page_load["status"] = "timeout"
+            outcome.page_load = outcome.page_load.model_copy(update={"status": "timeout"})
         return outcome
 
     FakeSession.execute = timing_out  # type: ignore[method-assign]

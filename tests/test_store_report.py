@@ -16,9 +16,22 @@ from typing import Any
 import duckdb
 import numpy as np
 import pytest
+from documents import (
+    bulk_result,
+    counters,
+    emulator_counters,
+    link,
+    link_counters,
+    load_result,
+    page_connection,
+    page_object,
+)
 
 from protolab.report.stats import median_ci_ranks, summarize
-from protolab.store import SCHEMA_VERSION, TABLES, ResultsStore, RunRecord, StoreError, build_run_rows
+from protolab.results.bulk import BulkTransfer
+from protolab.results.generated.load_result import LoadResult
+from protolab.results.record import RunRecord
+from protolab.store import SCHEMA_VERSION, TABLES, ResultsStore, StoreError, build_run_rows
 
 CHROMIUM = Path("/usr/bin/chromium")
 START_NS = 1_763_750_000_123_456_789
@@ -35,7 +48,7 @@ def run_key(params: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def page_load(page: str, mode: str, plt_ms: float | None, status: str = "ok") -> dict[str, Any]:
+def page_load(page: str, mode: str, plt_ms: float | None, status: str = "ok") -> LoadResult:
     """A docs/load.md result: objects spread round-robin over the mode's connections."""
     sizes = PAGES[page]
     n_conn = min(MODE_CONNS[mode], len(sizes))
@@ -44,29 +57,20 @@ def page_load(page: str, mode: str, plt_ms: float | None, status: str = "ok") ->
     objects = []
     for i, size in enumerate(sizes):
         finished = None if plt_ms is None else plt_ms * (i + 1) / len(sizes)
-        objects.append({
-            "origin": origin, "path": "/" if i == 0 else f"/obj{i}", "parent": None if i == 0 else f"//{origin}/",
-            "connection": i % n_conn, "status": 200, "expected_bytes": size,
-            "bytes": size if finished is not None else size // 2, "discovered_ms": 0.0 if i == 0 else 80.0,
-            "queued_ms": 0.0 if i == 0 else 80.0, "started_ms": 31.2 if i == 0 else 81.0,
-            "first_byte_ms": 83.0 if i == 0 else 120.0, "finished_ms": finished,
-            "error": None if finished is not None else "connection reset"})
+        objects.append(page_object(
+            origin, "/" if i == 0 else f"/obj{i}", size, parent=None if i == 0 else f"//{origin}/", connection=i % n_conn,
+            finished_ms=finished, bytes=size if finished is not None else size // 2,
+            discovered_ms=0.0 if i == 0 else 80.0, queued_ms=0.0 if i == 0 else 80.0,
+            started_ms=31.2 if i == 0 else 81.0, first_byte_ms=83.0 if i == 0 else 120.0,
+            error=None if finished is not None else "connection reset"))
     connections = []
     for c in range(n_conn):
         carried = [o for o in objects if o["connection"] == c]
-        connections.append({
-            "id": c, "origin": origin, "protocol": protocol, "transport": "quic" if protocol == "h3" else "tcp",
-            "local": f"10.77.0.1:{40000 + c}", "remote": "10.77.1.1:443", "connect_start_ms": 0.1,
-            "handshake_ms": 30.9, "requests": len(carried), "bytes": sum(o["bytes"] for o in carried),
-            "subflows": None, "error": None})
-    return {
-        "schema_version": 1, "kind": "page_load",
-        "config": {"manifest": f"{page}.json", "page": page, "mode": mode, "scheduler": "round-robin",
-                   "h1_connections": 6, "timeout_ms": 60000, "tcp_cc": "cubic", "quic_cc": "cubic",
-                   "http_port": 80, "https_port": 443},
-        "status": status, "error": None if status == "ok" else "object /obj3 failed: connection reset",
-        "start_unix_ns": START_NS, "plt_ms": plt_ms if status == "ok" else None,
-        "bytes": sum(o["bytes"] for o in objects), "objects": objects, "connections": connections}
+        connections.append(page_connection(c, origin, protocol=protocol, transport="quic" if protocol == "h3" else "tcp",
+                                           requests=len(carried), bytes=sum(o["bytes"] for o in carried)))
+    return load_result(page=page, mode=mode, status=status, plt_ms=plt_ms, objects=objects, connections=connections,
+                       error=None if status == "ok" else "object /obj3 failed: connection reset", tcp_cc="cubic",
+                       start_unix_ns=START_NS, http_port=80, https_port=443)
 
 
 def make_run(rng: np.random.Generator, params: dict[str, Any], status: str = "ok") -> RunRecord:
@@ -84,31 +88,16 @@ def make_run(rng: np.random.Generator, params: dict[str, Any], status: str = "ok
     enqueued = packets - lost
     delivered = enqueued - queue_full
     duration = plt / 1000 + 0.2
-    counters = {
-        "now_ns": START_NS + int(duration * 1e9),
-        "links": {
-            "p0.forward": {
-                "enqueued_packets": enqueued, "enqueued_bytes": enqueued * 1400, "delivered_packets": delivered,
-                "delivered_bytes": delivered * 1400,
-                "dropped_packets": {"queue_full": queue_full, "random_loss": lost, "aqm": 0},
-                "dropped_bytes": {"queue_full": queue_full * 1400, "random_loss": lost * 1400, "aqm": 0},
-                "queue_packets": 0, "queue_bytes": 0, "max_queue_packets": 30, "max_queue_bytes": 42000},
-            "client.up": {
-                "enqueued_packets": 40, "enqueued_bytes": 4000, "delivered_packets": 40, "delivered_bytes": 4000,
-                "dropped_packets": {"queue_full": 0, "random_loss": 0, "aqm": 0},
-                "dropped_bytes": {"queue_full": 0, "random_loss": 0, "aqm": 0},
-                "queue_packets": 0, "queue_bytes": 0, "max_queue_packets": 1, "max_queue_bytes": 100},
-        },
-        "paths": {},
-        "emulator": {"rx_packets": 2 * packets, "tx_packets": 2 * packets - lost, "timer_late_ns_max": 40000},
-    }
+    counters_reply = counters({
+        "p0.forward": link_counters(enqueued=enqueued, queue_full=queue_full, random_loss=lost, max_queue_packets=30),
+        "client.up": link_counters(enqueued=40, size=100, max_queue_packets=1),
+    }, now_ns=START_NS + int(duration * 1e9),
+        emulator=emulator_counters(rx_packets=2 * packets, tx_packets=2 * packets - lost, timer_late_ns_max=40000))
+    queue = {"kind": "droptail", "bytes": 45000}
     link_config = {
-        # topology-format parameters (docs/topology.md) ...
-        "p0.forward": {"rate": f"{bw:g}mbit", "delay": f"{rtt / 2:g}ms",
-                       "queue": {"kind": "droptail", "bytes": 45000},
-                       **({"loss": {"kind": "bernoulli", "p": p}} if p > 0 else {})},
-        # ... and the runner's flat form
-        "p0.reverse": {"rate_mbps": bw, "delay_ms": rtt / 2, "loss_pct": 0.0},
+        "p0.forward": link(rate_bps=int(bw * 1e6), delay_ns=int(rtt / 2 * 1e6), queue=queue,
+                           loss={"kind": "bernoulli", "p": p} if p > 0 else None),
+        "p0.reverse": link(rate_bps=int(bw * 1e6), delay_ns=int(rtt / 2 * 1e6)),
     }
     samples = [{"t_unix_ns": START_NS + i * 10_000_000, "conn": 0, "role": "server",
                 "transport": "quic" if mode == "h3" else "tcp", "cwnd": 14600 + 1460 * i, "rtt_us": 1000.0 * rtt,
@@ -116,7 +105,7 @@ def make_run(rng: np.random.Generator, params: dict[str, Any], status: str = "ok
     return RunRecord(run_key=run_key(params), params=params, status=status,
                      error=None if status == "ok" else "page load failed: object /obj3: connection reset",
                      started_unix_ns=START_NS, duration_s=duration, page_load=load, link_config=link_config,
-                     link_counters=counters, samples=samples, artifacts_dir=f"runs/{run_key(params)}")
+                     link_counters=counters_reply, samples=samples, artifacts_dir=f"runs/{run_key(params)}")
 
 
 def wifi_params(mode: str, loss: float, page: str, rep: int, order: int) -> dict[str, Any]:
@@ -195,7 +184,7 @@ def test_store_round_trip(tmp_path: Path) -> None:
         assert first["mode"] == "h2" and first["page"] == "baidu" and first["scenario"] == "wifi-loss"
         assert json.loads(first["params"]) == {"browser": "engine", "buffer": "45 kB", "page_ref": "table1:baidu",
                                                "page_bytes": 50_000, "scheduler": "round-robin"}
-        assert first["plt_ms"] == pytest.approx(rec.page_load["plt_ms"])  # type: ignore[index]
+        assert first["plt_ms"] == pytest.approx(rec.page_load.plt_ms)  # type: ignore[union-attr]
         assert first["started_unix_ns"] == START_NS  # full 64-bit precision kept
         assert first["artifacts_dir"] == f"runs/{rec.run_key}"
         assert json.loads(first["emulator_counters"])["timer_late_ns_max"] == 40000
@@ -212,9 +201,10 @@ def test_store_round_trip(tmp_path: Path) -> None:
         assert objects[0]["parent"] is None and objects[1]["parent"] == "//www.baidu.test/"
         assert objects[0]["http_status"] == 200 and objects[0]["first_byte_ms"] == 83.0
         par = next(r for r in wifi if r.params["mode"] == "h2-parallel:2")
-        conns = store.query("SELECT * FROM connections WHERE run_key = ? ORDER BY conn_id", [par.run_key])
-        assert [c["conn_id"] for c in conns] == [0, 1]
-        assert sum(c["bytes"] for c in conns) == par.page_load["bytes"]  # type: ignore[index]
+        conns = store.query("SELECT * FROM connections WHERE run_key = ? ORDER BY idx", [par.run_key])
+        assert [c["idx"] for c in conns] == [0, 1]
+        assert [c["conn_id"] for c in conns] == [c.conn_id for c in par.page_load.connections]  # type: ignore[union-attr]
+        assert sum(c["bytes"] for c in conns) == par.page_load.bytes  # type: ignore[union-attr]
         samples = store.query("SELECT * FROM transport_samples WHERE run_key = ? ORDER BY t_unix_ns", [rec.run_key])
         assert len(samples) == 5 and samples[1]["cwnd"] == 16060 and samples[0]["conn"] == "0"
         assert samples[0]["rtt_us"] == 50000.0 and samples[0]["ssthresh"] == 65535
@@ -224,7 +214,8 @@ def test_store_round_trip(tmp_path: Path) -> None:
         links = {row["link"]: row for row in store.query("SELECT * FROM link_counters WHERE run_key = ?",
                                                          [lossy.run_key])}
         assert set(links) == {"p0.forward", "p0.reverse", "client.up"}
-        fwd, raw = links["p0.forward"], lossy.link_counters["links"]["p0.forward"]
+        fwd = links["p0.forward"]
+        raw = lossy.link_counters.links["p0.forward"].model_dump()  # type: ignore[union-attr]
         assert fwd["configured_rate_mbps"] == 7.0 and fwd["configured_delay_ms"] == 25.0
         assert fwd["configured_loss_pct"] == pytest.approx(2.0)
         assert json.loads(fwd["configured_queue"]) == {"kind": "droptail", "bytes": 45000}
@@ -257,7 +248,7 @@ def test_record_replaces_earlier_record(tmp_path: Path) -> None:
         assert counts == {"runs": 1, "page_loads": 1, "objects": len(PAGES["wikipedia"]), "connections": 1,
                           "transport_samples": 2, "link_counters": 3}
         row = store.query("SELECT status, plt_ms FROM runs")[0]
-        assert row["status"] == "ok" and row["plt_ms"] == pytest.approx(again.page_load["plt_ms"])  # type: ignore[index]
+        assert row["status"] == "ok" and row["plt_ms"] == pytest.approx(again.page_load.plt_ms)  # type: ignore[union-attr]
         # upsert keeps `created`, replaces the rest
         created = store.query("SELECT created FROM experiments")[0]["created"]
         store.upsert_experiment("e", "renamed", {"x": 1}, {"y": 2})
@@ -279,8 +270,10 @@ def test_record_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         before = snapshot()
         # a bad value in the middle of the objects: a clear error, nothing written
         bad = make_run(rng, params)
-        bad.page_load["objects"][5]["bytes"] = "lots"  # type: ignore[index]
-        with pytest.raises(StoreError, match=r"page_load\.objects\[5\]\.bytes: expected an integer"):
+        objects = list(bad.page_load.objects)  # type: ignore[union-attr]
+        objects[5] = objects[5].model_copy(update={"bytes": "lots"})  # unchecked: what a broken producer might give
+        bad.page_load = bad.page_load.model_copy(update={"objects": objects})  # type: ignore[union-attr]
+        with pytest.raises(StoreError, match=r"objects\[5\]\.bytes: expected an integer"):
             store.record_run("e", bad)
         assert snapshot() == before
         # a database failure after some tables were written: rolled back, the earlier record stays
@@ -293,13 +286,14 @@ def test_record_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
         monkeypatch.setattr(ResultsStore, "_insert", failing)
         other = make_run(rng, params)
-        other.page_load["objects"] = other.page_load["objects"][:3]  # type: ignore[index]
+        other.page_load = other.page_load.model_copy(  # type: ignore[union-attr]
+            update={"objects": other.page_load.objects[:3]})  # type: ignore[union-attr]
         with pytest.raises(StoreError, match="cannot record run .*disk on fire"):
             store.record_run("e", other)
         monkeypatch.undo()
         assert snapshot() == before
         plt = store.query("SELECT plt_ms FROM runs")[0]["plt_ms"]
-        assert plt == pytest.approx(good.page_load["plt_ms"])  # type: ignore[index]
+        assert plt == pytest.approx(good.page_load.plt_ms)  # type: ignore[union-attr]
         # the store is still usable
         store.record_run("e", other)
         assert store.query("SELECT count(*) AS n FROM objects")[0]["n"] == 3
@@ -315,11 +309,11 @@ def test_record_validation_errors(tmp_path: Path) -> None:
         build_run_rows("e", run)
     run.status = "ok"
     run.params["bandwidth_mbps"] = "fast"
-    with pytest.raises(StoreError, match=r"params\.bandwidth_mbps: expected a number"):
+    with pytest.raises(StoreError, match=r"runs\[0\]\.bandwidth_mbps: expected a number"):
         build_run_rows("e", run)
     run.params["bandwidth_mbps"] = 7
     run.samples = [{"conn": 0}]
-    with pytest.raises(StoreError, match=r"samples\[0\]\.t_unix_ns: missing"):
+    with pytest.raises(StoreError, match=r"transport_samples\[0\]\.t_unix_ns: missing"):
         build_run_rows("e", run)
 
 
@@ -380,8 +374,7 @@ def test_version_1_store_is_migrated(tmp_path: Path, read_only: bool) -> None:
         store.upsert_experiment("m", "m", {}, {})
         store.record_run("m", RunRecord(run_key="k1", params={"mode": "h3", "workload": "bulk"}, status="ok",
                                         error=None, started_unix_ns=START_NS, duration_s=1.0,
-                                        bulk=[{"side": None, "flow": 0, "status": "ok", "goodput_bps": 5e6, "bytes": 10,
-                                               "config": {"protocol": "h3"}, "intervals": []}]))
+                                        bulk=[BulkTransfer(bulk_result(goodput_bps=5e6))]))
         row = store.query("SELECT goodput_mbps, workload FROM runs WHERE run_key = 'k1'")[0]
         assert row == {"goodput_mbps": 5.0, "workload": "bulk"}
 

@@ -70,8 +70,9 @@ def run_fidelity(emulator: Any, links: Iterable[Mapping[str, Any]]) -> RunFideli
         if arrived < LOSS_MIN_PACKETS:
             continue
         config = row.get("config")
-        if isinstance(config, Mapping) and isinstance(config.get("loss"), Mapping):
-            continue  # bursty (Gilbert-Elliott) loss: a binomial interval does not apply
+        loss = config.get("loss") if isinstance(config, Mapping) else None
+        if isinstance(loss, Mapping) and loss.get("kind") == "gilbert-elliott":
+            continue  # bursty loss: a binomial interval does not apply
         configured = _number(row.get("configured_loss_pct")) or 0.0
         lost = int(_number(row.get("dropped_random_loss_packets")) or 0)
         low, high = clopper_pearson(lost, int(arrived), LOSS_CONFIDENCE)

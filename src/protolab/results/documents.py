@@ -49,9 +49,10 @@ def read_document(model: type[Model], path: Path) -> Model:
 
 
 def plain(value: Any) -> Any:
-    """A model (or a structure of them) as JSON-ready Python values, as the binary wrote it."""
+    """A model (or a structure of them) as JSON-ready Python values, as the binary wrote it:
+    the fields the document had (a field the binary leaves out when empty stays out)."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        return value.model_dump(mode="json", exclude_unset=True, by_alias=True)
     if isinstance(value, list):
         return [plain(v) for v in value]
     if isinstance(value, dict):

@@ -429,9 +429,14 @@ def _typed(table: str, values: dict[str, Any], where: str) -> dict[str, Any]:
     unknown = sorted(set(values) - set(types))
     if unknown:
         raise StoreError(f"{where}: {', '.join(unknown)}: no such column in table {table}")
+    missing = [name for name, sql_type in types.items() if "NOT NULL" in sql_type and name not in _RUN_KEYS
+               and values.get(name) is None and name != "recorded"]
+    if missing:
+        raise StoreError(f"{where}.{missing[0]}: missing")
     return {name: _convert(value, types[name], f"{where}.{name}") for name, value in values.items()}
 
 
+_RUN_KEYS = {name for name, _, _ in RUN_KEY_COLUMNS}
 _COLUMN_TYPES = {table: {name: sql_type for name, sql_type, _ in columns} for table, columns in TABLES.items()}
 
 
