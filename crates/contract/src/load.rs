@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::modes::{Protocol, Scheduler, Transport};
 use crate::samples::InstrumentConfig;
 
-/// Version of the result JSON.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the result JSON. 2: `config` names its `client` (the engine, or Chromium with its
+/// own configuration) and Chromium's extras sit in `browser`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// `kind` of a page-load result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -59,7 +60,72 @@ pub struct QuicConfig {
     pub max_ack_delay_ms: Option<f64>,
 }
 
-/// The effective configuration of a load, carried into its result.
+/// Who loaded the page, with the configuration it ran (`config.client` of a result).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "client", rename_all = "lowercase")]
+pub enum ClientConfig {
+    /// protolab's page-load engine (`protolab-net load`).
+    Engine(LoadConfig),
+    /// Headless Chromium driven by `protolab.browser.driver` (docs/browser.md).
+    Chromium(BrowserConfig),
+}
+
+impl ClientConfig {
+    /// The mode the page was loaded in.
+    pub fn mode(&self) -> &str {
+        match self {
+            ClientConfig::Engine(c) => &c.mode,
+            ClientConfig::Chromium(c) => &c.mode,
+        }
+    }
+}
+
+/// The configuration of a Chromium load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BrowserConfig {
+    /// Manifest file as given (its objects are the expected ones).
+    pub manifest: String,
+    /// Page name from the manifest.
+    pub page: Option<String>,
+    /// Mode (one Chromium can be made to speak: h1c, h1, h2, h2-mptcp, h3).
+    pub mode: String,
+    /// The root URL loaded.
+    pub url: Option<String>,
+    /// Warm load: a first load, every connection closed, then the measured load.
+    pub warm: bool,
+    /// Time limit of the load, ms.
+    pub timeout_ms: u64,
+    /// `Browser.version` of the Chromium that ran (null: it did not start).
+    pub chromium_version: Option<String>,
+}
+
+/// What only a browser load has (`browser` of a Chromium result).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BrowserExtras {
+    /// The page's Navigation Timing entry (numbers and strings), ms since navigation start.
+    pub navigation: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Manifest objects the browser never requested.
+    pub not_requested: u64,
+    /// Requests for URLs outside the manifest (e.g. `/favicon.ico`).
+    pub extra_requests: Vec<ExtraRequest>,
+}
+
+/// A request a browser made for a URL outside the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ExtraRequest {
+    /// Its URL.
+    pub url: String,
+    /// HTTP status (null: no response).
+    pub status: Option<u16>,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// Request sent, ms since the root request.
+    pub started_ms: Option<f64>,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The effective configuration of an engine load, carried into its result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LoadConfig {
     /// Manifest file as given.
@@ -203,8 +269,8 @@ pub struct LoadResult {
     pub schema_version: u32,
     /// `page_load`.
     pub kind: LoadKind,
-    /// Effective configuration.
-    pub config: LoadConfig,
+    /// Who loaded the page and its effective configuration.
+    pub config: ClientConfig,
     /// Outcome.
     pub status: LoadStatus,
     /// Summary of what went wrong.
@@ -219,6 +285,9 @@ pub struct LoadResult {
     pub objects: Vec<ObjectResult>,
     /// Every connection opened, in order of opening.
     pub connections: Vec<ConnectionResult>,
+    /// A browser load's extras (absent for the engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<BrowserExtras>,
 }
 
 /// The documents of this module (see [`crate::documents`]).

@@ -722,7 +722,7 @@ impl<'a> Engine<'a> {
         LoadResult {
             schema_version: SCHEMA_VERSION,
             kind: LoadKind::PageLoad,
-            config: self.loader.config(),
+            config: contract::load::ClientConfig::Engine(self.loader.config()),
             status,
             error,
             start_unix_ns,
@@ -730,6 +730,7 @@ impl<'a> Engine<'a> {
             bytes: objects.iter().map(|o| o.bytes).sum(),
             objects,
             connections,
+            browser: None,
         }
     }
 }
