@@ -18,8 +18,8 @@ use super::algorithm::{Parameters, ProbeTimes, Responsiveness, Stages, Verdict};
 use super::conn::{Dialer, RpmBody};
 use super::endpoints::{ConfigUrls, LARGE_PATH, SMALL_PATH, UPLOAD_PATH};
 use super::result::{self, ClientInfo, Confidences, DirectionResult, IdleResult, Interval, Probe, RpmConfig, RpmResult};
+use crate::client::{self, Connector, Sender, Sessions, Trust};
 use crate::instrument::InstrumentOptions;
-use crate::load::conn::Sender;
 use crate::load::mode::Protocol;
 use crate::transport::{QuicOptions, TcpOptions};
 
@@ -127,7 +127,7 @@ pub struct RpmOptions {
 /// A checked test, ready to run.
 pub struct Rpm {
     options: RpmOptions,
-    tls: Arc<rustls::ClientConfig>,
+    connector: Arc<Connector>,
     host: String,
 }
 
@@ -157,32 +157,15 @@ impl Rpm {
                 return Err(bad("--config", format!("{c:?} is neither a path (/...) nor a URL")));
             }
         }
-        let alpn: &[u8] = match options.protocol {
-            Protocol::H1 => b"http/1.1",
-            Protocol::H2 => b"h2",
-            _ => b"h3",
-        };
-        let mut config = match &options.ca {
-            Some(ca) => crate::tls::client_config_for_ca(ca, &[alpn]).map_err(|e| bad("--ca", e.to_string()))?,
-            None => {
-                let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-                let provider = Arc::new(rustls::crypto::ring::default_provider());
-                let mut c = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-                    .map_err(|e| bad("--ca", e.to_string()))?
-                    .with_root_certificates(roots)
-                    .with_no_client_auth();
-                c.alpn_protocols = vec![alpn.to_vec()];
-                c
-            }
-        };
+        let trust = options.ca.as_ref().map_or(Trust::WebPki, Trust::Ca);
         // Every probe measures a full handshake, as the draft's foreign probes mean to.
-        config.resumption = rustls::client::Resumption::disabled();
-        config.enable_early_data = false;
-        if options.protocol == Protocol::H3 {
-            options.quic.transport_config().map_err(|e| bad("--quic-*", e.to_string()))?;
-        }
-        Ok(Rpm { options, tls: Arc::new(config), host })
+        let tls = client::tls_config(trust, options.protocol, Sessions::Full).map_err(|e| bad("--ca", e.to_string()))?;
+        // The test writes qlogs (docs/rpm.md), no samples.
+        let instrument = InstrumentOptions { samples_dir: None, ..options.instrument.clone() };
+        let connector = Connector::new(options.protocol, Some(tls), options.tcp.clone(), &options.quic)
+            .map_err(|e| bad(e.option(), e.to_string()))?
+            .with_instrument(instrument);
+        Ok(Rpm { options, connector: Arc::new(connector), host })
     }
 
     fn config(&self, addr: Option<SocketAddr>, discovery: String, paths: &Paths) -> RpmConfig {
@@ -190,7 +173,7 @@ impl Rpm {
         RpmConfig {
             server: addr.map_or_else(|| format!("{}:{}", o.server, o.port), |a| a.to_string()),
             host: self.host.clone(),
-            protocol: protocol_name(o.protocol),
+            protocol: o.protocol.name(),
             direction: o.directions.name(),
             parameters: o.params,
             max_duration_s: o.max_duration.as_secs_f64(),
@@ -211,7 +194,7 @@ impl Rpm {
             schema_version: result::SCHEMA_VERSION,
             tool: concat!("protolab-net ", env!("CARGO_PKG_VERSION")).to_string(),
             started_unix_ns,
-            protocol: protocol_name(self.options.protocol),
+            protocol: self.options.protocol.name(),
             config: self.config(None, "not run".into(), &Paths::default()),
             client: client_info(),
             idle: None,
@@ -228,10 +211,7 @@ impl Rpm {
             addr,
             host: self.host.clone(),
             authority: if addr.port() == 443 { self.host.clone() } else { format!("{}:{}", self.host, addr.port()) },
-            tcp: self.options.tcp.clone(),
-            tls: self.tls.clone(),
-            quic: self.options.quic.clone(),
-            instrument: self.options.instrument.clone(),
+            connector: self.connector.clone(),
         });
         let (paths, discovery) = match self.discover(&dialer).await {
             Ok(x) => x,
@@ -316,15 +296,6 @@ fn flag_of(param: &str) -> &'static str {
         "mnp" => "--mnp",
         "mps" => "--mps",
         _ => "--ptc",
-    }
-}
-
-fn protocol_name(p: Protocol) -> &'static str {
-    match p {
-        Protocol::H1c => "h1c",
-        Protocol::H1 => "h1",
-        Protocol::H2 => "h2",
-        Protocol::H3 => "h3",
     }
 }
 
