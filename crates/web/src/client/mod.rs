@@ -54,22 +54,22 @@ use crate::transport::{QuicOptions, TcpOptions, TransportError};
 pub(crate) enum ClientSetupError {
     /// A QUIC transport option out of range.
     #[error(transparent)]
-    QuicTransport(#[from] TransportError),
+    Transport(#[from] TransportError),
     /// The TLS configuration does not suit QUIC (no TLS 1.3 suite QUIC can use).
     #[error("TLS configuration unusable for QUIC: {0}")]
-    QuicTls(String),
+    TlsForQuic(String),
     /// QUIC without a TLS configuration.
     #[error("QUIC needs TLS")]
-    QuicWithoutTls,
+    NoTlsForQuic,
 }
 
 impl ClientSetupError {
     /// The command-line option to blame.
     pub fn option(&self) -> &'static str {
         match self {
-            ClientSetupError::QuicTransport(_) => "--quic-*",
-            ClientSetupError::QuicTls(_) => "--ca",
-            ClientSetupError::QuicWithoutTls => "--mode",
+            ClientSetupError::Transport(_) => "--quic-*",
+            ClientSetupError::TlsForQuic(_) => "--ca",
+            ClientSetupError::NoTlsForQuic => "--mode",
         }
     }
 }
@@ -105,7 +105,7 @@ impl Connector {
         };
         let quic = match (transport, &tls) {
             (Transport::Quic, Some(tls)) => Some(QuicSetup::new(tls, quic)?),
-            (Transport::Quic, None) => return Err(ClientSetupError::QuicWithoutTls),
+            (Transport::Quic, None) => return Err(ClientSetupError::NoTlsForQuic),
             _ => None,
         };
         Ok(Connector {

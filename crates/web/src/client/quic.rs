@@ -32,7 +32,7 @@ impl QuicSetup {
     /// transport of `options`.
     pub fn new(tls: &rustls::ClientConfig, options: &QuicOptions) -> Result<QuicSetup, ClientSetupError> {
         let transport = options.transport_config()?;
-        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.clone()).map_err(|e| ClientSetupError::QuicTls(e.to_string()))?;
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.clone()).map_err(|e| ClientSetupError::TlsForQuic(e.to_string()))?;
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));
         config.transport_config(Arc::new(transport));
         Ok(QuicSetup { config, options: options.clone() })
