@@ -191,8 +191,8 @@ pub(crate) struct Connected<B = Empty<Bytes>> {
     pub local: Option<SocketAddr>,
     /// When TCP connected (TCP modes), to report the TCP part of the handshake.
     pub tcp_connected: Option<Instant>,
-    /// TLS over TCP: when its handshake started and ended.
-    pub tls_handshake: Option<(Instant, Instant)>,
+    /// TLS over TCP: how long its handshake took.
+    pub tls_handshake: Option<Duration>,
     /// TCP: a duplicate of the socket, to read `TCP_INFO` or `MPTCP_INFO` while it lives.
     pub tcp_fd: Option<OwnedFd>,
     /// Tasks driving the connection; abort them when done.

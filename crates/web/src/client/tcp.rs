@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hyper::body::Body;
 use tokio::net::TcpStream;
@@ -40,8 +40,8 @@ pub(crate) struct HttpOverTcp<B> {
     pub driver: JoinHandle<()>,
     /// Whether the TLS session was resumed (rustls' handshake kind); None without TLS.
     pub resumed: Option<bool>,
-    /// When the TLS handshake started and ended; None without TLS.
-    pub tls_handshake: Option<(Instant, Instant)>,
+    /// How long the TLS handshake took; None without TLS.
+    pub tls_handshake: Option<Duration>,
 }
 
 impl Connector {
@@ -86,7 +86,7 @@ impl Connector {
         };
         let tls_start = Instant::now();
         let stream = tls_connect(tls.clone(), self.protocol, hostname, addr, tcp).await?;
-        let tls_handshake = Some((tls_start, Instant::now()));
+        let tls_handshake = Some(tls_start.elapsed());
         let resumed = Some(stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed));
         let (sender, driver) = http_handshake(self.protocol, stream).await?;
         Ok(HttpOverTcp { sender, driver, resumed, tls_handshake })

@@ -102,7 +102,8 @@ impl Conn {
 }
 
 enum Event {
-    Connected { conn: usize, result: Result<Connected, String>, at: Instant },
+    /// A connection set-up ended (boxed: an established connection is large).
+    Connected { conn: usize, result: Result<Box<Connected>, String>, at: Instant },
     Fetched { obj: usize, conn: usize, fetched: Fetched, sender: Sender },
 }
 
@@ -454,7 +455,7 @@ impl<'a> Engine<'a> {
         let timeout = self.loader.options.connect_timeout;
         let tx = self.tx.clone();
         self.tasks.spawn(async move {
-            let result = client::within(timeout, addr, connector.connect(&hostname, addr)).await;
+            let result = client::within(timeout, addr, connector.connect(&hostname, addr)).await.map(Box::new);
             let _ = tx.send(Event::Connected { conn: id, result, at: Instant::now() });
         });
     }
@@ -491,7 +492,7 @@ impl<'a> Engine<'a> {
 
     fn handle(&mut self, event: Event) {
         match event {
-            Event::Connected { conn: c, result, at } => self.connected(c, result, at),
+            Event::Connected { conn: c, result, at } => self.connected(c, result.map(|connected| *connected), at),
             Event::Fetched { obj, conn: c, fetched, sender } => self.fetched(obj, c, fetched, sender),
         }
     }

@@ -131,7 +131,7 @@ impl Dialer {
             drivers: connected.drivers,
             // TCP: its handshake; QUIC: the handshake with the HTTP/3 set-up.
             connect_ms: ms_between(start, connected.tcp_connected.unwrap_or(ready)),
-            tls_ms: connected.tls_handshake.map(|(from, to)| ms_between(from, to)),
+            tls_ms: connected.tls_handshake.map(|d| d.as_secs_f64() * 1e3),
         })
     }
 
