@@ -89,14 +89,16 @@ pub(crate) struct Connector {
     instrument: InstrumentOptions,
     /// Source ports drawn from this seeded generator instead of the kernel's choice.
     source_ports: Option<SourcePorts>,
-    /// QUIC: send the first requests as 0-RTT data when a resumable session allows it.
+    /// QUIC: send the first requests as 0-RTT data when a resumable session allows it (as the
+    /// TLS configuration says, see [`Sessions`]).
     early_data: bool,
 }
 
 impl Connector {
     /// Connections speaking `protocol` with `tls` (required unless cleartext), over QUIC for h3
-    /// (with `quic`'s transport), else over MPTCP or TCP as `tcp` says. No instrumentation, no
-    /// early data and kernel-chosen source ports until the `with_` methods say otherwise.
+    /// (with `quic`'s transport), else over MPTCP or TCP as `tcp` says; QUIC sends 0-RTT data
+    /// when `tls` allows early data. No instrumentation and kernel-chosen source ports until
+    /// the `with_` methods say otherwise.
     pub fn new(protocol: Protocol, tls: Option<rustls::ClientConfig>, tcp: TcpOptions, quic: &QuicOptions) -> Result<Connector, ClientSetupError> {
         let transport = match protocol {
             Protocol::H3 => Transport::Quic,
@@ -112,11 +114,11 @@ impl Connector {
             protocol,
             transport,
             tcp,
+            early_data: tls.as_ref().is_some_and(|c| c.enable_early_data),
             tls: tls.map(Arc::new),
             quic,
             instrument: InstrumentOptions::default(),
             source_ports: None,
-            early_data: false,
         })
     }
 
@@ -129,13 +131,6 @@ impl Connector {
     /// Source ports drawn by a generator seeded with `seed` (None: the kernel's choice).
     pub fn with_source_port_seed(mut self, seed: Option<u64>) -> Connector {
         self.source_ports = seed.map(SourcePorts::new);
-        self
-    }
-
-    /// QUIC: send the first requests as 0-RTT data when a session can be resumed (the TLS
-    /// configuration must allow early data, see [`Sessions`]).
-    pub fn with_early_data(mut self, early_data: bool) -> Connector {
-        self.early_data = early_data;
         self
     }
 
@@ -236,5 +231,45 @@ pub(crate) async fn within<T>(timeout: Duration, addr: SocketAddr, set_up: impl 
     match tokio::time::timeout(timeout, set_up).await {
         Ok(r) => r,
         Err(_) => Err(format!("connect to {addr}: no connection within {} ms", timeout.as_millis())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tls(protocol: Protocol, sessions: Sessions) -> Option<rustls::ClientConfig> {
+        Some(tls_config(Trust::WebPki, protocol, sessions).unwrap())
+    }
+
+    #[test]
+    fn the_protocol_and_socket_options_choose_the_transport() {
+        let quic = QuicOptions::default();
+        let h3 = Connector::new(Protocol::H3, tls(Protocol::H3, Sessions::Resume), TcpOptions::default(), &quic).unwrap();
+        assert_eq!(h3.transport, Transport::Quic);
+        assert!(h3.quic.is_some());
+        let mptcp = TcpOptions { mptcp: true, ..Default::default() };
+        let h2 = Connector::new(Protocol::H2, tls(Protocol::H2, Sessions::Resume), mptcp, &quic).unwrap();
+        assert_eq!((h2.transport, h2.quic.is_none()), (Transport::Mptcp, true));
+        let h1c = Connector::new(Protocol::H1c, None, TcpOptions::default(), &quic).unwrap();
+        assert_eq!((h1c.transport, h1c.tls.is_none()), (Transport::Tcp, true));
+        let e = Connector::new(Protocol::H3, None, TcpOptions::default(), &quic).err().unwrap();
+        assert_eq!((e.option(), e.to_string().as_str()), ("--mode", "QUIC needs TLS"));
+    }
+
+    #[test]
+    fn early_data_follows_the_sessions_and_unmeasured_connections_send_none() {
+        let quic = QuicOptions::default();
+        let warm = Connector::new(Protocol::H3, tls(Protocol::H3, Sessions::ResumeWithEarlyData), TcpOptions::default(), &quic)
+            .unwrap()
+            .with_instrument(InstrumentOptions { qlog_dir: Some("/tmp".into()), ..Default::default() })
+            .with_source_port_seed(Some(1));
+        assert!(warm.early_data && warm.source_ports.is_some() && warm.instrument.any());
+        let primer = warm.unmeasured();
+        assert!(!primer.early_data && primer.source_ports.is_none() && !primer.instrument.any());
+        // The same TLS configuration, hence the same session store.
+        assert!(Arc::ptr_eq(primer.tls.as_ref().unwrap(), warm.tls.as_ref().unwrap()));
+        let cold = Connector::new(Protocol::H3, tls(Protocol::H3, Sessions::Resume), TcpOptions::default(), &quic).unwrap();
+        assert!(!cold.early_data);
     }
 }

@@ -326,9 +326,9 @@ impl Loader {
         let tls = match (protocol.alpn(), &options.ca) {
             (None, _) => None,
             (Some(_), None) => return Err(LoadError::Option { option: "--ca", why: format!("mode {} uses TLS and needs the lab's CA", options.mode) }),
-            // QUIC early data needs a session to resume: only warm loads (after a priming
-            // connection) send it.
             (Some(_), Some(ca)) => {
+                // QUIC early data needs a session to resume: only warm loads (after a priming
+                // connection) send it.
                 let sessions = if protocol == Protocol::H3 && options.warm { Sessions::ResumeWithEarlyData } else { Sessions::Resume };
                 Some(client::tls_config(Trust::Ca(ca), protocol, sessions).map_err(|e| LoadError::Option { option: "--ca", why: e.to_string() })?)
             }
@@ -337,8 +337,7 @@ impl Loader {
         let connector = Connector::new(protocol, tls, tcp, &options.quic)
             .map_err(|e| LoadError::Option { option: e.option(), why: e.to_string() })?
             .with_instrument(options.instrument.clone())
-            .with_source_port_seed(options.source_port_seed)
-            .with_early_data(options.warm);
+            .with_source_port_seed(options.source_port_seed);
         let port = if protocol == Protocol::H1c { options.http_port } else { options.https_port };
         let addrs = manifest.origins.iter().map(|o| SocketAddr::new(o.address.into(), port)).collect();
         Ok(Loader { manifest, options, connector: Arc::new(connector), addrs })
