@@ -1,21 +1,21 @@
 //! The client connection layer of the page-load engine (`load`), bulk transfers (`bulk`) and
 //! the responsiveness test (`rpm`): one way from an address to an HTTP request sender.
 //!
-//! A client builds one [`Connector`] for all its connections: the rustls configuration from
+//! A client builds one `Connector` for all its connections: the rustls configuration from
 //! [`tls_config`] (trusted roots, the protocol's ALPN from `Protocol::alpn`, what to do with
 //! sessions), the TCP socket options, the QUIC transport options, the instrumentation (samples,
 //! qlogs) and seeded source ports. A connection goes through stages, each usable alone:
 //!
-//! - over TCP: [`Connector::open_tcp`] connects a TCP or MPTCP socket (options set before the
+//! - over TCP: `Connector::open_tcp` connects a TCP or MPTCP socket (options set before the
 //!   SYN, source port seeded if asked) and attaches the connection's id, sampler and a duplicate
-//!   of the socket (for `TCP_INFO`/`MPTCP_INFO`); [`Connector::http_over_tcp`] runs TLS (SNI,
+//!   of the socket (for `TCP_INFO`/`MPTCP_INFO`); `Connector::http_over_tcp` runs TLS (SNI,
 //!   the ALPN required) and the HTTP/1.1 or HTTP/2 handshake (Chrome's HTTP/2 windows);
-//! - over QUIC: [`Connector::open_quic`] binds one UDP endpoint per connection (the route's
+//! - over QUIC: `Connector::open_quic` binds one UDP endpoint per connection (the route's
 //!   source address, a seeded port if asked) and prepares quinn's configuration with the
-//!   connection's qlog; [`Connector::quic_handshake`] does the handshake (0-RTT when allowed and
+//!   connection's qlog; `Connector::quic_handshake` does the handshake (0-RTT when allowed and
 //!   a session can be resumed), checks ALPN `h3`, sets up HTTP/3 and attaches the sampler.
 //!
-//! [`Connector::connect`] runs every stage and times them; bulk transfers run them one by one,
+//! `Connector::connect` runs every stage and times them; bulk transfers run them one by one,
 //! to record the connection as soon as it exists. What a client then requests (and how it
 //! reads responses) stays with the client.
 
