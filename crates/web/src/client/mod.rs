@@ -95,10 +95,10 @@ pub(crate) struct Connector {
 }
 
 impl Connector {
-    /// Connections speaking `protocol` with `tls` (required unless cleartext), over QUIC for h3
-    /// (with `quic`'s transport), else over MPTCP or TCP as `tcp` says; QUIC sends 0-RTT data
-    /// when `tls` allows early data. No instrumentation and kernel-chosen source ports until
-    /// the `with_` methods say otherwise.
+    /// Connections speaking `protocol` with `tls` (None: cleartext, refused for h3), over QUIC
+    /// for h3 (with `quic`'s transport), else over MPTCP or TCP as `tcp` says; QUIC sends 0-RTT
+    /// data when `tls` allows early data. No instrumentation and kernel-chosen source ports
+    /// until the `with_` methods say otherwise.
     pub fn new(protocol: Protocol, tls: Option<rustls::ClientConfig>, tcp: TcpOptions, quic: &QuicOptions) -> Result<Connector, ClientSetupError> {
         let transport = match protocol {
             Protocol::H3 => Transport::Quic,
