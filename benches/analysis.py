@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from protolab import __version__, provenance
-from protolab.analyze_cli import analyze_results
+from protolab.analysis.cli import analyze_results
 from protolab.store import ResultsStore
 
 console = Console(stderr=True)

@@ -128,7 +128,7 @@ def test_quic_packets_onto_datagrams() -> None:
 
 
 def test_censor_window() -> None:
-    from protolab.analyze import censor_window_ms
+    from protolab.analysis.analyze import censor_window_ms
 
     assert censor_window_ms({"smooth_rtt_ms": 40.0, "var_rtt_ms": 5.0}) == 60.0
     assert censor_window_ms({"smooth_rtt_ms": None, "min_rtt_ms": 30.0}) == 60.0

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from protolab.experiment import parse_spec
-from protolab.runner import Events, run_experiment
-from protolab.session import LabExecutor
+from protolab.plan.experiment import parse_spec
+from protolab.run.executors import EXECUTORS
+from protolab.run.runner import Events, run_experiment
+from protolab.run.session import LabExecutor
 from protolab.store import ResultsStore
 
 pytestmark = pytest.mark.lab
@@ -51,7 +52,7 @@ def test_detected_losses_match_the_emulators_truth(tmp_path: Path, emu_binary: P
                                                    burst: int) -> None:
     results = tmp_path / "results"
     summary = run_experiment(parse_spec(SPEC.format(burst=burst)), results,
-                             LabExecutor(binary=emu_binary, lab_name=lab_name()), Events())
+                             LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name()), Events())
     assert (summary.ok, summary.total) == (2, 2)
     assert _rows(results, "SELECT * FROM analysis_notes") == []
     losses = {r["transport"]: r for r in _rows(results, "SELECT * FROM loss_analysis")}

@@ -18,7 +18,7 @@ import pytest
 from conftest import lab_namespaces, toml_text
 
 from protolab.browser.modes import chromium_flags
-from protolab.experiment import SpecError, spec_from_dict
+from protolab.plan.experiment import SpecError, spec_from_dict
 
 CHROMIUM = Path("/usr/bin/chromium")
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")

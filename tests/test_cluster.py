@@ -18,9 +18,9 @@ import duckdb
 import pytest
 from conftest import toml_text
 
-from protolab.cluster import blocks, worker_lab_name
-from protolab.experiment import spec_from_dict
-from protolab.runner import plan
+from protolab.plan.experiment import spec_from_dict
+from protolab.run.cluster import blocks, worker_lab_name
+from protolab.run.runner import plan
 
 VENV_BIN = Path(sys.executable).parent
 

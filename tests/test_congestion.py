@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from protolab import controllers
-from protolab.experiment import load_spec, parse_spec
 from protolab.measure.flows import fairness, jain_index
 from protolab.measure.transport import connection_summaries
+from protolab.plan import controllers
+from protolab.plan.experiment import load_spec, parse_spec
+from protolab.plan.spec import SpecError
 from protolab.report.build import build_report
-from protolab.runner import (
+from protolab.run.runner import (
     Events,
     PlannedRun,
     RunOutcome,
@@ -30,7 +31,6 @@ from protolab.runner import (
 from protolab.scenarios import Condition
 from protolab.scenarios.congestion import large_images_page, second_address, second_copy
 from protolab.scenarios.workloads import Side, parse_pair
-from protolab.spec import SpecError
 from protolab.store import ResultsStore
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from protolab.experiment import parse_spec
-from protolab.runner import Events, run_experiment
-from protolab.session import LabExecutor
+from protolab.plan.experiment import parse_spec
+from protolab.run.executors import EXECUTORS
+from protolab.run.runner import Events, run_experiment
+from protolab.run.session import LabExecutor
 from protolab.store import ResultsStore
 
 pytestmark = pytest.mark.lab
@@ -59,7 +60,8 @@ def _rows(results: Path, sql: str) -> list[dict[str, Any]]:
 
 def test_bulk_per_controller_with_states(tmp_path: Path, emu_binary: Path, lab_name: Callable[[], str]) -> None:
     results = tmp_path / "results"
-    summary = run_experiment(parse_spec(BULK), results, LabExecutor(binary=emu_binary, lab_name=lab_name()), Events())
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    summary = run_experiment(parse_spec(BULK), results, executor, Events())
     assert (summary.ok, summary.total) == (4, 4)
     runs = {(r["mode"], r["quic_cc"]): r for r in _rows(results, "SELECT mode, quic_cc, goodput_mbps, run_key FROM runs")}
     # Greedy senders fill most of the 10 Mbit/s link within 4 s (slow start included).
@@ -89,7 +91,8 @@ def test_bulk_per_controller_with_states(tmp_path: Path, emu_binary: Path, lab_n
 
 def test_pair_shares_from_the_event_log(tmp_path: Path, emu_binary: Path, lab_name: Callable[[], str]) -> None:
     results = tmp_path / "results"
-    summary = run_experiment(parse_spec(PAIR), results, LabExecutor(binary=emu_binary, lab_name=lab_name()), Events())
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    summary = run_experiment(parse_spec(PAIR), results, executor, Events())
     assert (summary.ok, summary.total) == (1, 1)
     sides = {s["side"]: s for s in _rows(results, "SELECT * FROM pair_sides")}
     a, b = sides["a"], sides["b"]
@@ -128,7 +131,8 @@ def test_cpu_limited_client(tmp_path: Path, emu_binary: Path, lab_name: Callable
     slows down; TCP, handled by the kernel, hardly. The lab's cgroup is gone afterwards."""
     name = lab_name()
     results = tmp_path / "results"
-    summary = run_experiment(parse_spec(CPU), results, LabExecutor(binary=emu_binary, lab_name=name), Events())
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=name)
+    summary = run_experiment(parse_spec(CPU), results, executor, Events())
     assert (summary.ok, summary.total) == (4, 4)
     goodput = {(r["mode"], r["cpu"]): r["goodput_mbps"] for r in _rows(
         results, "SELECT mode, CAST(json_extract(params, '$.cpu_pct') AS DOUBLE) AS cpu, goodput_mbps FROM runs")}

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protolab.design import (
+from protolab.plan.design import (
     _thin,
     ci_half_width,
     converged,
@@ -24,8 +24,8 @@ from protolab.design import (
     unit_points,
     wsp,
 )
-from protolab.experiment import SpecError, spec_from_dict
-from protolab.runner import (
+from protolab.plan.experiment import SpecError, spec_from_dict
+from protolab.run.runner import (
     Events,
     PlannedRun,
     RunOutcome,
@@ -288,12 +288,12 @@ def test_a_cluster_worker_leaves_out_converged_runs_as_a_local_run_does(tmp_path
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Adaptive repetitions on a cluster: a block holds every repetition of its condition, so the
     worker judges convergence itself, from the values the coordinator passes (resume)."""
-    from protolab import cluster
+    from protolab.run import cluster
 
     experiment = _experiment(tmp_path, repetitions=8, design={"ci_target": 0.05, "min_repetitions": 3},
                              axes={"mode": ["h2", "h3"], "page": ["baidu"], "bandwidth_mbps": [10], "rtt_ms": [20]})
     fake = FakeExecutor()
-    monkeypatch.setattr(cluster, "LabExecutor", lambda lab_name: fake)
+    monkeypatch.setattr(cluster, "LabExecutor", lambda workloads, lab_name: fake)
     (block,) = cluster.blocks(plan(experiment))
     spec = experiment.spec.model_dump(mode="json", exclude_unset=True)
     records = cluster.execute_block(spec, str(tmp_path / "s.toml"), [run.key for run in block], str(tmp_path / "r"))
@@ -310,6 +310,6 @@ def test_a_cluster_worker_leaves_out_converged_runs_as_a_local_run_does(tmp_path
 
 
 def _cells_of(runs: list[PlannedRun], mode: str) -> set[str]:
-    from protolab.runner import _cell
+    from protolab.run.runner import _cell
 
     return {_cell(run) for run in runs if run.mode == mode}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import lab_namespaces
 
-from protolab.lab import Lab, dumbbell, ideal_link, link, mbit, ms, path
+from protolab.lab import Lab, dumbbell, ideal_link, link, mbps_to_bps, ms_to_ns, path
 from protolab.measure.tools import parse_iperf3
 
 pytestmark = pytest.mark.lab
@@ -37,7 +37,7 @@ def _events(log: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 def test_pcap_and_event_log_are_ground_truth(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
     name = lab_name()
     topology = dumbbell(name, ["client"], ["server"],
-                        paths=[path("p0", forward=link(delay=ms(PATH_DELAY_MS), loss=LOSS))])
+                        paths=[path("p0", forward=link(delay_ns=ms_to_ns(PATH_DELAY_MS), loss=LOSS))])
     with Lab(topology) as lab:
         lab.set_link("p0.forward", seed=3)
         lab.reset_counters()
@@ -106,7 +106,7 @@ def test_trace_driven_link_delivers_the_trace_rate(emu_binary: Path, lab_name: C
     trace = tmp_path / "uneven.trace"
     trace.write_text(TRACE)
     topology = dumbbell(lab_name(), ["client"], ["server"], paths=[
-        path("p0", forward=link(trace=str(trace), queue_packets=60, delay=ms(10)), reverse=link(delay=ms(10))),
+        path("p0", forward=link(trace=str(trace), queue_packets=60, delay_ns=ms_to_ns(10)), reverse=link(delay_ns=ms_to_ns(10))),
     ])
     with Lab(topology) as lab:
         before = lab.counters()["links"]["p0.forward"]["delivered_bytes"]
@@ -139,13 +139,13 @@ def _ping_under_load(lab: Lab, seconds: int) -> tuple[list[float], dict[str, Any
 def test_codel_keeps_queueing_delay_low_where_droptail_bloats(emu_binary: Path, lab_name: Callable[[], str]) -> None:
     base_rtt_ms = 20
     topology = dumbbell(lab_name(), ["client"], ["server"], paths=[
-        path("p0", forward=link(mbit(10), delay=ms(base_rtt_ms / 2), queue_packets=400),
-             reverse=link(delay=ms(base_rtt_ms / 2))),
+        path("p0", forward=link(mbps_to_bps(10), delay_ns=ms_to_ns(base_rtt_ms / 2), queue_packets=400),
+             reverse=link(delay_ns=ms_to_ns(base_rtt_ms / 2))),
     ])
     with Lab(topology) as lab:
         droptail_rtts, droptail = _ping_under_load(lab, seconds=8)
-        lab.set_link("p0.forward", **ideal_link(rate=mbit(10), delay=ms(base_rtt_ms / 2), queue_packets=400,
-                                                 queue_kind="codel"))
+        lab.set_link("p0.forward", **ideal_link(rate_bps=mbps_to_bps(10), delay_ns=ms_to_ns(base_rtt_ms / 2),
+                                                 queue_packets=400, queue_kind="codel"))
         codel_rtts, codel = _ping_under_load(lab, seconds=8)
     # Drop-tail: cubic fills the 400-packet (480 ms) buffer. CoDel: drops early ("aqm") and keeps
     # the standing queue near its 5 ms target.

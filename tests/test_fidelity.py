@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protolab.fidelity import run_fidelity
+from protolab.analysis.fidelity import run_fidelity
 from protolab.store import RunRecord, build_run_rows
 
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import lab_namespaces
 
 from protolab.errors import LabError
-from protolab.lab import Lab, cleanup_lab, dumbbell, ideal_link, link, mbit, ms
+from protolab.lab import Lab, cleanup_lab, dumbbell, ideal_link, link, mbps_to_bps, ms_to_ns
 from protolab.measure.tools import parse_ping
 
 pytestmark = pytest.mark.lab
@@ -63,8 +63,10 @@ def test_set_link_changes_delay_live(emu_binary: Path, lab_name: Callable[[], st
     with Lab(_two_hosts(lab_name())) as lab:
         baseline = _ping(lab, 10)
         assert baseline.rtt_min_ms < 2.0
-        reply = lab.set_link(["client.up", "client.down"], delay=ms(10))
-        assert reply["ok"] is True
+        effective = lab.set_link(["client.up", "client.down"], delay_ns=ms_to_ns(10))
+        assert {name: params["delay_ns"] for name, params in effective.items()} == {
+            "client.up": 10_000_000, "client.down": 10_000_000}
+        assert effective["client.up"]["queue"] == {"kind": "droptail", "packets": 1000}  # complete, in numbers
         slowed = _ping(lab, 10)
         assert slowed.received == 10
         assert 20.0 <= slowed.rtt_min_ms <= 21.5  # 10 ms each way on the client's access link
@@ -75,9 +77,9 @@ def test_set_link_changes_delay_live(emu_binary: Path, lab_name: Callable[[], st
 def test_set_link_refuses_bad_params_and_unknown_links(emu_binary: Path, lab_name: Callable[[], str]) -> None:
     with Lab(_two_hosts(lab_name())) as lab:
         with pytest.raises(LabError, match="rate"):
-            lab.set_link("p0.forward", rate="-5mbit")
+            lab.set_link("p0.forward", rate="-5mbit")  # the written form is still read, and checked
         with pytest.raises(LabError, match="nosuch"):
-            lab.set_link("nosuch.up", delay=ms(1))
+            lab.set_link("nosuch.up", delay_ns=ms_to_ns(1))
         assert _ping(lab, 3).received == 3  # still working after refused requests
 
 
@@ -119,7 +121,7 @@ def test_two_labs_run_side_by_side(emu_binary: Path, lab_name: Callable[[], str]
     first, second = lab_name(), lab_name()
     # Same addresses in both: each lab is its own world.
     with Lab(_two_hosts(first)) as lab_a, Lab(_two_hosts(second)) as lab_b:
-        lab_b.set_link(["client.up"], delay=ms(5))
+        lab_b.set_link(["client.up"], delay_ns=ms_to_ns(5))
         assert _ping(lab_a, 5).rtt_min_ms < 2.0
         assert 5.0 <= _ping(lab_b, 5).rtt_min_ms <= 6.5
     assert lab_namespaces(first) == [] and lab_namespaces(second) == []
@@ -155,7 +157,7 @@ def test_teardown_runs_on_keyboard_interrupt(emu_binary: Path, lab_name: Callabl
 def test_cleanup_after_sigkill(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
     name = lab_name()
     state_dir = tmp_path / "state"
-    topology = _two_hosts(name, paths=[{"name": "p0", "forward": link(mbit(50))}])
+    topology = _two_hosts(name, paths=[{"name": "p0", "forward": link(mbps_to_bps(50))}])
     # Without the watchdog: this test is about the manual cleanup command.
     lab = Lab(topology, state_dir=state_dir, emu_args=["--no-watchdog"])
     lab.start()

@@ -25,7 +25,7 @@ import duckdb
 import pytest
 from conftest import run_protolab
 
-from protolab.lab import Lab, dumbbell, host, link, mbit, ms
+from protolab.lab import Lab, dumbbell, host, link, mbps_to_bps, ms_to_ns
 from protolab.live.page import (
     BODIES_DIR,
     PAGE_DIR,
@@ -57,7 +57,7 @@ def speedtest_topology(lab: str, rate_mbps: float = RATE_MBPS, rtt_ms: float = R
     """Client and server; the client's access link is the bottleneck: `rate_mbps` and half the
     RTT each way, a drop-tail queue of `queue_bdp` BDPs in both directions."""
     queue = round(queue_bdp * rate_mbps * 1e6 / 8 * rtt_ms / 1e3)
-    access = link(mbit(rate_mbps), delay=ms(rtt_ms / 2), queue_bytes=queue)
+    access = link(mbps_to_bps(rate_mbps), delay_ns=ms_to_ns(rtt_ms / 2), queue_bytes=queue)
     return dumbbell(lab, [host("client", "left", [CLIENT_ADDRESS], up=access, down=access)],
                     [host("server", "right", [SERVER_ADDRESS])], paths=1)
 

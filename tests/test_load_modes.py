@@ -20,7 +20,8 @@ import pytest
 
 from protolab.corpus import site_manifest
 from protolab.lab import Lab, dumbbell, host, link, path
-from protolab.session import MPTCP_SIGNAL_ADDRESS, read_samples
+from protolab.measure.samples import read_samples
+from protolab.run.session import MPTCP_SIGNAL_ADDRESS
 
 pytestmark = pytest.mark.lab
 

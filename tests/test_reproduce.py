@@ -24,7 +24,7 @@ from protolab.reproduce.claims import (
 )
 from protolab.reproduce.cli import experiment_of, figure_named
 from protolab.reproduce.figures import FIGURES, merged
-from protolab.runner import plan
+from protolab.run.runner import plan
 
 
 def _rows(mode: str, page: str, values: list[float], **extra: Any) -> list[dict[str, Any]]:

@@ -14,9 +14,9 @@ import duckdb
 import pytest
 from conftest import lab_namespaces, run_protolab, toml_text
 
-from protolab.experiment import parse_spec
 from protolab.measure.rpm import rpm_rows
-from protolab.spec import SpecError
+from protolab.plan.experiment import parse_spec
+from protolab.plan.spec import SpecError
 
 # ---------------------------------------------------------------------- rpm_rows on fixed data
 

@@ -19,8 +19,14 @@ import pytest
 from typer.testing import CliRunner
 
 from protolab.errors import ToolError
-from protolab.experiment import load_spec, parse_spec
-from protolab.runner import (
+from protolab.plan.experiment import load_spec, parse_spec
+from protolab.plan.spec import (
+    MIN_BUFFER_BYTES,
+    SpecError,
+    parse_buffer,
+)
+from protolab.run.executors import EXECUTORS
+from protolab.run.runner import (
     Events,
     PlannedRun,
     RunOutcome,
@@ -28,13 +34,8 @@ from protolab.runner import (
     plan,
     run_experiment,
 )
+from protolab.run.session import LabExecutor
 from protolab.scenarios import SCENARIOS, Condition
-from protolab.session import LabExecutor
-from protolab.spec import (
-    MIN_BUFFER_BYTES,
-    SpecError,
-    parse_buffer,
-)
 from protolab.store import ResultsStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -218,12 +219,12 @@ def test_wifi_loss_links() -> None:
     lossy = Condition.from_axes({"bandwidth_mbps": 7, "rtt_ms": 50, "loss_pct": 2, "buffer": "1bdp"})
     links = scenario.links(experiment.params, lossy)
     for name in ("client.up", "client.down"):
-        assert links[name]["rate"] == "7mbit"
-        assert links[name]["delay"] == "25ms"  # 50 ms RTT, half each way
+        assert links[name]["rate_bps"] == 7_000_000
+        assert links[name]["delay_ns"] == 25_000_000  # 50 ms RTT, half each way
         assert links[name]["loss"] == {"kind": "bernoulli", "p": 0.02}
         assert links[name]["queue"] == {"kind": "droptail", "bytes": 43750}
     for name in ("server.up", "server.down", "p0.forward", "p0.reverse"):
-        assert links[name]["rate"] == "unlimited" and links[name]["loss"] is None
+        assert links[name]["rate_bps"] is None and links[name]["loss"] is None
     clean = Condition.from_axes({"bandwidth_mbps": 7, "rtt_ms": 50, "loss_pct": 0, "buffer": "1bdp"})
     assert scenario.links(experiment.params, clean)["client.down"]["loss"] is None
     down_only = spec(**{"[axes]": '[params]\nloss_directions = "down"\n[axes]'})
@@ -243,8 +244,8 @@ def test_ecmp_topology_and_links() -> None:
     assert topology["routing"] == {"mode": "ecmp-xor", "pins": [{"left": "xclient", "right": "xserver", "path": "p1"}]}
     assert [p["name"] for p in topology["paths"]] == ["p0", "p1"]
     links = scenario.links(params, conditions(experiment)[1])
-    assert links["client.down"]["rate"] == "10mbit" and links["client.up"]["rate"] == "10mbit"
-    assert links["p1.reverse"]["rate"] == "20mbit" and links["p0.forward"]["delay"] == "25ms"
+    assert links["client.down"]["rate_bps"] == 10_000_000 and links["client.up"]["rate_bps"] == 10_000_000
+    assert links["p1.reverse"]["rate_bps"] == 20_000_000 and links["p0.forward"]["delay_ns"] == 25_000_000
     assert params.cross_load == "greedy"
     assert scenario.busy(params, conditions(experiment)[1]) and not scenario.busy(params, conditions(experiment)[0])
 
@@ -253,12 +254,12 @@ def test_grid_and_single_object_links() -> None:
     grid = parse_spec('schema_version = 1\nscenario = "bw-rtt-grid"\n[axes]\npage = ["baidu"]\n')
     first = conditions(grid)[0]  # 0.2 Mbit/s, 30 ms
     links = grid.scenario.links(grid.params, first)
-    assert links["p0.forward"]["rate"] == "0.2mbit" and links["p0.reverse"]["delay"] == "15ms"
+    assert links["p0.forward"]["rate_bps"] == 200_000 and links["p0.reverse"]["delay_ns"] == 15_000_000
     assert links["p0.forward"]["queue"]["bytes"] == MIN_BUFFER_BYTES
     single = parse_spec('schema_version = 1\nscenario = "single-object"\n')
     unlimited = conditions(single)[0]
     links = single.scenario.links(single.params, unlimited)
-    assert links["p0.forward"]["rate"] == "unlimited" and links["p0.forward"]["delay"] == "0ms"
+    assert links["p0.forward"]["rate_bps"] is None and links["p0.forward"]["delay_ns"] == 0
     assert links["p0.forward"]["queue"] == {"kind": "droptail", "packets": 1000}
     assert set(SCENARIOS) >= {"wifi-loss", "ecmp-congestion", "bw-rtt-grid", "single-object"}
 
@@ -527,7 +528,8 @@ def test_end_to_end_experiment(emu_binary: Path, lab_name: Callable[[], str], tm
     file.write_text(E2E_SPEC)
     experiment = load_spec(file)
     results = tmp_path / "results"
-    summary = run_experiment(experiment, results, LabExecutor(binary=emu_binary, lab_name=lab_name()), Events())
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    summary = run_experiment(experiment, results, executor, Events())
     assert summary.total == 4
     runs = _rows(results, "SELECT * FROM runs ORDER BY order_index")
     assert [r["status"] for r in runs] == ["ok"] * 4, [r["error"] for r in runs]
@@ -549,7 +551,8 @@ def test_end_to_end_experiment(emu_binary: Path, lab_name: Callable[[], str], tm
         assert (results / run["artifacts_dir"] / "result.json").exists()
     assert (results / "pages" / "baidu.json").exists()
     # resume: nothing left to do, no lab needed
-    assert run_experiment(load_spec(file), results, LabExecutor(binary=emu_binary, lab_name=lab_name())).executed == 0
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    assert run_experiment(load_spec(file), results, executor).executed == 0
     # the report reads the store
     completed = subprocess.run([sys.executable, "-m", "protolab", "report", str(results)],
                                capture_output=True, text=True, check=False)
@@ -586,7 +589,8 @@ def test_end_to_end_samples_of_both_ends_and_mptcp(emu_binary: Path, lab_name: C
     file = tmp_path / "e2e.toml"
     file.write_text(E2E_SAMPLES_SPEC)
     results = tmp_path / "results"
-    summary = run_experiment(load_spec(file), results, LabExecutor(binary=emu_binary, lab_name=lab_name()), Events())
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    summary = run_experiment(load_spec(file), results, executor, Events())
     assert (summary.ok, summary.total) == (2, 2)
     conns = _rows(results, "SELECT r.mode, c.transport, c.subflows, c.bytes FROM connections c JOIN runs r USING (run_key)")
     assert {c["transport"] for c in conns if c["mode"] == "h2-mptcp"} == {"mptcp"}

@@ -436,7 +436,7 @@ def test_median_ci_order_statistics() -> None:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from protolab.report import build_report
+    from protolab.report.build import build_report
 
     results = tmp_path_factory.mktemp("results")
     fill_store(results)
@@ -483,8 +483,7 @@ def test_report_contents(report: Path) -> None:
 
 
 def test_report_baseline_and_errors(tmp_path: Path, report: Path) -> None:
-    from protolab.report import build_report
-    from protolab.report.build import ReportError
+    from protolab.report.build import ReportError, build_report
 
     results = report.parent.parent
     index = build_report(results, tmp_path / "r", baseline="h2-parallel:2", experiments=["wifi"])
@@ -541,7 +540,7 @@ def test_report_screenshot_in_headless_chromium(tmp_path: Path, report: Path) ->
 
 def test_report_without_data_for_sections(tmp_path: Path) -> None:
     """Every section degrades to a note: one mode, only failed runs without load results or counters."""
-    from protolab.report import build_report
+    from protolab.report.build import build_report
 
     with ResultsStore(tmp_path) as store:
         store.upsert_experiment("bare", "bare", {}, {})

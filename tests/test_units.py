@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from protolab.cli import app
 from protolab.errors import LabError, ToolError
-from protolab.lab import dumbbell, find_binary, host, ideal_link, link, mbit, ms, path
+from protolab.lab import dumbbell, find_binary, host, ideal_link, link, mbps_to_bps, ms_to_ns, path
 from protolab.lab.lab import Ready, _lab_name_of
 from protolab.measure.events import (
     flow_key,
@@ -24,8 +24,8 @@ from protolab.measure.events import (
 )
 from protolab.measure.stats import clopper_pearson
 from protolab.measure.tools import parse_iperf3, parse_irtt, parse_ping
-from protolab.validate import validation_topology
-from protolab.validation_report import Check, ValidationConfig
+from protolab.validate.emulator import validation_topology
+from protolab.validate.report import Check, ValidationConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -173,10 +173,10 @@ def test_xor_path_index_follows_the_001_hash() -> None:
 
 
 def test_link_builds_documented_fields() -> None:
-    assert link(mbit(10), delay=ms(5), jitter=ms(1.5), loss=0.02, queue_bytes=45000) == {
-        "rate": "10mbit",
-        "delay": "5ms",
-        "jitter": {"std": "1.5ms", "dist": "normal", "preserve_order": False},
+    assert link(mbps_to_bps(10), delay_ns=ms_to_ns(5), jitter_ns=ms_to_ns(1.5), loss=0.02, queue_bytes=45000) == {
+        "rate_bps": 10_000_000,
+        "delay_ns": 5_000_000,
+        "jitter": {"std_ns": 1_500_000, "dist": "normal", "preserve_order": False},
         "loss": {"kind": "bernoulli", "p": 0.02},
         "queue": {"kind": "droptail", "bytes": 45000},
     }
@@ -186,27 +186,27 @@ def test_link_builds_documented_fields() -> None:
         link(queue_bytes=1, queue_packets=1)
 
 
-def test_unit_helpers_never_use_exponents() -> None:
-    assert mbit(0.2) == "0.2mbit"
-    assert mbit(1000) == "1000mbit"
-    assert ms(0.0001) == "0.0001ms"
-    assert ms(2.5) == "2.5ms"
+def test_unit_helpers_give_the_emulator_s_integers() -> None:
+    assert mbps_to_bps(0.2) == 200_000 and isinstance(mbps_to_bps(0.2), int)
+    assert mbps_to_bps(1000) == 1_000_000_000
+    assert ms_to_ns(0.0001) == 100
+    assert ms_to_ns(2.5) == 2_500_000
 
 
 def test_ideal_link_resets_every_field() -> None:
-    params = ideal_link(delay=ms(10))
-    assert params["rate"] == "unlimited"
+    params = ideal_link(delay_ns=ms_to_ns(10))
+    assert params["rate_bps"] is None and params["trace"] is None
     assert params["jitter"] is None and params["loss"] is None
-    assert params["delay"] == "10ms"
+    assert params["delay_ns"] == 10_000_000
     assert params["queue"] == {"kind": "droptail", "packets": 1000}
 
 
 def test_dumbbell_shape() -> None:
     topo = dumbbell(
         "demo",
-        ["c1", host("c2", "left", ["10.77.0.9"], up=link(mbit(5)))],
+        ["c1", host("c2", "left", ["10.77.0.9"], up=link(mbps_to_bps(5)))],
         ["s"],
-        paths=[path("p0", forward=link(mbit(10))), "p1"],
+        paths=[path("p0", forward=link(mbps_to_bps(10))), "p1"],
         pins=[("c1", "s", "p1")],
         sysctls={"net.ipv4.tcp_ecn": "0"},
     )
@@ -214,7 +214,7 @@ def test_dumbbell_shape() -> None:
     hosts = {h["name"]: h for h in topo["hosts"]}
     assert hosts["c1"]["addresses"] == ["10.77.0.1"] and hosts["c1"]["side"] == "left"
     assert hosts["c2"]["addresses"] == ["10.77.0.9"]
-    assert hosts["c2"]["access"] == {"up": {"rate": "5mbit"}}
+    assert hosts["c2"]["access"] == {"up": {"rate_bps": 5_000_000}}
     assert hosts["s"]["addresses"] == ["10.77.1.1"] and hosts["s"]["side"] == "right"
     assert all(h["sysctls"] == {"net.ipv4.tcp_ecn": "0"} for h in topo["hosts"])
     assert [p["name"] for p in topo["paths"]] == ["p0", "p1"]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import lab_namespaces
 
-from protolab.validate import run_validation
-from protolab.validation_report import (
+from protolab.validate.emulator import run_validation
+from protolab.validate.report import (
     SCHEMA,
     ValidationConfig,
     ValidationReport,

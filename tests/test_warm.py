@@ -14,8 +14,8 @@ import pytest
 from conftest import run_protolab, toml_text
 
 from protolab.browser.netlog import SessionFacts, annotate, session_facts
-from protolab.experiment import SpecError, spec_from_dict
-from protolab.runner import plan
+from protolab.plan.experiment import SpecError, spec_from_dict
+from protolab.run.runner import plan
 
 CHROMIUM = Path("/usr/bin/chromium")
 RTT_MS = 60

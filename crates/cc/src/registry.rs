@@ -9,6 +9,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use contract::units::{format_rate, parse_duration, parse_rate, Bare};
+
 use crate::adapter::Factory;
 use crate::cubic::CubicConfig;
 use crate::fast::FastConfig;
@@ -138,7 +140,7 @@ impl Kind {
             Kind::Float { min, max } => text.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= min && *v <= max).map(Value::Float),
             Kind::Int { min, max } => text.parse::<u64>().ok().filter(|v| (min..=max).contains(v)).map(Value::Int),
             Kind::Millis { min, max } => parse_duration_ms(text).filter(|ms| *ms >= min && *ms <= max).map(|ms| Value::Duration(Duration::from_secs_f64(ms / 1e3))),
-            Kind::Rate { min, max } => parse_rate(text).filter(|r| (min..=max).contains(r)).map(Value::Rate),
+            Kind::Rate { min, max } => parse_rate(text, Bare::BitsPerSecond).ok().filter(|r| (min..=max).contains(r)).map(Value::Rate),
             Kind::Choice(words) => words.iter().find(|w| w.eq_ignore_ascii_case(text)).map(|w| Value::Choice(w)),
             Kind::Switch => match text.to_ascii_lowercase().as_str() {
                 "on" | "true" | "yes" | "1" => Some(Value::Switch(true)),
@@ -575,51 +577,12 @@ fn split_pairs(text: &str, rest: &str) -> Result<Vec<(String, String)>, SpecErro
     Ok(pairs)
 }
 
-/// `4ms`, `0.5s`, `250us`, `1500000ns`, or a bare number of milliseconds -> milliseconds.
+/// `4ms`, `0.5s`, `250us`, `1500000ns` (contract's units), or a bare number of milliseconds ->
+/// milliseconds.
 fn parse_duration_ms(text: &str) -> Option<f64> {
-    let text = text.trim().to_ascii_lowercase();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix("us") {
-        (n, 1e-3)
-    } else if let Some(n) = text.strip_suffix("ns") {
-        (n, 1e-6)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1e3)
-    } else {
-        (text.as_str(), 1.0)
-    };
-    number.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(|v| v * scale)
-}
-
-/// `5mbit`, `500kbit`, `1.5gbit`, `800bit` or a bare number of bit/s.
-pub fn parse_rate(text: &str) -> Option<u64> {
-    let text = text.trim().to_ascii_lowercase();
-    let (number, scale) = if let Some(n) = text.strip_suffix("gbit") {
-        (n, 1e9)
-    } else if let Some(n) = text.strip_suffix("mbit") {
-        (n, 1e6)
-    } else if let Some(n) = text.strip_suffix("kbit") {
-        (n, 1e3)
-    } else if let Some(n) = text.strip_suffix("bit") {
-        (n, 1.0)
-    } else {
-        (text.as_str(), 1.0)
-    };
-    let value = number.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0)? * scale;
-    (value <= u64::MAX as f64).then_some(value.round() as u64)
-}
-
-/// A rate in the largest unit that keeps it exact (`5mbit`, `1500kbit`, `800bit`).
-pub fn format_rate(bps: u64) -> String {
-    if bps >= 1_000_000_000 && bps % 1_000_000_000 == 0 {
-        format!("{}gbit", bps / 1_000_000_000)
-    } else if bps >= 1_000_000 && bps % 1_000_000 == 0 {
-        format!("{}mbit", bps / 1_000_000)
-    } else if bps >= 1_000 && bps % 1_000 == 0 {
-        format!("{}kbit", bps / 1_000)
-    } else {
-        format!("{bps}bit")
+    match text.trim().parse::<f64>() {
+        Ok(ms) => Some(ms).filter(|v| v.is_finite() && *v >= 0.0),
+        Err(_) => parse_duration(text).ok().map(|ns| ns as f64 / 1e6),
     }
 }
 
@@ -701,13 +664,14 @@ mod tests {
 
     #[test]
     fn values_parse_with_units() {
-        assert_eq!(parse_rate("5mbit"), Some(5_000_000));
-        assert_eq!(parse_rate("1.5gbit"), Some(1_500_000_000));
-        assert_eq!(parse_rate("500kbit"), Some(500_000));
-        assert_eq!(parse_rate("1200"), Some(1200));
-        assert_eq!(parse_rate("-1"), None);
-        assert_eq!(format_rate(5_000_000), "5mbit");
-        assert_eq!(format_rate(1_500_000), "1500kbit");
+        let rate = |text: &str| Kind::Rate { min: 1_000, max: 100_000_000_000 }.parse(text);
+        assert_eq!(rate("5mbit"), Some(Value::Rate(5_000_000)));
+        assert_eq!(rate("1.5gbit"), Some(Value::Rate(1_500_000_000)));
+        assert_eq!(rate("500kbit"), Some(Value::Rate(500_000)));
+        assert_eq!(rate("1200"), Some(Value::Rate(1200)), "a bare number is bit/s");
+        assert_eq!(rate("-1"), None);
+        assert_eq!(rate("999"), None, "below the kind's minimum");
+        assert_eq!(Value::Rate(1_500_000).to_string(), "1500kbit");
         assert_eq!(parse_duration_ms("0.1s"), Some(100.0));
         assert_eq!(parse_duration_ms("250us"), Some(0.25));
         assert_eq!(parse_duration_ms("7"), Some(7.0));

@@ -87,14 +87,10 @@ pub struct BulkArgs {
 
 /// `5000000`, `5mbit`, `1.5gbit`: bit/s.
 fn parse_rate(text: &str) -> anyhow::Result<u64> {
-    if let Ok(n) = text.trim().parse::<u64>() {
-        return Ok(n);
+    if text.trim().eq_ignore_ascii_case("unlimited") {
+        bail!("--rate: omit --rate to send as fast as the transport goes");
     }
-    match emu::params::parse_rate(text) {
-        Ok(emu::params::RateValue(Some(bps))) => Ok(bps),
-        Ok(emu::params::RateValue(None)) => bail!("--rate: omit --rate to send as fast as the transport goes"),
-        Err(e) => bail!("--rate: {e}"),
-    }
+    contract::units::parse_rate(text, contract::units::Bare::BitsPerSecond).map_err(|e| anyhow::anyhow!("--rate: {e}"))
 }
 
 /// Checks the input (errors here are bad input: exit 2, no result file), runs the transfer,

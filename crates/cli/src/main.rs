@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use contract::events::{Listening, ListeningEvent, UnfitDocument};
 
 mod bulk;
 mod cc_cmd;
+mod contract_cmd;
 mod flows;
 mod load;
 mod options;
@@ -41,6 +43,10 @@ enum Command {
     /// The QUIC congestion controllers: list them, check a NAME[:key=value,...] spec; docs/congestion.md.
     #[command(subcommand)]
     Cc(cc_cmd::CcCommand),
+    /// The page-load modes (h1c, h2-parallel:N, ...) and schedulers; `--json` for programs.
+    Modes(contract_cmd::ModesArgs),
+    /// Write the JSON Schema of every document protolab produces (results, sample rows, events, registries) into schemas/, or `--check` them.
+    Schema(contract_cmd::SchemaArgs),
 }
 
 /// TCP congestion controls the lab uses.
@@ -151,7 +157,7 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
         manifests.push((path.display().to_string(), web::Manifest::load(path)?));
     }
     let site = web::Site::new(&manifests)?;
-    let unfit: Vec<serde_json::Value> = site
+    let unfit: Vec<UnfitDocument> = site
         .unfit()
         .iter()
         .map(|(file, u)| {
@@ -159,8 +165,14 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
                 "warning: {file}: {}{}: {} bytes hold references to {} of its {} children; the browser will not request the others",
                 u.key.0, u.key.1, u.size, u.referenced, u.children
             );
-            serde_json::json!({"file": file, "origin": u.key.0, "path": u.key.1, "size": u.size,
-                               "referenced": u.referenced, "children": u.children})
+            UnfitDocument {
+                file: file.clone(),
+                origin: u.key.0.clone(),
+                path: u.key.1.clone(),
+                size: u.size,
+                referenced: u.referenced,
+                children: u.children,
+            }
         })
         .collect();
     let mut listen = args.listen.clone();
@@ -206,21 +218,22 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-        let ready = serde_json::json!({
-            "event": "listening",
-            "http": server.http_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "https": server.https_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "h3": server.h3_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "raw": server.raw_addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "tcp_cc": args.tcp_cc.name(),
-            "mptcp": args.mptcp,
-            "quic_cc": args.quic.quic_cc,
-            "quic_cc_canonical": quic_cc_canonical,
-            "tls_dir": args.tls_dir.display().to_string(),
-            "spki": material.spki_list(),
-            "real_page_unfit": unfit,
-        });
-        println!("{ready}");
+        let addrs = |list: &[std::net::SocketAddr]| list.iter().map(ToString::to_string).collect::<Vec<_>>();
+        let listening = Listening {
+            event: ListeningEvent::Listening,
+            http: addrs(&server.http_addrs()),
+            https: addrs(&server.https_addrs()),
+            h3: addrs(&server.h3_addrs()),
+            raw: addrs(&server.raw_addrs()),
+            tcp_cc: args.tcp_cc.name().to_string(),
+            mptcp: args.mptcp,
+            quic_cc: args.quic.quic_cc.clone(),
+            quic_cc_canonical,
+            tls_dir: args.tls_dir.display().to_string(),
+            spki: material.spki_list(),
+            real_page_unfit: unfit,
+        };
+        println!("{}", serde_json::to_string(&listening)?);
         server
             .run(async move {
                 tokio::select! {
@@ -363,6 +376,11 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Cc(c) => cc_cmd::command(c),
+        Command::Modes(args) => contract_cmd::modes(args),
+        Command::Schema(args) => match contract_cmd::schema(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -146,7 +146,7 @@ pub fn command(args: RpmArgs) -> anyhow::Result<ExitCode> {
         summary(&result);
     }
     let json = serde_json::to_string_pretty(&result).context("cannot serialize the result")?;
-    let status = serde_json::Value::String(result.status.to_string());
+    let status = serde_json::to_value(result.status).context("cannot serialize the status")?;
     emit_result("rpm", args.out.as_deref(), json, &status, result.error.as_deref())
 }
 

@@ -30,6 +30,31 @@ pub struct Document {
     pub schema: schemars::Schema,
 }
 
+impl Document {
+    /// The schema as written to `schemas/<name>.json`: pretty JSON with every object's keys
+    /// sorted (the same text whichever serde_json features the build unifies) and a trailing
+    /// newline.
+    pub fn render(&self) -> String {
+        // A JSON value has string keys only: writing it cannot fail.
+        let mut text = serde_json::to_string_pretty(&sorted(self.schema.as_value())).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+}
+
+/// `value` with the keys of every object in sorted order.
+fn sorted(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<(&String, &serde_json::Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+        }
+        serde_json::Value::Array(items) => serde_json::Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 /// A document of type `T` named `name`.
 pub fn document<T: schemars::JsonSchema>(name: &'static str) -> Document {
     Document { name, schema: schemars::schema_for!(T) }

@@ -1,8 +1,419 @@
 //! Link parameters as numbers (`rate_bps`, `delay_ns`, ...); strings with units accepted as input.
 //!
-//! (Being filled in: link parameters.)
+//! [`LinkParams`] is one link direction as a topology file, the emulator's replies and the
+//! results store carry it. What the emulator writes is always the complete numeric form: every
+//! field present, `null` where a feature is off. What it reads may also be written the way
+//! people write it (docs/topology.md): `rate = "10mbit"` or `"unlimited"`, `delay = "25ms"`,
+//! `jitter.std = "1ms"`, CoDel `target`/`interval` as durations, fields left out for defaults.
+//!
+//! [`LinkPatch`] is the change a `set_link` request asks for (docs/control.md).
+//!
+//! Conversion to the model's configuration (and reading a trace file) is the emulator's job:
+//! this crate neither reads files nor knows the model.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::units;
+
+/// The queue limit when a queue names none, packets.
+pub const DEFAULT_QUEUE_PACKETS: u32 = 1000;
+/// CoDel's target when none is given (RFC 8289), ns.
+pub const DEFAULT_CODEL_TARGET_NS: u64 = 5_000_000;
+/// CoDel's interval when none is given (RFC 8289), ns.
+pub const DEFAULT_CODEL_INTERVAL_NS: u64 = 100_000_000;
+
+/// One link direction (docs/topology.md). The default is the ideal link: unlimited, no delay,
+/// no loss, a drop-tail queue of 1000 packets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkParams {
+    /// Serialization rate in bit/s; `null`: unlimited, or paced by `trace`. Input also takes
+    /// `rate` and strings such as `"10mbit"` or `"unlimited"`.
+    #[serde(default, alias = "rate", deserialize_with = "units::de_rate_limit")]
+    #[schemars(with = "Option<u64>", range(min = 1))]
+    pub rate_bps: Option<u64>,
+    /// A Mahimahi trace file of delivery opportunities, instead of `rate_bps` (relative paths are
+    /// relative to the topology file).
+    #[serde(default)]
+    pub trace: Option<String>,
+    /// The queue in front of the link.
+    #[serde(default)]
+    pub queue: QueueParams,
+    /// Propagation delay, ns. Input also takes `delay` and strings such as `"25ms"`.
+    #[serde(default, alias = "delay", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64", range(max = units::MAX_DURATION_NS))]
+    pub delay_ns: u64,
+    /// Random delay variation; `null`: none.
+    #[serde(default)]
+    pub jitter: Option<JitterParams>,
+    /// Random loss at arrival; `null`: none.
+    #[serde(default)]
+    pub loss: Option<LossParams>,
+}
+
+/// The queue in front of a link direction: its discipline and its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(try_from = "QueueForm", into = "QueueForm")]
+pub struct QueueParams {
+    /// Discipline.
+    pub kind: QueueKind,
+    /// Limit.
+    pub limit: QueueLimit,
+}
+
+impl Default for QueueParams {
+    fn default() -> Self {
+        QueueParams { kind: QueueKind::Droptail, limit: QueueLimit::Packets(DEFAULT_QUEUE_PACKETS) }
+    }
+}
+
+/// Queue discipline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueKind {
+    /// Drop the arriving packet when full.
+    Droptail,
+    /// Drop the oldest packets until the arriving one fits.
+    Drophead,
+    /// CoDel (RFC 8289) at dequeue, plus the limit at enqueue.
+    Codel {
+        /// Acceptable standing queue delay, ns.
+        target_ns: u64,
+        /// Window over which the minimum sojourn time is tracked, ns.
+        interval_ns: u64,
+    },
+}
+
+/// What limits a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueLimit {
+    /// At most this many packets wait.
+    Packets(u32),
+    /// At most this many bytes wait.
+    Bytes(u64),
+}
+
+/// The queue as written: `{"kind": "droptail", "packets": 1000}`, `{"kind": "codel", "target_ns":
+/// 5000000, "interval_ns": 100000000, "bytes": 45000}`. At most one of `packets` and `bytes`
+/// (neither: 1000 packets); the emulator writes exactly one.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum QueueForm {
+    /// Drop-tail.
+    Droptail {
+        /// Packet limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1))]
+        packets: Option<u32>,
+        /// Byte limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+    },
+    /// Drop-head.
+    Drophead {
+        /// Packet limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1))]
+        packets: Option<u32>,
+        /// Byte limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+    },
+    /// CoDel.
+    Codel {
+        /// Target, ns (default 5 ms). Input also takes `target` and strings such as `"5ms"`.
+        #[serde(default = "codel_target", alias = "target", deserialize_with = "units::de_duration")]
+        #[schemars(with = "u64")]
+        target_ns: u64,
+        /// Interval, ns (default 100 ms). Input also takes `interval` and strings.
+        #[serde(default = "codel_interval", alias = "interval", deserialize_with = "units::de_duration")]
+        #[schemars(with = "u64")]
+        interval_ns: u64,
+        /// Packet limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1))]
+        packets: Option<u32>,
+        /// Byte limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+    },
+}
+
+fn codel_target() -> u64 {
+    DEFAULT_CODEL_TARGET_NS
+}
+
+fn codel_interval() -> u64 {
+    DEFAULT_CODEL_INTERVAL_NS
+}
+
+impl TryFrom<QueueForm> for QueueParams {
+    type Error = String;
+
+    fn try_from(form: QueueForm) -> Result<Self, String> {
+        let (kind, packets, bytes) = match form {
+            QueueForm::Droptail { packets, bytes } => (QueueKind::Droptail, packets, bytes),
+            QueueForm::Drophead { packets, bytes } => (QueueKind::Drophead, packets, bytes),
+            QueueForm::Codel { target_ns, interval_ns, packets, bytes } => {
+                (QueueKind::Codel { target_ns, interval_ns }, packets, bytes)
+            }
+        };
+        let limit = match (packets, bytes) {
+            (Some(_), Some(_)) => return Err("give either packets or bytes, not both".into()),
+            (_, Some(bytes)) => QueueLimit::Bytes(bytes),
+            (Some(packets), None) => QueueLimit::Packets(packets),
+            (None, None) => QueueLimit::Packets(DEFAULT_QUEUE_PACKETS),
+        };
+        Ok(QueueParams { kind, limit })
+    }
+}
+
+impl From<QueueParams> for QueueForm {
+    fn from(queue: QueueParams) -> Self {
+        let (packets, bytes) = match queue.limit {
+            QueueLimit::Packets(p) => (Some(p), None),
+            QueueLimit::Bytes(b) => (None, Some(b)),
+        };
+        match queue.kind {
+            QueueKind::Droptail => QueueForm::Droptail { packets, bytes },
+            QueueKind::Drophead => QueueForm::Drophead { packets, bytes },
+            QueueKind::Codel { target_ns, interval_ns } => QueueForm::Codel { target_ns, interval_ns, packets, bytes },
+        }
+    }
+}
+
+/// Shape of the delay variation (every one zero-mean with the given standard deviation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JitterDistribution {
+    /// Uniform over `±std·√3`.
+    Uniform,
+    /// Normal.
+    #[default]
+    Normal,
+    /// Pareto with shape 3 shifted to zero mean: a heavy tail of late packets.
+    Pareto,
+}
+
+/// Random delay variation added to the propagation delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JitterParams {
+    /// Standard deviation, ns. Input also takes `std` and strings such as `"1ms"`.
+    #[serde(alias = "std", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64")]
+    pub std_ns: u64,
+    /// Distribution (default normal).
+    #[serde(default)]
+    pub dist: JitterDistribution,
+    /// Never deliver a packet before one that entered the link earlier.
+    #[serde(default)]
+    pub preserve_order: bool,
+}
+
+/// Random loss, decided when a packet arrives at the link.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum LossParams {
+    /// Each packet lost independently.
+    Bernoulli {
+        /// Loss probability (0..=1).
+        #[schemars(range(min = 0.0, max = 1.0))]
+        p: f64,
+    },
+    /// A two-state Markov chain evaluated per packet.
+    GilbertElliott {
+        /// P(good -> bad) per packet.
+        #[schemars(range(min = 0.0, max = 1.0))]
+        p: f64,
+        /// P(bad -> good) per packet.
+        #[schemars(range(min = 0.0, max = 1.0))]
+        r: f64,
+        /// Loss probability in the good state (default 0).
+        #[serde(default)]
+        #[schemars(range(min = 0.0, max = 1.0))]
+        loss_good: f64,
+        /// Loss probability in the bad state (default 1).
+        #[serde(default = "certain")]
+        #[schemars(range(min = 0.0, max = 1.0))]
+        loss_bad: f64,
+    },
+}
+
+fn certain() -> f64 {
+    1.0
+}
+
+/// A `set_link` change (docs/control.md): each field absent keeps the current value, `null`
+/// removes it (back to the ideal link's: unlimited, no trace, the default queue, no delay, no
+/// jitter, no loss), a value replaces it. Setting a rate drops the trace and setting a trace
+/// drops the rate, unless the patch names both. Takes the same input forms as [`LinkParams`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkPatch {
+    /// New rate, bit/s (`null` or `"unlimited"`: unlimited).
+    #[serde(default, alias = "rate", deserialize_with = "present_rate", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<u64>", range(min = 1))]
+    pub rate_bps: Option<Option<u64>>,
+    /// New trace file.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub trace: Option<Option<String>>,
+    /// New queue.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<QueueParams>")]
+    pub queue: Option<Option<QueueParams>>,
+    /// New propagation delay, ns.
+    #[serde(default, alias = "delay", deserialize_with = "present_duration", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<u64>")]
+    pub delay_ns: Option<Option<u64>>,
+    /// New delay variation.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<JitterParams>")]
+    pub jitter: Option<Option<JitterParams>>,
+    /// New loss model.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<LossParams>")]
+    pub loss: Option<Option<LossParams>>,
+}
+
+/// A field that is present: `null` is `Some(None)` (remove), a value `Some(Some(v))` (set).
+/// serde only calls it for present fields; absent ones take the default `None` (keep).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+fn present_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
+    units::de_rate_limit(d).map(Some)
+}
+
+fn present_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
+    units::de_duration_opt(d).map(Some)
+}
+
+impl LinkParams {
+    /// These parameters with `patch` applied (see [`LinkPatch`]). Nothing is checked here: the
+    /// emulator checks the result before it applies any of it.
+    pub fn patched(&self, patch: &LinkPatch) -> LinkParams {
+        let mut next = self.clone();
+        if let Some(rate) = patch.rate_bps {
+            next.rate_bps = rate;
+            if rate.is_some() && patch.trace.is_none() {
+                next.trace = None;
+            }
+        }
+        if let Some(trace) = &patch.trace {
+            next.trace.clone_from(trace);
+            if trace.is_some() && patch.rate_bps.is_none() {
+                next.rate_bps = None;
+            }
+        }
+        if let Some(queue) = patch.queue {
+            next.queue = queue.unwrap_or_default();
+        }
+        if let Some(delay) = patch.delay_ns {
+            next.delay_ns = delay.unwrap_or(0);
+        }
+        if let Some(jitter) = patch.jitter {
+            next.jitter = jitter;
+        }
+        if let Some(loss) = patch.loss {
+            next.loss = loss;
+        }
+        next
+    }
+}
 
 /// The documents of this module (see [`crate::documents`]).
 pub(crate) fn documents() -> Vec<crate::Document> {
-    Vec::new()
+    vec![crate::document::<LinkParams>("link-params"), crate::document::<LinkPatch>("link-patch")]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(value: serde_json::Value) -> Result<LinkParams, String> {
+        serde_path_to_error::deserialize(value).map_err(|e| format!("{}: {}", e.path(), e.inner()))
+    }
+
+    #[test]
+    fn the_written_forms_of_topology_files_still_load() {
+        let written = parse(json!({
+            "rate": "7mbit", "delay": "25ms",
+            "queue": {"kind": "codel", "target": "2ms", "bytes": 45000},
+            "jitter": {"std": "1ms", "dist": "pareto"},
+            "loss": {"kind": "gilbert-elliott", "p": 0.01, "r": 0.3}
+        }))
+        .unwrap();
+        let numeric = parse(json!({
+            "rate_bps": 7_000_000, "delay_ns": 25_000_000,
+            "queue": {"kind": "codel", "target_ns": 2_000_000, "interval_ns": 100_000_000, "bytes": 45000},
+            "jitter": {"std_ns": 1_000_000, "dist": "pareto", "preserve_order": false},
+            "loss": {"kind": "gilbert-elliott", "p": 0.01, "r": 0.3, "loss_good": 0.0, "loss_bad": 1.0}
+        }))
+        .unwrap();
+        assert_eq!(written, numeric);
+        assert_eq!(written.queue.kind, QueueKind::Codel { target_ns: 2_000_000, interval_ns: DEFAULT_CODEL_INTERVAL_NS });
+        assert_eq!(parse(json!({"rate": "unlimited"})).unwrap(), LinkParams::default());
+        assert_eq!(parse(json!({"rate_bps": null, "delay": "0"})).unwrap(), LinkParams::default());
+    }
+
+    #[test]
+    fn output_is_the_complete_numeric_form() {
+        let ideal = serde_json::to_value(LinkParams::default()).unwrap();
+        assert_eq!(
+            ideal,
+            json!({"rate_bps": null, "trace": null, "queue": {"kind": "droptail", "packets": 1000},
+                   "delay_ns": 0, "jitter": null, "loss": null})
+        );
+        let params = parse(json!({"rate": "1.5mbit", "queue": {"kind": "drophead", "bytes": 3000},
+                                  "jitter": {"std": "500us"}, "loss": {"kind": "bernoulli", "p": 0.02}}))
+        .unwrap();
+        let out = serde_json::to_value(&params).unwrap();
+        assert_eq!(out["rate_bps"], 1_500_000);
+        assert_eq!(out["queue"], json!({"kind": "drophead", "bytes": 3000}));
+        assert_eq!(out["jitter"], json!({"std_ns": 500_000, "dist": "normal", "preserve_order": false}));
+        assert_eq!(parse(out).unwrap(), params, "the output reads back as the same parameters");
+    }
+
+    #[test]
+    fn refusals_name_the_field() {
+        let field = |v: serde_json::Value| parse(v).unwrap_err();
+        assert!(field(json!({"rate": "-5mbit"})).starts_with("rate: invalid rate"));
+        assert!(field(json!({"rate_bps": 0})).starts_with("rate_bps: invalid rate 0"));
+        assert_eq!(parse(json!({"delay": 5})).unwrap().delay_ns, 5, "a bare number is ns");
+        assert!(field(json!({"delay": 5.5})).starts_with("delay: invalid duration 5.5"));
+        assert!(field(json!({"delay": "5"})).starts_with("delay: invalid duration"));
+        assert!(field(json!({"rat": "1mbit"})).contains("unknown field `rat`"));
+        assert!(field(json!({"queue": {"kind": "red"}})).starts_with("queue"));
+        assert!(field(json!({"queue": {"kind": "droptail", "bytes": 3000, "packets": 3}}))
+            .contains("queue: give either packets or bytes, not both"));
+        assert!(field(json!({"jitter": {"std": "1ms", "dist": "cauchy"}})).starts_with("jitter"));
+        assert!(field(json!({"loss": {"kind": "bernoulli"}})).contains("missing field `p`"));
+    }
+
+    #[test]
+    fn a_patch_keeps_removes_and_replaces() {
+        let patch = |v: serde_json::Value| serde_json::from_value::<LinkPatch>(v).unwrap();
+        let base = parse(json!({"rate": "10mbit", "delay": "5ms", "loss": {"kind": "bernoulli", "p": 0.1}})).unwrap();
+        assert_eq!(base.patched(&LinkPatch::default()), base, "an empty patch changes nothing");
+        let next = base.patched(&patch(json!({"delay_ns": 7_000_000, "loss": null})));
+        assert_eq!((next.rate_bps, next.delay_ns, next.loss), (Some(10_000_000), 7_000_000, None));
+        let unlimited = base.patched(&patch(json!({"rate": "unlimited", "delay": null})));
+        assert_eq!((unlimited.rate_bps, unlimited.delay_ns), (None, 0));
+        let traced = base.patched(&patch(json!({"trace": "cell.trace"})));
+        assert_eq!((traced.rate_bps, traced.trace.as_deref()), (None, Some("cell.trace")), "a trace drops the rate");
+        let rated = traced.patched(&patch(json!({"rate_bps": 5_000_000})));
+        assert_eq!((rated.rate_bps, rated.trace), (Some(5_000_000), None), "a rate drops the trace");
+        let both = base.patched(&patch(json!({"rate_bps": 5_000_000, "trace": "t"})));
+        assert_eq!((both.rate_bps, both.trace.as_deref()), (Some(5_000_000), Some("t")), "both named: both kept, for the emulator to refuse");
+        let queue = base.patched(&patch(json!({"queue": {"kind": "droptail", "bytes": 45000}})));
+        assert_eq!(queue.queue.limit, QueueLimit::Bytes(45000));
+        assert_eq!(queue.patched(&patch(json!({"queue": null}))).queue, QueueParams::default());
+        assert!(serde_json::from_value::<LinkPatch>(json!({"dealy": "5ms"})).is_err());
+        let written = serde_json::to_value(patch(json!({"rate": "7mbit", "loss": null}))).unwrap();
+        assert_eq!(written, json!({"rate_bps": 7_000_000, "loss": null}), "absent stays absent, null stays null");
+    }
 }

@@ -1,33 +1,72 @@
 //! The control socket: a UNIX stream socket speaking JSON lines (docs/control.md). Each
-//! connection gets a thread; requests are handed to the packet loop, which replies.
+//! connection gets a thread, which answers its requests through the shared [`ControlPlane`]
+//! (one request at a time); the plane reaches the packet loop through a [`LoopChannel`].
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use contract::control::Reply;
 use crossbeam_channel::{bounded, Sender};
 use serde_json::Value;
 
-use crate::engine::{ControlMessage, Reply};
+use crate::control_plane::{Answer, ControlPlane, PacketLoop};
+use crate::dataplane::{Command, Outcome};
 
 const MAX_REQUEST_BYTES: usize = 1 << 20;
+/// How long a control request waits for the packet loop.
+const LOOP_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A command on its way to the packet loop, with where its outcome goes.
+pub struct Envelope {
+    /// The checked command.
+    pub command: Command,
+    /// Where the loop sends the outcome.
+    pub reply: Sender<Outcome>,
+}
+
+/// The way from the control threads to the packet loop: a channel, and an eventfd that wakes
+/// the loop.
+pub struct LoopChannel {
+    requests: Sender<Envelope>,
+    wake: Arc<OwnedFd>,
+}
+
+impl LoopChannel {
+    /// A channel into the loop that polls `wake` and receives from `requests`' other end.
+    pub fn new(requests: Sender<Envelope>, wake: Arc<OwnedFd>) -> Self {
+        LoopChannel { requests, wake }
+    }
+}
+
+impl PacketLoop for LoopChannel {
+    fn call(&mut self, command: Command) -> Result<Outcome, String> {
+        let (reply, outcome) = bounded(1);
+        self.requests.send(Envelope { command, reply }).map_err(|_| "the emulator is shutting down".to_string())?;
+        let _ = rustix::io::write(self.wake.as_fd(), &1u64.to_ne_bytes());
+        outcome.recv_timeout(LOOP_ANSWER_TIMEOUT).map_err(|_| "the emulator did not answer".to_string())
+    }
+}
+
+/// The control plane as the connection threads share it.
+pub type SharedControlPlane = Arc<Mutex<ControlPlane<LoopChannel>>>;
 
 /// Binds the socket and serves it on background threads.
-pub fn serve(path: &Path, requests: Sender<ControlMessage>, wake: Arc<OwnedFd>) -> std::io::Result<()> {
+pub fn serve(path: &Path, plane: SharedControlPlane) -> std::io::Result<()> {
     let listener = UnixListener::bind(path)?;
     std::thread::Builder::new().name("control".into()).spawn(move || {
         for stream in listener.incoming().flatten() {
-            let (requests, wake) = (requests.clone(), wake.clone());
-            let _ = std::thread::Builder::new().name("control-conn".into()).spawn(move || connection(stream, requests, wake));
+            let plane = plane.clone();
+            let _ = std::thread::Builder::new().name("control-conn".into()).spawn(move || connection(stream, &plane));
         }
     })?;
     Ok(())
 }
 
-fn connection(stream: UnixStream, requests: Sender<ControlMessage>, wake: Arc<OwnedFd>) {
+fn connection(stream: UnixStream, plane: &SharedControlPlane) {
     let Ok(mut out) = stream.try_clone() else { return };
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
@@ -38,42 +77,27 @@ fn connection(stream: UnixStream, requests: Sender<ControlMessage>, wake: Arc<Ow
             Ok(_) => {}
         }
         if line.len() >= MAX_REQUEST_BYTES && line.last() != Some(&b'\n') {
-            let _ = writeln!(out, "{}", Reply::error("request longer than 1 MiB").value);
+            let _ = writeln!(out, "{}", text_of(&Reply::refused("request longer than 1 MiB")));
             return;
         }
-        let reply = match std::str::from_utf8(&line) {
-            Err(_) => Reply::error("a request must be UTF-8 JSON").value,
+        let answer = match std::str::from_utf8(&line) {
+            Err(_) => Answer::Now(Reply::refused("a request must be UTF-8 JSON")),
             Ok(text) if text.trim().is_empty() => continue,
-            Ok(text) => match serde_json::from_str::<Value>(text) {
-                Ok(request) if request.is_object() => dispatch(request, &requests, &wake),
-                Ok(_) => Reply::error("a request must be a JSON object").value,
-                Err(e) => Reply::error(format!("invalid JSON: {e}")).value,
-            },
+            // A handler cannot leave the plane half changed (it checks before it changes), so
+            // a poisoned lock still holds a consistent plane.
+            Ok(text) => plane.lock().unwrap_or_else(PoisonError::into_inner).handle_line(text),
         };
-        if writeln!(out, "{reply}").and_then(|_| out.flush()).is_err() {
+        // Outside the lock: a writer finishing its file holds up no other connection.
+        let reply = answer.finish();
+        if writeln!(out, "{}", text_of(&reply)).and_then(|_| out.flush()).is_err() {
             return;
         }
     }
 }
 
-fn dispatch(request: Value, requests: &Sender<ControlMessage>, wake: &OwnedFd) -> Value {
-    let (tx, rx) = bounded(1);
-    if requests.send(ControlMessage { request, reply: tx }).is_err() {
-        return Reply::error("the emulator is shutting down").value;
-    }
-    let _ = rustix::io::write(wake.as_fd(), &1u64.to_ne_bytes());
-    match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Reply { mut value, pending }) => {
-            if let Some((field, pending)) = pending {
-                let summary = pending.wait();
-                if let Some(obj) = value.as_object_mut() {
-                    obj.insert(field, serde_json::to_value(summary).unwrap_or(Value::Null));
-                }
-            }
-            value
-        }
-        Err(_) => Reply::error("the emulator did not answer").value,
-    }
+fn text_of(reply: &Reply) -> String {
+    serde_json::to_string(reply)
+        .unwrap_or_else(|e| serde_json::json!({"ok": false, "error": format!("reply not serializable: {e}")}).to_string())
 }
 
 /// Sends one request to a lab's control socket and returns the reply.

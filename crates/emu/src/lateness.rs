@@ -2,8 +2,7 @@
 //! histogram (1-2-5 steps from 1 µs to 100 ms), the mean and the maximum. Pure: the loop
 //! passes each delivered packet's lateness in.
 
-use serde::Serialize;
-
+use contract::control::DeliveryLateness;
 use netmodel::Nanos;
 
 /// Upper edges (inclusive) of the buckets, ns; one more bucket holds everything above.
@@ -19,23 +18,6 @@ pub struct Lateness {
     sum_ns: u128,
     max_ns: Nanos,
     packets: u64,
-}
-
-/// The JSON form in the emulator's counters (docs/control.md).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct LatenessSummary {
-    /// Packets counted.
-    pub packets: u64,
-    /// Mean lateness, ns.
-    pub mean_ns: u64,
-    /// Largest lateness, ns.
-    pub max_ns: Nanos,
-    /// Upper edge of the bucket that holds the 99th / 99.9th percentile, ns (null: none).
-    pub p99_ns_at_most: Option<Nanos>,
-    /// See `p99_ns_at_most`.
-    pub p999_ns_at_most: Option<Nanos>,
-    /// `[upper edge ns (null: above the last edge), packets]` for every non-empty bucket.
-    pub buckets: Vec<(Option<Nanos>, u64)>,
 }
 
 impl Lateness {
@@ -65,9 +47,9 @@ impl Lateness {
         Some(self.max_ns)
     }
 
-    /// The summary for the counters reply.
-    pub fn summary(&self) -> LatenessSummary {
-        LatenessSummary {
+    /// The summary for the counters reply (docs/control.md).
+    pub fn summary(&self) -> DeliveryLateness {
+        DeliveryLateness {
             packets: self.packets,
             mean_ns: if self.packets > 0 { (self.sum_ns / u128::from(self.packets)) as u64 } else { 0 },
             max_ns: self.max_ns,

@@ -4,12 +4,16 @@
 #![deny(unsafe_code)]
 
 pub mod control;
+pub mod control_plane;
+pub mod dataplane;
 pub mod engine;
 pub mod lateness;
 pub mod params;
 pub(crate) mod realtime;
 pub mod state;
 pub mod system;
+#[cfg(test)]
+mod testkit;
 pub mod topology;
 pub mod writer;
 
@@ -17,11 +21,14 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use netmodel::Network;
 use rustix::event::{eventfd, EventfdFlags};
 
+use crate::control::LoopChannel;
+use crate::control_plane::ControlPlane;
+use crate::dataplane::DataPlane;
 use crate::engine::{Clock, Engine};
 use crate::state::LabState;
 use crate::system::{HostSetup, SystemError};
@@ -165,7 +172,7 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
     }
 
     let mut tuns = Vec::new();
-    let mut namespaces = serde_json::Map::new();
+    let mut namespaces = std::collections::BTreeMap::new();
     for host in &topology.hosts {
         let ns = topology.namespace(&host.name);
         system::create_namespace(&ns)?;
@@ -179,7 +186,7 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
         ];
         sysctls.extend(host.sysctls.iter().map(|(k, v)| (k.clone(), v.to_string())));
         tuns.push(system::setup_host(&HostSetup { namespace: &ns, addresses: &host.addresses, sysctls })?);
-        namespaces.insert(host.name.clone(), ns.into());
+        namespaces.insert(host.name.clone(), ns);
         if interrupted(&signal) {
             return Err(EmuError::Interrupted);
         }
@@ -187,21 +194,28 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
 
     let wake = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|e| io("eventfd")(e.into()))?);
     let (tx, rx) = crossbeam_channel::unbounded();
-    control::serve(&state.control(), tx, wake.clone()).map_err(io("bind the control socket"))?;
     let clock = Clock::start();
-    let mut engine = Engine::new(network, topology, tuns, wake, signal, rx, clock).map_err(io("epoll"))?;
-    engine.set_spin(options.spin_us * 1000);
+    let spin_ns = options.spin_us * 1000;
+    let plane = DataPlane::new(network, clock.start_unix_ns);
+    let mut engine = Engine::new(plane, tuns, wake.clone(), signal, rx, clock).map_err(io("epoll"))?;
+    engine.set_spin(spin_ns);
     engine.set_rt_priority(options.rt_priority);
-    let ready = serde_json::json!({
-        "ready": true,
-        "lab": lab,
-        "pid": std::process::id(),
-        "control": state.control(),
-        "namespaces": namespaces,
-        "start_unix_ns": clock.start_unix_ns,
-    });
+    // The control plane keeps the lab's authoritative link parameters and routing; it starts
+    // from the model the loop now owns.
+    let control = ControlPlane::new(topology, engine.network(), clock, spin_ns, engine.rt_in_force(), LoopChannel::new(tx, wake));
+    control::serve(&state.control(), Arc::new(Mutex::new(control))).map_err(io("bind the control socket"))?;
+    let ready = contract::events::Ready {
+        ready: true,
+        lab: lab.clone(),
+        pid: std::process::id(),
+        control: state.control().display().to_string(),
+        namespaces,
+        start_unix_ns: clock.start_unix_ns,
+    };
     let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{ready}").and_then(|_| stdout.flush());
+    // Strings and integers only: serializing cannot fail.
+    let line = serde_json::to_string(&ready).unwrap_or_default();
+    let _ = writeln!(stdout, "{line}").and_then(|_| stdout.flush());
     drop(stdout);
     let result = engine.run();
     engine.finish_writers();

@@ -89,7 +89,7 @@ pub struct CleanupReport {
 }
 
 /// Removes lab `lab`'s temporary directories in `dir`: the Chromium profiles the runner makes
-/// for each browser load (`pl-<lab>-chromium-*`, src/protolab/executors.py), left when the
+/// for each browser load (`pl-<lab>-chromium-*`, src/protolab/run/executors.py), left when the
 /// runner was killed during a load.
 pub fn remove_temp_dirs(dir: &Path, lab: &str) -> Vec<String> {
     let prefix = format!("pl-{lab}-chromium-");

@@ -4,10 +4,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use contract::control::{Pin, RoutingMode};
+use contract::link::LinkParams;
 use netmodel::{HostId, HostSpec, LinkConfig, PathId, PathSelection, PathSpec, Side, TopologySpec};
 use serde::{Deserialize, Serialize};
 
-use crate::params::LinkParams;
+use crate::params::link_config;
 
 /// The topology format version this build reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -34,26 +36,12 @@ pub enum SideName {
     Right,
 }
 
-/// Path selection names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum RoutingMode {
-    /// XOR hash of 001.
-    #[default]
-    EcmpXor,
-    /// Keyed SipHash.
-    EcmpHash,
-    /// Per packet.
-    RoundRobin,
-}
-
-impl From<RoutingMode> for PathSelection {
-    fn from(m: RoutingMode) -> Self {
-        match m {
-            RoutingMode::EcmpXor => PathSelection::EcmpXor,
-            RoutingMode::EcmpHash => PathSelection::EcmpHash,
-            RoutingMode::RoundRobin => PathSelection::RoundRobin,
-        }
+/// The model's path selection for a routing mode.
+pub fn path_selection(mode: RoutingMode) -> PathSelection {
+    match mode {
+        RoutingMode::EcmpXor => PathSelection::EcmpXor,
+        RoutingMode::EcmpHash => PathSelection::EcmpHash,
+        RoutingMode::RoundRobin => PathSelection::RoundRobin,
     }
 }
 
@@ -121,18 +109,6 @@ pub struct PathDef {
     /// Right to left.
     #[serde(default)]
     pub reverse: LinkParams,
-}
-
-/// A pinned host pair.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Pin {
-    /// Left host.
-    pub left: String,
-    /// Right host.
-    pub right: String,
-    /// Path.
-    pub path: String,
 }
 
 /// Path selection.
@@ -283,7 +259,7 @@ impl Topology {
                 }
             }
             for (dir, params) in [("up", &h.access.up), ("down", &h.access.down)] {
-                params.to_config(&self.base_dir).map_err(|(f, m)| (format!("hosts[{i}].access.{dir}.{f}"), m))?;
+                link_config(params, &self.base_dir).map_err(|(f, m)| (format!("hosts[{i}].access.{dir}.{f}"), m))?;
             }
         }
         let mut path_names = HashSet::new();
@@ -295,7 +271,7 @@ impl Topology {
                 return Err((format!("paths[{i}].name"), format!("name {:?} is already used", p.name)));
             }
             for (dir, params) in [("forward", &p.forward), ("reverse", &p.reverse)] {
-                params.to_config(&self.base_dir).map_err(|(f, m)| (format!("paths[{i}].{dir}.{f}"), m))?;
+                link_config(params, &self.base_dir).map_err(|(f, m)| (format!("paths[{i}].{dir}.{f}"), m))?;
             }
         }
         let both_sides = [SideName::Left, SideName::Right].iter().all(|s| self.hosts.iter().any(|h| h.side == *s));
@@ -318,7 +294,7 @@ impl Topology {
     /// The model topology.
     pub fn to_spec(&self) -> Result<TopologySpec, (String, String)> {
         let convert = |field: String, p: &LinkParams| -> Result<LinkConfig, (String, String)> {
-            p.to_config(&self.base_dir).map_err(|(f, m)| (format!("{field}.{f}"), m))
+            link_config(p, &self.base_dir).map_err(|(f, m)| (format!("{field}.{f}"), m))
         };
         let mut hosts = Vec::new();
         for (i, h) in self.hosts.iter().enumerate() {
@@ -338,7 +314,7 @@ impl Topology {
                 reverse: convert(format!("paths[{i}].reverse"), &p.reverse)?,
             });
         }
-        Ok(TopologySpec { seed: self.seed, hosts, paths, selection: self.routing.mode.into(), pins: self.pins()? })
+        Ok(TopologySpec { seed: self.seed, hosts, paths, selection: path_selection(self.routing.mode), pins: self.pins()? })
     }
 
     /// Namespace name of a host.
@@ -346,24 +322,51 @@ impl Topology {
         namespace_name(&self.lab, host)
     }
 
-    /// Current parameters of a link direction by name (`client.up`, `p0.forward`).
-    pub fn link_params_mut(&mut self, link: &str) -> Option<&mut LinkParams> {
+    /// Where link direction `link` (`client.up`, `p0.forward`) is defined.
+    fn locate(&self, link: &str) -> Option<LinkSlot> {
         let (owner, dir) = link.rsplit_once('.')?;
         if let Some(i) = self.host_index(owner) {
-            let access = &mut self.hosts[i].access;
             return match dir {
-                "up" => Some(&mut access.up),
-                "down" => Some(&mut access.down),
+                "up" => Some(LinkSlot::Up(i)),
+                "down" => Some(LinkSlot::Down(i)),
                 _ => None,
             };
         }
-        let p = self.paths.iter_mut().find(|p| p.name == owner)?;
+        let i = self.paths.iter().position(|p| p.name == owner)?;
         match dir {
-            "forward" => Some(&mut p.forward),
-            "reverse" => Some(&mut p.reverse),
+            "forward" => Some(LinkSlot::Forward(i)),
+            "reverse" => Some(LinkSlot::Reverse(i)),
             _ => None,
         }
     }
+
+    /// Current parameters of a link direction by name (`client.up`, `p0.forward`).
+    pub fn link_params(&self, link: &str) -> Option<&LinkParams> {
+        Some(match self.locate(link)? {
+            LinkSlot::Up(i) => &self.hosts[i].access.up,
+            LinkSlot::Down(i) => &self.hosts[i].access.down,
+            LinkSlot::Forward(i) => &self.paths[i].forward,
+            LinkSlot::Reverse(i) => &self.paths[i].reverse,
+        })
+    }
+
+    /// [`Topology::link_params`], to change them.
+    pub fn link_params_mut(&mut self, link: &str) -> Option<&mut LinkParams> {
+        Some(match self.locate(link)? {
+            LinkSlot::Up(i) => &mut self.hosts[i].access.up,
+            LinkSlot::Down(i) => &mut self.hosts[i].access.down,
+            LinkSlot::Forward(i) => &mut self.paths[i].forward,
+            LinkSlot::Reverse(i) => &mut self.paths[i].reverse,
+        })
+    }
+}
+
+/// A link direction's place in a topology (indices into `hosts` or `paths`).
+enum LinkSlot {
+    Up(usize),
+    Down(usize),
+    Forward(usize),
+    Reverse(usize),
 }
 
 /// Resolves pins against a topology.
@@ -446,7 +449,8 @@ forward = { rate = "7mbit", queue = { kind = "droptail", bytes = 45000 } }
         assert_eq!(field_of(&GOOD.replace("\"droptail\"", "\"fifo\"")), "paths[0].forward.queue.kind");
         assert_eq!(field_of(&GOOD.replace("lab = \"t1\"", "lab = \"Bad-Name\"")), "lab");
         assert_eq!(field_of(&GOOD.replace("side = \"right\"", "side = \"middle\"")), "hosts[1].side");
-        assert_eq!(field_of(&GOOD.replace("delay = \"5ms\"", "delay = 5")), "hosts[0].access.up.delay");
+        assert_eq!(field_of(&GOOD.replace("delay = \"5ms\"", "delay = 5.5")), "hosts[0].access.up.delay");
+        assert_eq!(field_of(&GOOD.replace("delay = \"5ms\"", "delay = \"5\"")), "hosts[0].access.up.delay");
         assert_eq!(field_of(&GOOD.replace("delay = \"5ms\"", "dealy = \"5ms\"")), "hosts[0].access.up.dealy");
         assert_eq!(field_of(&GOOD.replace("name = \"server\"", "name = \"client\"")), "hosts[1].name");
         assert_eq!(field_of(&GOOD.replace("rate = \"10mbit\"", "trace = \"/nonexistent/trace\"")), "hosts[0].access.up.trace");

@@ -9,24 +9,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use contract::control::WriterSummary;
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use netmodel::{DropCause, Event, EventKind};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
 
 const QUEUE_RECORDS: usize = 65_536;
-
-/// What a writer thread reports when it is done.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct WriterSummary {
-    /// Records written.
-    pub written: u64,
-    /// Records dropped because the queue was full.
-    pub dropped: u64,
-    /// A write error, if one ended the writer early.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
 
 /// A running writer: a bounded queue and its thread.
 pub struct Writer<T: Send + 'static> {

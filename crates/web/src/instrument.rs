@@ -10,7 +10,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
+use contract::modes::Transport;
+use contract::samples::{CcState, MptcpSubflow, QuicSample, SampleEvent, SampleHeader, SamplesSchema, StateEvent, StateSample, TcpSample};
+use serde::Serialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
@@ -18,10 +20,10 @@ use tokio::time::MissedTickBehavior;
 use crate::sockopt::{self, TcpInfo};
 
 /// `schema` of a samples file.
-pub const SCHEMA: &str = "protolab.samples";
-/// `schema_version` of a samples file (2: rows carry `event`, `state`, ssthresh, bytes in
-/// flight and pacing rate for every transport, and QUIC files have a row at every state change).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA: &str = SamplesSchema::NAME;
+/// `schema_version` of a samples file; the header and rows are the contract's
+/// (`contract::samples`, `schemas/sample-header.json`, ...).
+pub use contract::samples::SCHEMA_VERSION;
 /// Default sampling interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(10);
 /// Smallest sampling interval accepted.
@@ -88,16 +90,8 @@ impl InstrumentOptions {
     }
 }
 
-/// [`InstrumentOptions`] in a result's `config` (flattened into it).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct InstrumentConfig {
-    /// Samples directory (null = no samples).
-    pub samples_dir: Option<String>,
-    /// Sampling interval.
-    pub sample_interval_ms: f64,
-    /// qlog directory (null = no qlog).
-    pub qlog_dir: Option<String>,
-}
+/// [`InstrumentOptions`] in a result's `config` (flattened into it), defined in the contract crate.
+pub use contract::samples::InstrumentConfig;
 
 /// The id of a connection as both ends name it: transport, client address and server address
 /// (`tcp-10.77.0.1:40002-10.77.1.1:443`, made file-safe in file names), so that the client's
@@ -107,24 +101,8 @@ pub fn connection_id(transport: &str, client: Option<SocketAddr>, server: Option
     format!("{transport}-{}-{}", show(client), show(server))
 }
 
-/// Which end of the connection samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// The end that opened the connection.
-    Client,
-    /// The end that accepted it.
-    Server,
-}
-
-impl Role {
-    /// `client` or `server`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Client => "client",
-            Role::Server => "server",
-        }
-    }
-}
+/// Which end of the connection samples (`client`, `server`).
+pub use contract::samples::Role;
 
 /// Nanoseconds since the Unix epoch, now.
 pub fn unix_ns() -> u64 {
@@ -200,7 +178,7 @@ impl Drop for SamplerHandle {
 
 /// Writes the header and spawns the loop that calls `sample` every `interval`; `sample`
 /// writes its rows and returns `true` once the connection is closed.
-fn spawn_sampler<F>(path: PathBuf, header: Value, interval: Duration, mut sample: F) -> io::Result<SamplerHandle>
+fn spawn_sampler<F>(path: PathBuf, header: SampleHeader, interval: Duration, mut sample: F) -> io::Result<SamplerHandle>
 where
     F: FnMut(&mut BufWriter<File>) -> io::Result<bool> + Send + 'static,
 {
@@ -241,19 +219,22 @@ where
     Ok(SamplerHandle { path, stop: Some(stop_tx), task: Some(task) })
 }
 
-fn opt_ssthresh(v: u32) -> Value {
-    if v >= TCP_INFINITE_SSTHRESH {
-        Value::Null
-    } else {
-        json!(v)
-    }
+fn opt_ssthresh(v: u32) -> Option<u32> {
+    (v < TCP_INFINITE_SSTHRESH).then_some(v)
 }
 
-fn opt_rate_bps(bytes_per_s: u64) -> Value {
-    if bytes_per_s == u64::MAX {
-        Value::Null
-    } else {
-        json!(bytes_per_s.saturating_mul(8))
+fn opt_rate_bps(bytes_per_s: u64) -> Option<u64> {
+    (bytes_per_s != u64::MAX).then(|| bytes_per_s.saturating_mul(8))
+}
+
+/// A controller's state as sample rows name it.
+pub fn cc_state(state: cc::State) -> CcState {
+    match state {
+        cc::State::SlowStart => CcState::SlowStart,
+        cc::State::ConservativeSlowStart => CcState::ConservativeSlowStart,
+        cc::State::CongestionAvoidance => CcState::CongestionAvoidance,
+        cc::State::Recovery => CcState::Recovery,
+        cc::State::ApplicationLimited => CcState::ApplicationLimited,
     }
 }
 
@@ -270,47 +251,44 @@ pub fn tcp_controller_state(i: &TcpInfo) -> cc::State {
 }
 
 /// One sample row of `TCP_INFO`.
-pub fn tcp_row(t_unix_ns: u64, i: &TcpInfo) -> serde_json::Map<String, Value> {
-    let v = json!({
-        "t_unix_ns": t_unix_ns,
-        "event": "sample",
-        "cc_state": tcp_controller_state(i).as_str(),
-        "app_limited": i.delivery_rate_app_limited,
-        "bytes_in_flight": u64::from(i.unacked) * u64::from(i.snd_mss),
-        "state": i.state,
-        "ca_state": i.ca_state,
-        "cwnd": i.cwnd,
-        "ssthresh": opt_ssthresh(i.ssthresh),
-        "rtt_us": i.rtt_us,
-        "rttvar_us": i.rttvar_us,
-        "min_rtt_us": i.min_rtt_us,
-        "retrans": i.total_retrans,
-        "lost": i.lost,
-        "unacked": i.unacked,
-        "snd_mss": i.snd_mss,
-        "delivery_rate_bps": opt_rate_bps(i.delivery_rate),
-        "pacing_rate_bps": opt_rate_bps(i.pacing_rate),
-        "bytes_acked": i.bytes_acked,
-        "bytes_received": i.bytes_received,
-        "bytes_sent": i.bytes_sent,
-        "bytes_retrans": i.bytes_retrans,
-        "notsent_bytes": i.notsent_bytes,
-        "rto_us": i.rto_us,
-        "ato_us": i.ato_us,
-        "rcv_mss": i.rcv_mss,
-        "last_data_sent_ms": i.last_data_sent_ms,
-        "last_data_recv_ms": i.last_data_recv_ms,
-        "last_ack_recv_ms": i.last_ack_recv_ms,
-        "max_pacing_rate_bps": opt_rate_bps(i.max_pacing_rate),
-        "segs_out": i.segs_out,
-        "segs_in": i.segs_in,
-        "data_segs_out": i.data_segs_out,
-        "data_segs_in": i.data_segs_in,
-        "dsack_dups": i.dsack_dups,
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => serde_json::Map::new(),
+pub fn tcp_row(t_unix_ns: u64, i: &TcpInfo) -> TcpSample {
+    TcpSample {
+        t_unix_ns,
+        event: SampleEvent::Sample,
+        cc_state: cc_state(tcp_controller_state(i)),
+        app_limited: i.delivery_rate_app_limited,
+        bytes_in_flight: u64::from(i.unacked) * u64::from(i.snd_mss),
+        state: i.state,
+        ca_state: i.ca_state,
+        cwnd: i.cwnd,
+        ssthresh: opt_ssthresh(i.ssthresh),
+        rtt_us: i.rtt_us,
+        rttvar_us: i.rttvar_us,
+        min_rtt_us: i.min_rtt_us,
+        retrans: i.total_retrans,
+        lost: i.lost,
+        unacked: i.unacked,
+        snd_mss: i.snd_mss,
+        delivery_rate_bps: opt_rate_bps(i.delivery_rate),
+        pacing_rate_bps: opt_rate_bps(i.pacing_rate),
+        bytes_acked: i.bytes_acked,
+        bytes_received: i.bytes_received,
+        bytes_sent: i.bytes_sent,
+        bytes_retrans: i.bytes_retrans,
+        notsent_bytes: i.notsent_bytes,
+        rto_us: i.rto_us,
+        ato_us: i.ato_us,
+        rcv_mss: i.rcv_mss,
+        last_data_sent_ms: i.last_data_sent_ms,
+        last_data_recv_ms: i.last_data_recv_ms,
+        last_ack_recv_ms: i.last_ack_recv_ms,
+        max_pacing_rate_bps: opt_rate_bps(i.max_pacing_rate),
+        segs_out: i.segs_out,
+        segs_in: i.segs_in,
+        data_segs_out: i.data_segs_out,
+        data_segs_in: i.data_segs_in,
+        dsack_dups: i.dsack_dups,
+        subflow: None,
     }
 }
 
@@ -320,7 +298,7 @@ fn tcp_closed(state: u8) -> bool {
     matches!(state, 6 | 7 | 9 | 11)
 }
 
-fn write_row(out: &mut BufWriter<File>, row: &serde_json::Map<String, Value>) -> io::Result<()> {
+fn write_row(out: &mut BufWriter<File>, row: &impl Serialize) -> io::Result<()> {
     serde_json::to_writer(&mut *out, row)?;
     out.write_all(b"\n")
 }
@@ -336,19 +314,20 @@ pub fn spawn_tcp_sampler(stream: &impl AsFd, conn_id: &str, role: Role, mptcp: b
     let congestion = crate::transport::tcp_congestion_of(&fd).ok();
     // An MPTCP socket whose peer does not speak MPTCP falls back to TCP.
     let mptcp_active = mptcp && sockopt::mptcp_info(fd.as_fd()).map(|i| !i.fallback()).unwrap_or(false);
-    let header = json!({
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "conn": conn_id,
-        "role": role.as_str(),
-        "transport": if mptcp { "mptcp" } else { "tcp" },
-        "mptcp_fallback": if mptcp { json!(!mptcp_active) } else { Value::Null },
-        "local": local.map(|a| a.to_string()),
-        "remote": remote.map(|a| a.to_string()),
-        "interval_ms": interval.max(MIN_INTERVAL).as_secs_f64() * 1e3,
-        "tcp_congestion": congestion,
-        "start_unix_ns": unix_ns(),
-    });
+    let header = SampleHeader {
+        schema: SamplesSchema::Samples,
+        schema_version: SCHEMA_VERSION,
+        conn: conn_id.to_string(),
+        role,
+        transport: if mptcp { Transport::Mptcp } else { Transport::Tcp },
+        mptcp_fallback: Some(mptcp.then_some(!mptcp_active)),
+        local: local.map(|a| a.to_string()),
+        remote: remote.map(|a| a.to_string()),
+        interval_ms: interval.max(MIN_INTERVAL).as_secs_f64() * 1e3,
+        tcp_congestion: Some(congestion),
+        quic_congestion: None,
+        start_unix_ns: unix_ns(),
+    };
     let path = samples_path(dir, role, conn_id);
     spawn_sampler(path, header, interval, move |out| {
         let t = unix_ns();
@@ -357,11 +336,12 @@ pub fn spawn_tcp_sampler(stream: &impl AsFd, conn_id: &str, role: Role, mptcp: b
             // The MPTCP connection is closed when no subflow is left or all are closing.
             let closed = subs.iter().all(|s| tcp_closed(s.tcp.state));
             for s in &subs {
-                let mut row = tcp_row(t, &s.tcp);
-                row.insert("subflow".into(), json!(s.index));
-                row.insert("local".into(), json!(s.local.map(|a| a.to_string())));
-                row.insert("remote".into(), json!(s.remote.map(|a| a.to_string())));
-                write_row(out, &row)?;
+                let subflow = MptcpSubflow {
+                    subflow: u32::try_from(s.index).unwrap_or(u32::MAX),
+                    local: s.local.map(|a| a.to_string()),
+                    remote: s.remote.map(|a| a.to_string()),
+                };
+                write_row(out, &TcpSample { subflow: Some(subflow), ..tcp_row(t, &s.tcp) })?;
             }
             Ok(closed)
         } else {
@@ -374,30 +354,26 @@ pub fn spawn_tcp_sampler(stream: &impl AsFd, conn_id: &str, role: Role, mptcp: b
 
 /// One sample row of quinn's connection statistics, with the controller's state when it is
 /// one of protolab's ([`cc::Adapter`]).
-pub fn quic_row(t_unix_ns: u64, s: &quinn::ConnectionStats, controller: Option<&cc::Snapshot>) -> serde_json::Map<String, Value> {
-    let v = json!({
-        "t_unix_ns": t_unix_ns,
-        "event": "sample",
-        "cc_state": controller.and_then(|c| c.state).map(cc::State::as_str),
-        "ssthresh": controller.and_then(|c| c.ssthresh),
-        "bytes_in_flight": controller.map(|c| c.bytes_in_flight),
-        "pacing_rate_bps": controller.and_then(|c| c.pacing_rate_bps),
-        "cwnd": s.path.cwnd,
-        "rtt_us": u64::try_from(s.path.rtt.as_micros()).unwrap_or(u64::MAX),
-        "min_rtt_us": u64::try_from(s.path.min_rtt.as_micros()).unwrap_or(u64::MAX),
-        "congestion_events": s.path.congestion_events,
-        "lost_packets": s.path.lost_packets,
-        "lost_bytes": s.path.lost_bytes,
-        "sent_packets": s.path.sent_packets,
-        "current_mtu": s.path.current_mtu,
-        "udp_tx_bytes": s.udp_tx.bytes,
-        "udp_rx_bytes": s.udp_rx.bytes,
-        "udp_tx_datagrams": s.udp_tx.datagrams,
-        "udp_rx_datagrams": s.udp_rx.datagrams,
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => serde_json::Map::new(),
+pub fn quic_row(t_unix_ns: u64, s: &quinn::ConnectionStats, controller: Option<&cc::Snapshot>) -> QuicSample {
+    QuicSample {
+        t_unix_ns,
+        event: SampleEvent::Sample,
+        cc_state: controller.and_then(|c| c.state).map(cc_state),
+        ssthresh: controller.and_then(|c| c.ssthresh),
+        bytes_in_flight: controller.map(|c| c.bytes_in_flight),
+        pacing_rate_bps: controller.and_then(|c| c.pacing_rate_bps),
+        cwnd: s.path.cwnd,
+        rtt_us: u64::try_from(s.path.rtt.as_micros()).unwrap_or(u64::MAX),
+        min_rtt_us: u64::try_from(s.path.min_rtt.as_micros()).unwrap_or(u64::MAX),
+        congestion_events: s.path.congestion_events,
+        lost_packets: s.path.lost_packets,
+        lost_bytes: s.path.lost_bytes,
+        sent_packets: s.path.sent_packets,
+        current_mtu: s.path.current_mtu,
+        udp_tx_bytes: s.udp_tx.bytes,
+        udp_rx_bytes: s.udp_rx.bytes,
+        udp_tx_datagrams: s.udp_tx.datagrams,
+        udp_rx_datagrams: s.udp_rx.datagrams,
     }
 }
 
@@ -406,18 +382,20 @@ pub fn quic_row(t_unix_ns: u64, s: &quinn::ConnectionStats, controller: Option<&
 /// header. Must run inside a tokio runtime.
 pub fn spawn_quic_sampler(conn: &quinn::Connection, conn_id: &str, role: Role, controller: &str, interval: Duration, dir: &Path) -> io::Result<SamplerHandle> {
     let conn = conn.clone();
-    let header = json!({
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "conn": conn_id,
-        "role": role.as_str(),
-        "transport": "quic",
-        "local": conn.local_ip().map(|ip| ip.to_string()),
-        "remote": conn.remote_address().to_string(),
-        "interval_ms": interval.max(MIN_INTERVAL).as_secs_f64() * 1e3,
-        "quic_congestion": controller,
-        "start_unix_ns": unix_ns(),
-    });
+    let header = SampleHeader {
+        schema: SamplesSchema::Samples,
+        schema_version: SCHEMA_VERSION,
+        conn: conn_id.to_string(),
+        role,
+        transport: Transport::Quic,
+        mptcp_fallback: None,
+        local: conn.local_ip().map(|ip| ip.to_string()),
+        remote: Some(conn.remote_address().to_string()),
+        interval_ms: interval.max(MIN_INTERVAL).as_secs_f64() * 1e3,
+        tcp_congestion: None,
+        quic_congestion: Some(controller.to_string()),
+        start_unix_ns: unix_ns(),
+    };
     let path = samples_path(dir, role, conn_id);
     let mut next_transition = 0u64;
     spawn_sampler(path, header, interval, move |out| {
@@ -439,18 +417,14 @@ pub fn spawn_quic_sampler(conn: &quinn::Connection, conn_id: &str, role: Role, c
 }
 
 /// A row of a QUIC controller's state change (`"event": "state"`).
-pub fn transition_row(t_unix_ns: u64, transition: &cc::Transition) -> serde_json::Map<String, Value> {
-    let v = json!({
-        "t_unix_ns": t_unix_ns,
-        "event": "state",
-        "cc_state": transition.state.as_str(),
-        "cwnd": transition.window,
-        "ssthresh": transition.ssthresh,
-        "bytes_in_flight": transition.bytes_in_flight,
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => serde_json::Map::new(),
+pub fn transition_row(t_unix_ns: u64, transition: &cc::Transition) -> StateSample {
+    StateSample {
+        t_unix_ns,
+        event: StateEvent::State,
+        cc_state: cc_state(transition.state),
+        cwnd: transition.window,
+        ssthresh: transition.ssthresh,
+        bytes_in_flight: transition.bytes_in_flight,
     }
 }
 
@@ -495,6 +469,75 @@ mod tests {
         }
         assert_eq!(tcp_controller_state(&info(0, 30, 20, true)), ApplicationLimited);
         let row = tcp_row(1, &TcpInfo { unacked: 3, snd_mss: 1448, ..info(0, 10, 20, false) });
-        assert_eq!((row["cc_state"].as_str(), row["bytes_in_flight"].as_u64()), (Some("slow_start"), Some(3 * 1448)));
+        assert_eq!((row.cc_state, row.bytes_in_flight), (CcState::SlowStart, 3 * 1448));
+    }
+
+    /// The keys of a JSON object in the order they are written.
+    fn keys(row: &impl Serialize) -> Vec<String> {
+        struct Keys(Vec<String>);
+        impl<'de> serde::Deserialize<'de> for Keys {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = Keys;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("an object")
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+                        let mut keys = Vec::new();
+                        while let Some(k) = map.next_key::<String>()? {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            keys.push(k);
+                        }
+                        Ok(Keys(keys))
+                    }
+                }
+                d.deserialize_map(V)
+            }
+        }
+        serde_json::from_str::<Keys>(&serde_json::to_string(row).unwrap()).unwrap().0
+    }
+
+    /// The rows have exactly the keys, in the order, that the untyped rows of samples schema
+    /// version 2 had.
+    #[test]
+    fn rows_keep_their_keys_and_order() {
+        const TCP: [&str; 35] = [
+            "t_unix_ns", "event", "cc_state", "app_limited", "bytes_in_flight", "state", "ca_state", "cwnd", "ssthresh", "rtt_us",
+            "rttvar_us", "min_rtt_us", "retrans", "lost", "unacked", "snd_mss", "delivery_rate_bps", "pacing_rate_bps", "bytes_acked",
+            "bytes_received", "bytes_sent", "bytes_retrans", "notsent_bytes", "rto_us", "ato_us", "rcv_mss", "last_data_sent_ms",
+            "last_data_recv_ms", "last_ack_recv_ms", "max_pacing_rate_bps", "segs_out", "segs_in", "data_segs_out", "data_segs_in",
+            "dsack_dups",
+        ];
+        let row = tcp_row(7, &TcpInfo { delivery_rate: u64::MAX, pacing_rate: 1000, ..info(0, 10, TCP_INFINITE_SSTHRESH, false) });
+        assert_eq!(keys(&row), TCP);
+        assert_eq!((row.ssthresh, row.delivery_rate_bps, row.pacing_rate_bps), (None, None, Some(8000)));
+        let subflow = MptcpSubflow { subflow: 1, local: Some("10.0.0.1:1".into()), remote: None };
+        let mptcp = keys(&TcpSample { subflow: Some(subflow), ..row });
+        assert_eq!(mptcp[..TCP.len()], TCP);
+        assert_eq!(mptcp[TCP.len()..], ["subflow", "local", "remote"]);
+        let quic = quic_row(7, &quinn::ConnectionStats::default(), None);
+        assert_eq!(
+            keys(&quic),
+            [
+                "t_unix_ns", "event", "cc_state", "ssthresh", "bytes_in_flight", "pacing_rate_bps", "cwnd", "rtt_us", "min_rtt_us",
+                "congestion_events", "lost_packets", "lost_bytes", "sent_packets", "current_mtu", "udp_tx_bytes", "udp_rx_bytes",
+                "udp_tx_datagrams", "udp_rx_datagrams",
+            ]
+        );
+        let line = serde_json::to_string(&quic).unwrap();
+        assert!(line.starts_with(r#"{"t_unix_ns":7,"event":"sample","cc_state":null,"ssthresh":null,"bytes_in_flight":null,"#), "{line}");
+        let transition = cc::Transition {
+            seq: 0,
+            at: Instant::now(),
+            state: cc::State::ConservativeSlowStart,
+            window: 12_000,
+            ssthresh: None,
+            bytes_in_flight: 1200,
+        };
+        assert_eq!(
+            serde_json::to_string(&transition_row(9, &transition)).unwrap(),
+            r#"{"t_unix_ns":9,"event":"state","cc_state":"conservative_slow_start","cwnd":12000,"ssthresh":null,"bytes_in_flight":1200}"#
+        );
     }
 }

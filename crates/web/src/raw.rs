@@ -33,28 +33,11 @@ use tokio::task::JoinSet;
 use crate::body::{Block, PatternStream};
 use crate::limits::Limits;
 
-/// Who sends, in a raw request and in a bulk transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    /// The server sends.
-    Download,
-    /// The client sends.
-    Upload,
-}
-
-impl Direction {
-    /// Its name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Direction::Download => "download",
-            Direction::Upload => "upload",
-        }
-    }
-}
+/// Who sends, in a raw request and in a bulk transfer (a document type: `contract::bulk`).
+pub use contract::bulk::Direction;
 
 /// Default port of the raw protocol: clear of iperf3's 5201 and of the second iperf3 server
-/// the emulator validation runs on 5202 (src/protolab/validate.py), so all can share a host.
+/// the emulator validation runs on 5202 (src/protolab/validate/emulator.py), so all can share a host.
 pub const DEFAULT_PORT: u16 = 5300;
 /// `PLRB`.
 pub const MAGIC: [u8; 4] = *b"PLRB";

@@ -263,31 +263,9 @@ impl QuicOptions {
     }
 }
 
-/// [`QuicOptions`] in a result's `config` (flattened into it: `quic_cc`, ...).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct QuicConfig {
-    /// The controller as given (`gquic39`, `cubic:c=0.8`).
-    #[serde(rename = "quic_cc")]
-    pub cc: String,
-    /// The controller with every parameter (`cubic:c=0.4,beta=0.7,n=2,...`).
-    #[serde(rename = "quic_cc_canonical")]
-    pub cc_canonical: String,
-    /// Initial window in bytes, if set apart from the controller (null = the controller's).
-    #[serde(rename = "quic_initial_window")]
-    pub initial_window: Option<u64>,
-    /// Loss detection packet threshold (null = quinn's 3).
-    #[serde(rename = "quic_packet_threshold")]
-    pub packet_threshold: Option<u32>,
-    /// Loss detection time threshold, RTT multiple (null = quinn's 1.125).
-    #[serde(rename = "quic_time_threshold")]
-    pub time_threshold: Option<f32>,
-    /// ACK frequency asked of the peer: ack-eliciting threshold (null = not asked).
-    #[serde(rename = "quic_ack_eliciting_threshold")]
-    pub ack_eliciting_threshold: Option<u32>,
-    /// ACK frequency asked of the peer: maximum ACK delay, ms (null = not asked).
-    #[serde(rename = "quic_max_ack_delay_ms")]
-    pub max_ack_delay_ms: Option<f64>,
-}
+/// [`QuicOptions`] in a result's `config` (flattened into it: `quic_cc`, ...), defined in the
+/// contract crate.
+pub use contract::load::QuicConfig;
 
 #[cfg(test)]
 mod tests {

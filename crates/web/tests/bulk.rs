@@ -11,7 +11,8 @@ use std::time::Duration;
 use common::Lab;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use web::bulk::{Amount, Bulk, BulkOptions, BulkProtocol, BulkResult, BulkStatus, Direction};
+use web::bulk::{Amount, Bulk, BulkKind, BulkOptions, BulkProtocol, BulkResult, BulkStatus, Direction, Pacing};
+use web::load::Transport;
 use web::raw::{RawRequest, REPLY_LEN};
 use web::instrument::InstrumentOptions;
 use web::transport::TcpOptions;
@@ -64,7 +65,7 @@ fn check_intervals(r: &BulkResult) {
 fn check_ok(r: &BulkResult) {
     assert_eq!(r.status, BulkStatus::Ok, "{}: {:?}", label(r), r.error);
     assert!(r.error.is_none());
-    assert_eq!(r.kind, "bulk");
+    assert_eq!(r.kind, BulkKind::Bulk);
     assert_eq!(r.schema_version, 1);
     assert!(r.handshake_ms.unwrap() > 0.0);
     assert!(r.duration_ms.unwrap() > 0.0);
@@ -83,13 +84,13 @@ async fn every_protocol_and_direction_moves_exactly_n_bytes() {
             let g = r.goodput_bps.unwrap();
             assert!((g - n as f64 * 8.0 / (r.duration_ms.unwrap() / 1e3)).abs() < 1.0);
             let c = r.connection.as_ref().unwrap();
-            assert_eq!(c.protocol, protocol);
+            assert_eq!(c.protocol.name(), protocol);
             assert_eq!(c.remote.rsplit_once(':').unwrap().0, "127.0.0.1");
             assert!(c.local.as_deref().unwrap().starts_with("127.0.0.1:"), "{c:?}");
             if protocol == "h3" {
-                assert_eq!((c.transport, c.tcp_cc.as_deref()), ("quic", None));
+                assert_eq!((c.transport, c.tcp_cc.as_deref()), (Transport::Quic, None));
             } else {
-                assert_eq!((c.transport, c.tcp_cc.as_deref()), ("tcp", Some("reno")));
+                assert_eq!((c.transport, c.tcp_cc.as_deref()), (Transport::Tcp, Some("reno")));
             }
             match direction {
                 // The server's own count matches.
@@ -168,8 +169,8 @@ async fn paced_transfers_hold_their_rate() {
         let median = rates[rates.len() / 2];
         assert!((median - rate as f64).abs() < 0.1 * rate as f64, "{}: median interval rate {median}", label(r));
     }
-    assert_eq!(a.config.pacing, Some("server"));
-    assert_eq!(c.config.pacing, Some("client"));
+    assert_eq!(a.config.pacing, Some(Pacing::Server));
+    assert_eq!(c.config.pacing, Some(Pacing::Client));
     let mut streamed = Vec::new();
     while let Ok(row) = rx.try_recv() {
         streamed.push(row);
@@ -250,7 +251,7 @@ async fn mptcp_client_against_a_tcp_server_falls_back() {
     let r = run(o).await;
     check_ok(&r);
     let c = r.connection.unwrap();
-    assert_eq!((c.transport, c.mptcp_fallback), ("mptcp", Some(true)));
+    assert_eq!((c.transport, c.mptcp_fallback), (Transport::Mptcp, Some(true)));
     lab.stop().await;
 }
 

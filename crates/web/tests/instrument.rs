@@ -114,6 +114,8 @@ async fn tcp_connection_is_sampled_on_both_ends() {
     check_header(&ch, "client", "tcp");
     check_header(&sh, "server", "tcp");
     assert_eq!(ch["tcp_congestion"], "reno");
+    // A TCP socket's header says there is no MPTCP fallback (null), and names no QUIC controller.
+    assert!(ch.get("mptcp_fallback").is_some_and(Value::is_null) && ch.get("quic_congestion").is_none(), "{ch}");
     check_tcp_rows(&crows, true, n as u64);
     check_tcp_rows(&srows, false, n as u64);
     assert!(crows.iter().all(|r| r.get("subflow").is_none()));
@@ -208,6 +210,7 @@ async fn quic_connection_is_sampled_and_qlogged() {
     let (h, rows) = read_ndjson(&dir.join("server-c1.ndjson"));
     assert_eq!(h["transport"], "quic");
     assert_eq!(h["quic_congestion"], "cubic");
+    assert!(h.get("mptcp_fallback").is_none() && h.get("tcp_congestion").is_none(), "TCP fields in a QUIC header: {h}");
     assert!(h["remote"].as_str().unwrap().starts_with("127.0.0.1:"));
     let (transitions, rows): (Vec<Value>, Vec<Value>) = rows.into_iter().partition(|r| r["event"] == "state");
     // The controller starts in slow start; its state changes are rows of their own, in time order.

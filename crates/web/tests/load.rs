@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use web::load::{LoadOptions, LoadResult, LoadStatus, Loader, Mode, ObjectResult, Scheduler};
+use web::load::{LoadOptions, LoadResult, LoadStatus, Loader, Mode, ObjectResult, Scheduler, Transport};
 use web::{Limits, Manifest, ServeOptions, Server, Site, TlsMaterial};
 
 const WWW: &str = "www.load.test";
@@ -180,7 +180,7 @@ fn check_ok(r: &LoadResult, manifest: &Manifest, mode: &str) {
         assert!(c.error.is_none(), "{mode} connection {}: {:?}", c.id, c.error);
         assert!(c.handshake_ms.unwrap() > 0.0);
         assert!(c.local.is_some());
-        assert_eq!(c.subflows.is_some(), c.transport == "mptcp");
+        assert_eq!(c.subflows.is_some(), c.transport == Transport::Mptcp);
         let on_it: Vec<&ObjectResult> = r.objects.iter().filter(|o| o.connection == Some(c.id)).collect();
         assert_eq!(c.requests as usize, on_it.len(), "{mode} connection {}", c.id);
         assert_eq!(c.bytes, on_it.iter().map(|o| o.bytes).sum::<u64>(), "{mode} connection {}", c.id);
@@ -206,8 +206,8 @@ fn check_connection_counts(r: &LoadResult, mode: &str, label: &str, per_origin: 
     }
     let m = Mode::parse(mode).unwrap();
     for c in &r.connections {
-        assert_eq!(c.protocol, m.protocol.name());
-        assert_eq!(c.transport, m.transport.name());
+        assert_eq!(c.protocol, m.protocol);
+        assert_eq!(c.transport, m.transport);
     }
 }
 

@@ -21,7 +21,7 @@ use web::instrument::InstrumentOptions;
 use web::load::Protocol;
 use web::rpm::algorithm::Parameters;
 use web::rpm::endpoints::{ConfigUrls, CONFIG_PATH, LARGE_BYTES, LARGE_PATH, SMALL_PATH, UPLOAD_PATH};
-use web::rpm::result::RpmResult;
+use web::rpm::result::{ProbeKind, RpmResult, RpmStatus};
 use web::rpm::{Directions, Rpm, RpmOptions};
 use web::transport::{QuicOptions, TcpOptions};
 use web::Limits;
@@ -234,16 +234,16 @@ async fn a_test_in_both_directions_over_h1_h2_and_h3() {
         let started = Instant::now();
         let (r, lines) = run(&rpm).await;
         let took = started.elapsed();
-        assert_eq!(r.status, "ok", "{name}: {:?}", r.error);
+        assert_eq!(r.status, RpmStatus::Ok, "{name}: {:?}", r.error);
         assert!(r.error.is_none());
-        assert_eq!(r.protocol, name);
+        assert_eq!(r.protocol, protocol);
         // Two directions of at most 3 s each, plus the idle probes and discovery.
         assert!(took < Duration::from_secs(12), "{name}: took {took:?}");
         assert!(r.config.discovery.contains("/.well-known/nq"), "{name}: {}", r.config.discovery);
         assert!(r.config.discovery.contains("localhost"), "{name}: {}", r.config.discovery);
         assert_eq!(r.config.paths, [SMALL_PATH.to_string(), LARGE_PATH.to_string(), UPLOAD_PATH.to_string()]);
         assert_eq!(r.config.server, lab.https.to_string());
-        assert_eq!((r.config.host.as_str(), r.config.direction, r.config.idle_probes), ("localhost", "both", 3));
+        assert_eq!((r.config.host.as_str(), r.config.direction.as_str(), r.config.idle_probes), ("localhost", "both", 3));
 
         let idle = r.idle.as_ref().expect("idle probes ran");
         assert_eq!(idle.probes.len(), 6, "{name}: 3 pairs");
@@ -253,7 +253,7 @@ async fn a_test_in_both_directions_over_h1_h2_and_h3() {
         assert!((idle.rpm.unwrap() * latency - 60_000.0).abs() < 1e-6 * 60_000.0);
         assert!(idle.http_median_ms.unwrap() > 0.0);
 
-        assert_eq!(r.directions.keys().copied().collect::<Vec<_>>(), ["download", "upload"], "{name}");
+        assert_eq!(r.directions.keys().map(String::as_str).collect::<Vec<_>>(), ["download", "upload"], "{name}");
         for (dir, d) in &r.directions {
             let what = format!("{name} {dir}");
             assert!(d.bytes > 0, "{what}");
@@ -264,8 +264,8 @@ async fn a_test_in_both_directions_over_h1_h2_and_h3() {
             assert!(d.duration_s > 0.0 && d.duration_s < 3.5, "{what}: {}", d.duration_s);
             assert!(d.capacity_bps.unwrap() > 0.0, "{what}");
             assert!(d.load_connections >= 1, "{what}");
-            let foreign: Vec<_> = d.probes.iter().filter(|p| p.kind == "foreign").collect();
-            let selfp: Vec<_> = d.probes.iter().filter(|p| p.kind == "self").collect();
+            let foreign: Vec<_> = d.probes.iter().filter(|p| p.kind == ProbeKind::Foreign).collect();
+            let selfp: Vec<_> = d.probes.iter().filter(|p| p.kind == ProbeKind::SelfProbe).collect();
             assert!(!foreign.is_empty() && !selfp.is_empty(), "{what}: {:?}", d.probes);
             assert_eq!(foreign.len() + selfp.len(), d.probes.len(), "{what}: only foreign and self probes");
             if protocol == Protocol::H1 {
@@ -366,7 +366,7 @@ async fn no_server_gives_an_error_result() {
         let started = Instant::now();
         let (r, _) = run(&Rpm::new(o).unwrap()).await;
         assert!(started.elapsed() < Duration::from_secs(5), "{what}: took {:?}", started.elapsed());
-        assert_eq!(r.status, "error", "{what}");
+        assert_eq!(r.status, RpmStatus::Error, "{what}");
         let e = r.error.clone().unwrap_or_default();
         assert!(!e.is_empty(), "{what}: no error message");
         eprintln!("{what}: {e}");

@@ -5,23 +5,18 @@ Errors are CorpusError (a ProtolabError); the main app's error boundary prints t
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from protolab.console import console
 from protolab.corpus.build import TYPES
 from protolab.corpus.errors import CorpusError
 from protolab.corpus.manifest import load_manifest, write_manifests
-
-_WIDTH = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
-console = Console(width=_WIDTH)
 
 corpus_app = typer.Typer(name="corpus", help="Page manifests: Table I replicas, generated corpora, HAR import, recording.",
                          no_args_is_help=True, add_completion=False)

@@ -5,15 +5,12 @@ from protolab.lab.control import ControlClient
 from protolab.lab.lab import Lab, Ready, cleanup_lab
 from protolab.lab.topology import (
     dumbbell,
-    gbit,
     host,
     ideal_link,
-    kbit,
     link,
-    mbit,
-    ms,
+    mbps_to_bps,
+    ms_to_ns,
     path,
-    us,
 )
 
 __all__ = [
@@ -23,13 +20,10 @@ __all__ = [
     "cleanup_lab",
     "dumbbell",
     "find_binary",
-    "gbit",
     "host",
     "ideal_link",
-    "kbit",
     "link",
-    "mbit",
-    "ms",
+    "mbps_to_bps",
+    "ms_to_ns",
     "path",
-    "us",
 ]

@@ -443,8 +443,12 @@ class Lab:
                         result.rtt_mean_ms, left, right)
         return result.rtt_mean_ms
 
-    def set_link(self, links: str | Sequence[str], *, seed: int | None = None, **params: Any) -> dict[str, Any]:
-        """Change link directions live; a parameter given as None removes it (jitter, loss).
+    def set_link(
+        self, links: str | Sequence[str], *, seed: int | None = None, **params: Any
+    ) -> dict[str, dict[str, Any]]:
+        """Change link directions live (`params` as `link()` builds them: `rate_bps`,
+        `delay_ns`, ...); a parameter given as None removes it (jitter, loss). Returns each
+        link's parameters now in force, complete and in numbers (docs/control.md).
 
         `seed` restarts the links' random streams, so the packets that follow meet the same
         loss and jitter draws whatever crossed the links before (reproducible measurements).
@@ -453,7 +457,10 @@ class Lab:
         request: dict[str, Any] = {"cmd": "set_link", "link": target, "params": params}
         if seed is not None:
             request["seed"] = seed
-        return self.request(request)
+        effective = self.request(request).get("params")
+        if not isinstance(effective, dict):
+            raise LabError(f"set_link {target}: the emulator's reply has no parameters")
+        return effective
 
     def set_routing(self, mode: str, pins: Sequence[Mapping[str, str]] | None = None) -> None:
         """Change path selection; `pins=None` means no pins."""

@@ -11,38 +11,25 @@ RIGHT_SUBNET = "10.77.1."
 IDEAL_QUEUE_PACKETS = 1000
 
 
-def _decimal(value: float) -> str:
-    """A plain decimal (no exponent) that the emulator's unit parser accepts."""
-    if float(value) == int(value):
-        return str(int(value))
-    return f"{value:.9f}".rstrip("0").rstrip(".")
+NS_PER_MS = 1_000_000
+BPS_PER_MBPS = 1_000_000
 
 
-def kbit(value: float) -> str:
-    return f"{_decimal(value)}kbit"
+def mbps_to_bps(mbps: float) -> int:
+    """A rate in Mbit/s as the integer bit/s the emulator takes (`rate_bps`)."""
+    return round(mbps * BPS_PER_MBPS)
 
 
-def mbit(value: float) -> str:
-    return f"{_decimal(value)}mbit"
-
-
-def gbit(value: float) -> str:
-    return f"{_decimal(value)}gbit"
-
-
-def ms(value: float) -> str:
-    return f"{_decimal(value)}ms"
-
-
-def us(value: float) -> str:
-    return f"{_decimal(value)}us"
+def ms_to_ns(ms: float) -> int:
+    """A duration in ms as the integer ns the emulator takes (`delay_ns`, `std_ns`)."""
+    return round(ms * NS_PER_MS)
 
 
 def link(
-    rate: str | int | None = None,
+    rate_bps: int | None = None,
     *,
-    delay: str | None = None,
-    jitter: str | None = None,
+    delay_ns: int | None = None,
+    jitter_ns: int | None = None,
     jitter_dist: str = "normal",
     preserve_order: bool = False,
     loss: float | Mapping[str, Any] | None = None,
@@ -51,19 +38,20 @@ def link(
     queue_kind: str = "droptail",
     trace: str | None = None,
 ) -> dict[str, Any]:
-    """One link direction; fields left as None are omitted (the emulator's defaults apply).
+    """One link direction in the emulator's numbers (docs/topology.md); fields left as None
+    are omitted (the emulator's defaults apply, or set_link keeps the current value).
 
     `loss` as a number is a Bernoulli probability; a mapping is passed through (Gilbert-Elliott).
     """
     direction: dict[str, Any] = {}
-    if rate is not None:
-        direction["rate"] = rate
+    if rate_bps is not None:
+        direction["rate_bps"] = rate_bps
     if trace is not None:
         direction["trace"] = trace
-    if delay is not None:
-        direction["delay"] = delay
-    if jitter is not None:
-        direction["jitter"] = {"std": jitter, "dist": jitter_dist, "preserve_order": preserve_order}
+    if delay_ns is not None:
+        direction["delay_ns"] = delay_ns
+    if jitter_ns is not None:
+        direction["jitter"] = {"std_ns": jitter_ns, "dist": jitter_dist, "preserve_order": preserve_order}
     if loss is not None:
         direction["loss"] = dict(loss) if isinstance(loss, Mapping) else {"kind": "bernoulli", "p": loss}
     if queue_packets is not None and queue_bytes is not None:
@@ -81,11 +69,13 @@ def link(
 def ideal_link(**overrides: Any) -> dict[str, Any]:
     """set_link params that return a direction to the ideal link, then apply `link(**overrides)`.
 
-    set_link only replaces the fields it is given, so a reset names every field explicitly.
+    set_link only replaces the fields it is given, so a reset names every field explicitly
+    (None removes one: unlimited, no trace, no jitter, no loss).
     """
     params: dict[str, Any] = {
-        "rate": "unlimited",
-        "delay": "0",
+        "rate_bps": None,
+        "trace": None,
+        "delay_ns": 0,
         "jitter": None,
         "loss": None,
         "queue": {"kind": "droptail", "packets": IDEAL_QUEUE_PACKETS},

@@ -1,6 +1,7 @@
 """Per-connection summaries of transport samples (docs/samples.md): how long the sender spent in
 each controller state (000 Fig. 6.4), when it left slow start and with what window (000 ch. 6),
-windows, RTTs and losses. Pure functions over sample rows (as `session.read_samples` returns them).
+windows, RTTs and losses. Pure functions over sample rows (as `measure.samples.read_samples`
+returns them).
 """
 
 from __future__ import annotations

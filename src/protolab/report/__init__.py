@@ -1,13 +1,12 @@
-"""The HTML report of a results directory (reads only the results store)."""
+"""Report: the HTML report of a results directory, read from its store only (docs/report.md).
 
-from __future__ import annotations
+Owns the loading of experiments from the store and the page (`build`), what every section is
+built from (`section`: the loaded experiments, labels, HTML helpers, the figure-writing
+`Builder`), the sections (`analysis`, `calibration`, `fidelity`, `flows`, `rpm`, `transport`),
+the figures and statistics they draw on (`figures`, `transport_figures`, `stats`), and the
+`protolab report` / `protolab export` commands (`cli`). `build` imports the sections, the
+sections import `section`, never `build`.
 
-from pathlib import Path
-from typing import Any
-
-
-def build_report(*args: Any, **kwargs: Any) -> Path:
-    """See protolab.report.build.build_report (imported lazily: matplotlib is heavy)."""
-    from protolab.report.build import build_report as build
-
-    return build(*args, **kwargs)
+May import: `errors`, `store`, `measure`, the fidelity tolerances (`analysis.fidelity`) and the
+flow characterization (`traffic.characterize`). Never `run` or `plan`: a report needs no lab.
+"""

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from protolab.measure.conninfo import FIELDS
+from protolab.report import section as h
+from protolab.report.section import Builder, Experiment
 from protolab.report.stats import CI_LEVEL, summarize
-
-if TYPE_CHECKING:
-    from protolab.report.build import Builder, Experiment
 
 QUIC_OVERHEAD_003 = 1.051  # 003 ch. 5: LibreSpeed's overhead compensation factor for QUIC
 MAX_CONNECTION_ROWS = 2000
@@ -22,20 +21,13 @@ TREE_DEPTH = 3
 THROUGHPUT_CLASSES = ((0.5, "below 50% of the link"), (0.8, "50-80%"), (float("inf"), "above 80%"))
 
 
-def _h() -> Any:
-    from protolab.report import build
-
-    return build
-
-
 def ground_truth(b: Builder, exp: Experiment, name: str) -> str:
-    h = _h()
     rows = b.store.query("SELECT * FROM loss_analysis WHERE experiment_id = ?", [exp.id])
     runs = {r.run_key: r for r in exp.runs}
     rows = [r for r in rows if r["run_key"] in runs]
     if not rows:
-        return h._note("No loss analysis: it needs the senders' samples or qlogs ([artifacts] samples, qlog) and, for "
-                       "the truth, the event log (events = true) and for TCP the captures (pcap = true).")
+        return h.note("No loss analysis: it needs the senders' samples or qlogs ([artifacts] samples, qlog) and, for "
+                      "the truth, the event log (events = true) and for TCP the captures (pcap = true).")
     cells: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         run = runs[row["run_key"]]
@@ -56,12 +48,12 @@ def ground_truth(b: Builder, exp: Experiment, name: str) -> str:
             return float(np.mean(values)) if values else None
 
         table.append([
-            h._esc(h.condition_label(exp, key[0])), h._esc(key[1]), h._esc(key[2]), str(len(items)),
+            h.esc(h.condition_label(exp, key[0])), h.esc(key[1]), h.esc(key[2]), str(len(items)),
             f"{total('detected', items):,}", f"{true:,}" if truth else "-",
-            h._num(hits / detected if truth and detected else None, 4), h._num(hits / true if truth and true else None, 4),
+            h.num(hits / detected if truth and detected else None, 4), h.num(hits / true if truth and true else None, 4),
             f"{total('spurious', truth):,}" if truth else "-",
-            h._num(mean("detected_mean_burst", items), 2), h._num(mean("true_mean_burst", truth), 2),
-            h._num(mean("detected_mean_burst_003", items), 2),
+            h.num(mean("detected_mean_burst", items), 2), h.num(mean("true_mean_burst", truth), 2),
+            h.num(mean("detected_mean_burst_003", items), 2),
         ])
     caption = ("Losses the senders detected (QUIC: packets declared lost, from the qlog; TCP: retransmitted segments, "
                "from the sender's capture) against the emulator's event log, which knows every datagram it dropped; "
@@ -69,38 +61,37 @@ def ground_truth(b: Builder, exp: Experiment, name: str) -> str:
                "and dropped / dropped; spurious = detected but delivered. Bursts (003 annex C): losses closer than "
                "sRTT + RTT variance, dated when the lost packet was sent; the last column dates them when declared "
                "lost, as 003's listing does.")
-    html = (f'<p class="caption">{h._esc(caption)}</p>' +
-            h._table(["condition", "mode", "transport", "connections", "detected", "true losses", "precision",
-                      "recall", "spurious", "mean burst (detected)", "mean burst (true)", "mean burst (003 dating)"],
-                     table, numeric_from=3, css="data"))
+    html = (f'<p class="caption">{h.esc(caption)}</p>' +
+            h.table(["condition", "mode", "transport", "connections", "detected", "true losses", "precision",
+                     "recall", "spurious", "mean burst (detected)", "mean burst (true)", "mean burst (003 dating)"],
+                    table, numeric_from=3, css="data"))
     notes = b.store.query("SELECT run_key, file, note FROM analysis_notes WHERE experiment_id = ?", [exp.id])
     if notes:
-        html += '<p class="caption">What the analysis could not do:</p>' + h._table(
-            ["run", "artifact", "note"], [[f"<code>{h._esc(n['run_key'][:8])}</code>", h._esc(n["file"]),
-                                          h._esc(n["note"])] for n in notes[:200]], css="data")
+        html += '<p class="caption">What the analysis could not do:</p>' + h.table(
+            ["run", "artifact", "note"], [[f"<code>{h.esc(n['run_key'][:8])}</code>", h.esc(n["file"]),
+                                          h.esc(n["note"])] for n in notes[:200]], css="data")
     return html
 
 
 def overhead(b: Builder, exp: Experiment, name: str) -> str:
-    h = _h()
     rows = b.store.query("SELECT run_key, protocol, factor FROM overhead WHERE experiment_id = ?", [exp.id])
     if not rows:
-        return h._note("No overhead factor: it needs successful single-client downloads or page loads.")
+        return h.note("No overhead factor: it needs successful single-client downloads or page loads.")
     by_protocol: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         by_protocol[str(row["protocol"])].append(row["factor"])
     table = []
     for protocol in sorted(by_protocol, key=h.mode_sort_key):
         s = summarize(by_protocol[protocol])
-        ci = (f"{h._num(s.mean_ci_low, 4)} – {h._num(s.mean_ci_high, 4)}" if s.mean_ci_low is not None else "n/a")
+        ci = (f"{h.num(s.mean_ci_low, 4)} – {h.num(s.mean_ci_high, 4)}" if s.mean_ci_low is not None else "n/a")
         reference = f"{QUIC_OVERHEAD_003}" if protocol.startswith("h3") else "-"
-        table.append([h._esc(protocol), str(s.n), h._num(s.median, 4), h._num(s.mean, 4), ci, reference])
+        table.append([h.esc(protocol), str(s.n), h.num(s.median, 4), h.num(s.mean, 4), ci, reference])
     caption = ("Overhead factor = IP bytes the emulator delivered to the client during the run / application bytes "
                f"received (transfer or page body). {CI_LEVEL:.0%} t-CI of the mean. 003 measured 1.051 for QUIC "
                "(its overhead compensation factor).")
-    return (f'<p class="caption">{h._esc(caption)}</p>' +
-            h._table(["protocol", "runs", "median", "mean", f"{CI_LEVEL:.0%} CI of mean", "003"], table,
-                     numeric_from=1, css="data"))
+    return (f'<p class="caption">{h.esc(caption)}</p>' +
+            h.table(["protocol", "runs", "median", "mean", f"{CI_LEVEL:.0%} CI of mean", "003"], table,
+                    numeric_from=1, css="data"))
 
 
 FEATURES = ("frac_slow_start", "frac_congestion_avoidance", "frac_recovery", "frac_application_limited",
@@ -113,7 +104,6 @@ def _throughput_class(ratio: float) -> str:
 
 def determinants(b: Builder, exp: Experiment, name: str) -> str:
     """000 §6.2: a decision tree over trace features predicting the throughput class."""
-    h = _h()
     rows = b.store.query(
         "SELECT c.run_key, c.conn, c.frac_slow_start, c.frac_congestion_avoidance, c.frac_recovery, "
         "c.frac_application_limited, c.mean_rtt_ms, c.p90_rtt_ms, c.min_rtt_ms, c.duration_ms, c.controller, "
@@ -141,8 +131,8 @@ def determinants(b: Builder, exp: Experiment, name: str) -> str:
         controllers.append(f"{row['transport']} {row['controller']}")
         labels.append(_throughput_class(run.goodput_mbps / bandwidth))  # type: ignore[operator]
     if len(samples) < 10 or len(set(labels)) < 2:
-        return h._note("Too few bulk transfers with samples (10 needed, of at least two throughput classes) for a "
-                       "decision tree.")
+        return h.note("Too few bulk transfers with samples (10 needed, of at least two throughput classes) for a "
+                      "decision tree.")
     from sklearn.model_selection import cross_val_score
     from sklearn.tree import DecisionTreeClassifier
 
@@ -157,7 +147,7 @@ def determinants(b: Builder, exp: Experiment, name: str) -> str:
 
     fig = tf.tree_figure(tree, names, list(tree.classes_))
     importances = sorted(zip(names, tree.feature_importances_, strict=True), key=lambda kv: -kv[1])
-    table = [[h._esc(n), h._num(float(v), 3)] for n, v in importances if v > 0]
+    table = [[h.esc(n), h.num(float(v), 3)] for n, v in importances if v > 0]
     accuracy = f"training accuracy {tree.score(x, y):.2f}" + (
         f", {folds}-fold cross-validated accuracy {float(np.mean(cv)):.2f}" if cv is not None else "")
     caption = (f"Decision tree (depth {TREE_DEPTH}, scikit-learn, Gini impurity) predicting the throughput "
@@ -165,12 +155,11 @@ def determinants(b: Builder, exp: Experiment, name: str) -> str:
                f"{', '.join(label for _, label in THROUGHPUT_CLASSES)}) from their trace features: state fractions, "
                f"RTT statistics, loss rate and bursts, controller. {accuracy}.")
     return (b.figure(fig, name, caption) + '<p class="caption">Feature importances (Gini).</p>' +
-            h._table(["feature", "importance"], table, numeric_from=1, css="data"))
+            h.table(["feature", "importance"], table, numeric_from=1, css="data"))
 
 
 def connections_page(store: Any, experiments: list[Experiment], out_dir: Path) -> Path | None:
     """`connections.html`: every connection end's QUIC_info / TCP_info row, per experiment."""
-    h = _h()
     parts = []
     for exp in experiments:
         rows = store.query("SELECT * FROM connection_info WHERE experiment_id = ? ORDER BY run_key, conn, role", [exp.id])
@@ -181,19 +170,19 @@ def connections_page(store: Any, experiments: list[Experiment], out_dir: Path) -
         body = []
         for row in rows[:MAX_CONNECTION_ROWS]:
             run = runs.get(row["run_key"])
-            cells = [f"<code>{h._esc(row['run_key'][:8])}</code>", h._esc(run.mode if run else "?"),
-                     h._esc(h.condition_label(exp, run.condition) if run else "?"), h._esc(row["conn"]),
-                     h._esc(row["role"]), h._esc(row["transport"])]
+            cells = [f"<code>{h.esc(row['run_key'][:8])}</code>", h.esc(run.mode if run else "?"),
+                     h.esc(h.condition_label(exp, run.condition) if run else "?"), h.esc(row["conn"]),
+                     h.esc(row["role"]), h.esc(row["transport"])]
             for field, _, _ in FIELDS:
                 value = row[field]
-                cells.append("-" if value is None else h._num(value, 2) if isinstance(value, float) else f"{value:,}")
+                cells.append("-" if value is None else h.num(value, 2) if isinstance(value, float) else f"{value:,}")
             body.append(cells)
-        more = h._note(f"{len(rows)} connection ends: the first {MAX_CONNECTION_ROWS} are shown; `protolab export` "
-                       "has all.") if len(rows) > MAX_CONNECTION_ROWS else ""
-        parts.append(f"<h2>{h._esc(exp.name)}</h2>{more}" + h._table(columns, body, numeric_from=6, css="data"))
+        more = h.note(f"{len(rows)} connection ends: the first {MAX_CONNECTION_ROWS} are shown; `protolab export` "
+                      "has all.") if len(rows) > MAX_CONNECTION_ROWS else ""
+        parts.append(f"<h2>{h.esc(exp.name)}</h2>{more}" + h.table(columns, body, numeric_from=6, css="data"))
     if not parts:
         return None
-    legend = "".join(f"<li><code>{h._esc(f)}</code>: {h._esc(doc)}</li>" for f, _, doc in FIELDS)
+    legend = "".join(f"<li><code>{h.esc(f)}</code>: {h.esc(doc)}</li>" for f, _, doc in FIELDS)
     document = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>protolab: connections</title>'
                 f"<style>{h.CSS}</style></head><body><h1>QUIC_info and TCP_info per connection</h1>"
                 '<p><a href="index.html">back to the report</a>. One row per connection end (003 §3.1, annex B); '

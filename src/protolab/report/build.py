@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -24,7 +22,9 @@ from protolab.report import fidelity as fid
 from protolab.report import figures
 from protolab.report import flows as flows_report
 from protolab.report import rpm as rpm_report
+from protolab.report import section as h
 from protolab.report import transport as tr
+from protolab.report.section import CSS, NO_PAGE, Builder, Experiment, Run, condition_label, fmt_param, mode_sort_key
 from protolab.report.stats import CI_LEVEL, improvement_pct, median, speedup, summarize
 from protolab.store import KNOWN_PARAMS, SCHEMA_VERSION, ResultsStore
 
@@ -34,49 +34,14 @@ PRIMARY_CONDITIONS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "tcp_c
 PAGE_FIELDS = {"page_ref", "page_bytes", "page_digest"}  # describe the page, shown with the pages
 NOT_CONDITIONS = {"mode", "page", "repetition", "seed", "order_index", "workload", "transport_axes",
                   "quic_cc_resolved"}
-MODE_ORDER = ("h1c", "h1", "h2", "h2-parallel", "h2-mptcp", "h3", "h3-parallel")
 MAX_PANELS = 12
 MAX_SPEEDUP_PANELS = 6
 MAX_HEATMAPS = 8
 MAX_POOLED_PAGES = 15  # more pages than this: box plots pool the pages
-NO_PAGE = "-"  # runs that load no page (bulk transfers)
 
 
 class ReportError(ProtolabError):
     """The report cannot be built (no store, no experiment, bad option)."""
-
-
-@dataclass
-class Run:
-    run_key: str
-    status: str
-    error: str | None
-    plt_ms: float | None
-    mode: str
-    page: str
-    repetition: int | None
-    params: dict[str, Any]
-    condition: tuple[Any, ...] = ()
-    n_connections: int | None = None
-    page_bytes: int | None = None
-    goodput_mbps: float | None = None
-
-
-@dataclass
-class Experiment:
-    id: str
-    name: str
-    spec: Any
-    provenance: Any
-    created: Any
-    updated: Any
-    runs: list[Run]
-    varying: list[str] = field(default_factory=list)
-    fixed: dict[str, Any] = field(default_factory=dict)
-    modes: list[str] = field(default_factory=list)
-    pages: list[str] = field(default_factory=list)
-    page_size: dict[str, int] = field(default_factory=dict)
-    conditions: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,20 +55,6 @@ def _json(text: Any) -> Any:
         return json.loads(text) if isinstance(text, str) else text
     except ValueError:
         return text
-
-
-def _sort_key(value: Any) -> tuple[int, Any]:
-    if value is None:
-        return (2, "")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return (0, float(value))
-    return (1, str(value))
-
-
-def mode_sort_key(mode: str) -> tuple[int, str]:
-    base, _, n = mode.partition(":")
-    rank = MODE_ORDER.index(base) if base in MODE_ORDER else len(MODE_ORDER)
-    return (rank, f"{int(n):06d}" if n.isdigit() else (n or mode))
 
 
 def load_experiment(store: ResultsStore, row: dict[str, Any]) -> Experiment:
@@ -136,18 +87,18 @@ def load_experiment(store: ResultsStore, row: dict[str, Any]) -> Experiment:
     # A parameter that follows from the page or the mode (page_bytes, page_ref) is no condition;
     # nor is a secondary one that the other conditions determine (a buffer of 1 BDP in bytes on
     # the bandwidth x RTT grid, or buffer_bytes next to the buffer's label).
-    varying = [name for name in varying if not _determined(runs, name, ("mode", "page"))]
+    varying = [name for name in varying if not h.determined(runs, name, ("mode", "page"))]
     # A controller built from scenario axes (cubic-tuning's c and beta) goes first: the axes
     # are the dimensions the spec wrote.
     removable = [n for n in ("quic_cc", "tcp_cc") if n in varying and any(
         e in varying for e in extra_keys)] + [n for n in varying if n not in PRIMARY_CONDITIONS]
     for name in removable:
-        if name in varying and _determined(runs, name, [n for n in varying if n != name]):
+        if name in varying and h.determined(runs, name, [n for n in varying if n != name]):
             varying.remove(name)
     exp.varying = varying
     for run in runs:
-        run.condition = tuple(_hashable(run.params.get(name)) for name in exp.varying)
-    exp.conditions = sorted({run.condition for run in runs}, key=lambda c: tuple(_sort_key(v) for v in c))
+        run.condition = tuple(h.hashable(run.params.get(name)) for name in exp.varying)
+    exp.conditions = sorted({run.condition for run in runs}, key=lambda c: tuple(h.sort_key(v) for v in c))
     exp.modes = sorted({run.mode for run in runs}, key=mode_sort_key)
     sizes: dict[str, list[int]] = defaultdict(list)
     for run in runs:
@@ -171,79 +122,8 @@ def load_experiment(store: ResultsStore, row: dict[str, Any]) -> Experiment:
     return exp
 
 
-def _determined(runs: Sequence[Run], name: str, by: Sequence[str]) -> bool:
-    """Whether the value of parameter `name` is a function of the parameters `by` over the runs."""
-    seen: dict[tuple[Any, ...], Any] = {}
-    for run in runs:
-        key = tuple(_hashable(run.mode if f == "mode" else run.page if f == "page" else run.params.get(f))
-                    for f in by)
-        value = _hashable(run.params.get(name))
-        if seen.setdefault(key, value) != value:
-            return False
-    return True
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
-    return value
-
-
 # ---------------------------------------------------------------------------------------------
 # Formatting
-
-
-# How a run parameter reads in labels; others read `name=value`.
-PARAM_FORMATS = {
-    "bandwidth_mbps": "{:g} Mbit/s",
-    "rtt_ms": "RTT {:g} ms",
-    "loss_pct": "loss {:g}%",
-    "buffer_bytes": "buffer {} B",
-    "buffer": "buffer {}",
-    "tcp_cc": "TCP {}",
-    "quic_cc": "QUIC {}",
-    "client": "client {}",
-    "warm": "{} loads",
-    "scenario": "{}",
-}
-
-
-def fmt_param(name: str, value: Any) -> str:
-    if value is None:
-        return f"{name} -"
-    template = PARAM_FORMATS.get(name)
-    return template.format(value) if template else f"{name}={value}"
-
-
-def condition_label(exp: Experiment, condition: tuple[Any, ...], skip: Iterable[str] = ()) -> str:
-    parts = [fmt_param(name, value) for name, value in zip(exp.varying, condition) if name not in set(skip)]
-    return ", ".join(parts) or "all runs"
-
-
-def _num(value: float | None, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    return f"{value:,.{digits}f}"
-
-
-def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric_from: int = 99,
-           css: str = "") -> str:
-    """An HTML table; cells are already escaped HTML."""
-    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
-    body = []
-    for row in rows:
-        cells = "".join(f'<td class="num">{c}</td>' if i >= numeric_from else f"<td>{c}</td>"
-                        for i, c in enumerate(row))
-        body.append(f"<tr>{cells}</tr>")
-    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-
-
-def _note(text: str) -> str:
-    return f'<p class="note">{_esc(text)}</p>'
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -264,27 +144,11 @@ PROVENANCE_FIRST = ("protolab_version", "git.commit", "git.dirty", "kernel", "cp
 # Sections
 
 
-class Builder:
-    def __init__(self, store: ResultsStore, out_dir: Path, baseline: str | None) -> None:
-        self.store = store
-        self.out_dir = out_dir
-        self.figures_dir = out_dir / "figures"
-        self.baseline = baseline
-        self.figure_count = 0
-        self.figure_files: list[Path] = []
-
-    def figure(self, fig: Any, name: str, caption: str) -> str:
-        self.figure_count += 1
-        svg = figures.save_figure(fig, name, self.figures_dir, self.figure_count)
-        self.figure_files += [self.figures_dir / f"{name}.svg", self.figures_dir / f"{name}.png"]
-        return (f'<figure id="{_esc(name)}"><div class="svg">{svg}</div><figcaption>{_esc(caption)} '
-                f'<a href="figures/{_esc(name)}.svg">SVG</a> · <a href="figures/{_esc(name)}.png">PNG</a>'
-                "</figcaption></figure>")
-
+class ReportBuilder(Builder):
     def experiment_section(self, exp: Experiment) -> str:
         slug = re.sub(r"[^A-Za-z0-9_-]+", "-", exp.id).strip("-") or "experiment"
-        parts = [f'<section class="experiment" id="exp-{_esc(slug)}">',
-                 f"<h2>Experiment {_esc(exp.name)}</h2>", self.header(exp)]
+        parts = [f'<section class="experiment" id="exp-{h.esc(slug)}">',
+                 f"<h2>Experiment {h.esc(exp.name)}</h2>", self.header(exp)]
         transport = [
             ("cwnd", "Congestion windows over time", partial(tr.cwnd_timeline, self)),
             ("states", "Controller states per connection", partial(tr.controller_states, self)),
@@ -318,7 +182,7 @@ class Builder:
                     ("links", "Achieved versus configured link conditions", self.link_table),
                     ("fidelity", "Fidelity: the emulator's delay error and flagged runs", partial(fid.fidelity, self))]
         for key, title, method in sections:
-            parts.append(f'<h3 id="{_esc(slug)}-{key}">{_esc(title)}</h3>')
+            parts.append(f'<h3 id="{h.esc(slug)}-{key}">{h.esc(title)}</h3>')
             parts.append(method(exp, f"{slug}-{key}"))
         parts.append("</section>")
         return "\n".join(parts)
@@ -329,26 +193,26 @@ class Builder:
             counts[run.status] += 1
         status = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no runs"
         rows = [
-            ("id", _esc(exp.id)), ("created (UTC)", _esc(exp.created)), ("updated (UTC)", _esc(exp.updated)),
-            ("runs", _esc(status)),
-            ("modes", _esc(", ".join(exp.modes))),
-            ("pages (by size)", _esc(", ".join(f"{p} ({exp.page_size[p] / 1000:,.0f} kB)" if p in exp.page_size
+            ("id", h.esc(exp.id)), ("created (UTC)", h.esc(exp.created)), ("updated (UTC)", h.esc(exp.updated)),
+            ("runs", h.esc(status)),
+            ("modes", h.esc(", ".join(exp.modes))),
+            ("pages (by size)", h.esc(", ".join(f"{p} ({exp.page_size[p] / 1000:,.0f} kB)" if p in exp.page_size
                                                 else p for p in exp.pages if p != NO_PAGE) or "none")),
-            ("varying", _esc(", ".join(exp.varying) or "none")),
-            ("fixed", _esc(", ".join(fmt_param(k, v) for k, v in exp.fixed.items()) or "none")),
+            ("varying", h.esc(", ".join(exp.varying) or "none")),
+            ("fixed", h.esc(", ".join(fmt_param(k, v) for k, v in exp.fixed.items()) or "none")),
         ]
-        out = [_table(["", ""], rows, css="kv")]
+        out = [h.table(["", ""], rows, css="kv")]
         prov = _flatten(exp.provenance) if isinstance(exp.provenance, dict) else []
         if prov:
             ordered = sorted(prov, key=lambda kv: (PROVENANCE_FIRST.index(kv[0]) if kv[0] in PROVENANCE_FIRST
                                                    else len(PROVENANCE_FIRST), kv[0]))
-            first = [(f"<b>{_esc(k)}</b>", _esc(v)) for k, v in ordered if k in PROVENANCE_FIRST]
-            rest = [(_esc(k), _esc(v)) for k, v in ordered if k not in PROVENANCE_FIRST]
-            out.append("<h4>Provenance</h4>" + _table(["field", "value"], first + rest, css="kv"))
+            first = [(f"<b>{h.esc(k)}</b>", h.esc(v)) for k, v in ordered if k in PROVENANCE_FIRST]
+            rest = [(h.esc(k), h.esc(v)) for k, v in ordered if k not in PROVENANCE_FIRST]
+            out.append("<h4>Provenance</h4>" + h.table(["field", "value"], first + rest, css="kv"))
         else:
-            out.append(_note("No provenance recorded for this experiment."))
+            out.append(h.note("No provenance recorded for this experiment."))
         spec = json.dumps(exp.spec, indent=2, sort_keys=True, default=str) if exp.spec is not None else "none"
-        out.append(f"<details><summary>Experiment spec</summary><pre>{_esc(spec)}</pre></details>")
+        out.append(f"<details><summary>Experiment spec</summary><pre>{h.esc(spec)}</pre></details>")
         return "\n".join(out)
 
     def _ok(self, exp: Experiment) -> list[Run]:
@@ -357,13 +221,13 @@ class Builder:
     def _capped(self, exp: Experiment, conditions: Sequence[tuple[Any, ...]], cap: int) -> tuple[list[tuple[Any, ...]], str]:
         if len(conditions) <= cap:
             return list(conditions), ""
-        return list(conditions[:cap]), _note(
+        return list(conditions[:cap]), h.note(
             f"{len(conditions)} conditions: the figure shows the first {cap}; the tables below list all of them.")
 
     def boxplots(self, exp: Experiment, name: str) -> str:
         ok = self._ok(exp)
         if not ok:
-            return _note("No successful page loads: nothing to plot.")
+            return h.note("No successful page loads: nothing to plot.")
         pooled = len(exp.pages) > MAX_POOLED_PAGES
         conditions = [c for c in exp.conditions if any(r.condition == c for r in ok)]
         shown, note = self._capped(exp, conditions, MAX_PANELS)
@@ -393,7 +257,7 @@ class Builder:
     def speedups(self, exp: Experiment, name: str) -> str:
         baseline, note = self.resolve_baseline(exp)
         if baseline is None:
-            return _note(note)
+            return h.note(note)
         ok = self._ok(exp)
         others = [m for m in exp.modes if m != baseline]
         plts: dict[tuple[Any, ...], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -401,7 +265,7 @@ class Builder:
             plts[run.condition][(run.page, run.mode)].append(run.plt_ms / 1000)  # type: ignore[operator]
         conditions = [c for c in exp.conditions if c in plts]
         if not conditions:
-            return _note("No successful page loads: nothing to compare.")
+            return h.note("No successful page loads: nothing to compare.")
         shown, cap_note = self._capped(exp, conditions, MAX_SPEEDUP_PANELS)
         panels = []
         for cond in shown:
@@ -416,7 +280,7 @@ class Builder:
         caption = (f"Speed-up of each protocol versus {baseline} per page (pages ordered by total size, smallest "
                    f"left): top, median PLT({baseline}) / median PLT(protocol), above 1 is faster; bottom, "
                    f"median PLT({baseline}) - median PLT(protocol) in seconds, above 0 is faster.")
-        return (_note(note) if note else "") + cap_note + self.figure(fig, name, caption)
+        return (h.note(note) if note else "") + cap_note + self.figure(fig, name, caption)
 
     def heatmaps(self, exp: Experiment, name: str) -> str:
         ok = self._ok(exp)
@@ -424,10 +288,10 @@ class Builder:
                                    if r.params.get("bandwidth_mbps") is not None})
         rtts: list[float] = sorted({float(r.params["rtt_ms"]) for r in ok if r.params.get("rtt_ms") is not None})
         if len(bws) < 2 or len(rtts) < 2:
-            return _note("The runs do not span more than one bandwidth and more than one RTT: no heat maps.")
+            return h.note("The runs do not span more than one bandwidth and more than one RTT: no heat maps.")
         baseline, note = self.resolve_baseline(exp)
         if baseline is None:
-            return _note(note)
+            return h.note(note)
         # Fields fixed by the cell (e.g. a buffer of 1 BDP) do not split the grid into groups.
         per_cell: dict[str, dict[tuple[Any, Any], set[Any]]] = defaultdict(lambda: defaultdict(set))
         for run in ok:
@@ -443,7 +307,7 @@ class Builder:
             if bw is not None and rtt is not None:
                 groups[rest][(float(bw), float(rtt), run.mode)].append(run.plt_ms)  # type: ignore[arg-type]
         panels = []
-        for rest in sorted(groups, key=lambda c: tuple(_sort_key(v) for v in c)):
+        for rest in sorted(groups, key=lambda c: tuple(h.sort_key(v) for v in c)):
             cells = groups[rest]
             rest_label = ", ".join(fmt_param(f, v) for f, v in zip(rest_fields, rest))
             for mode in exp.modes:
@@ -458,18 +322,18 @@ class Builder:
                 panels.append((title, grid))
         cap_note = ""
         if len(panels) > MAX_HEATMAPS:
-            cap_note = _note(f"{len(panels)} heat maps: showing the first {MAX_HEATMAPS}.")
+            cap_note = h.note(f"{len(panels)} heat maps: showing the first {MAX_HEATMAPS}.")
             panels = panels[:MAX_HEATMAPS]
         fig = figures.heatmap_figure(panels, bws, rtts)
         caption = (f"% improvement of the median PLT of each protocol over {baseline} in every bandwidth x RTT cell: "
                    f"100 x (median({baseline}) - median(protocol)) / median({baseline}), medians over all successful "
                    "loads of the cell (pages pooled). Green: faster than the baseline; red: slower; grey: no data.")
-        return (_note(note) if note else "") + cap_note + self.figure(fig, name, caption)
+        return (h.note(note) if note else "") + cap_note + self.figure(fig, name, caption)
 
     def cdfs(self, exp: Experiment, name: str) -> str:
         ok = self._ok(exp)
         if not ok:
-            return _note("No successful page loads: nothing to plot.")
+            return h.note("No successful page loads: nothing to plot.")
         conditions = [c for c in exp.conditions if any(r.condition == c for r in ok)]
         shown, note = self._capped(exp, conditions, MAX_PANELS)
         panels = []
@@ -486,7 +350,7 @@ class Builder:
     def connections(self, exp: Experiment, name: str) -> str:
         ok = [r for r in self._ok(exp) if r.n_connections is not None]
         if not ok:
-            return _note("No page-load results with connections recorded.")
+            return h.note("No page-load results with connections recorded.")
         counts: dict[tuple[str, str], list[int]] = defaultdict(list)
         for run in ok:
             counts[(run.page, run.mode)].append(run.n_connections)  # type: ignore[arg-type]
@@ -515,7 +379,7 @@ class Builder:
 
     def cell_table(self, exp: Experiment, name: str) -> str:
         if not exp.runs:
-            return _note("No runs.")
+            return h.note("No runs.")
         cells: dict[tuple[tuple[Any, ...], str, str], list[Run]] = defaultdict(list)
         for run in exp.runs:
             cells[(run.condition, run.page, run.mode)].append(run)
@@ -527,19 +391,20 @@ class Builder:
             runs = cells[(cond, page, mode)]
             s = summarize([r.plt_ms for r in runs if r.status == "ok" and r.plt_ms is not None])
             failed = sum(1 for r in runs if r.status != "ok")
-            ci = (f"{_num(s.ci_low)} – {_num(s.ci_high)} <small>({s.ci_coverage:.1%})</small>"
+            ci = (f"{h.num(s.ci_low)} – {h.num(s.ci_high)} <small>({s.ci_coverage:.1%})</small>"
                   if s.ci_low is not None and s.ci_coverage is not None else "n/a")
-            mean_ci = (f"{_num(s.mean_ci_low)} – {_num(s.mean_ci_high)}"
+            mean_ci = (f"{h.num(s.mean_ci_low)} – {h.num(s.mean_ci_high)}"
                        if s.mean_ci_low is not None and s.mean_ci_high is not None else "n/a")
-            rows.append([_esc(condition_label(exp, cond)), _esc(page), _esc(mode), str(s.n), str(failed),
-                         _num(s.median), _num(s.mean), _num(s.q1), _num(s.q3), mean_ci, ci])
+            rows.append([h.esc(condition_label(exp, cond)), h.esc(page), h.esc(mode), str(s.n), str(failed),
+                         h.num(s.median), h.num(s.mean), h.num(s.q1), h.num(s.q3), mean_ci, ci])
         caption = (f"PLT in ms of successful loads per condition x page x protocol. Q1/Q3: linear interpolation. "
                    f"CI of mean: Student-t {CI_LEVEL:.0%} interval (n >= 2). "
                    f"CI of median: distribution-free {CI_LEVEL:.0%} interval from order statistics "
                    "(binomial, exact coverage in brackets); n/a when n < 6, where no such interval exists.")
-        return (f'<p class="caption">{_esc(caption)}</p>' +
-                _table(["condition", "page", "mode", "n ok", "n failed", "median", "mean", "Q1", "Q3",
-                        f"{CI_LEVEL:.0%} CI of mean", f"{CI_LEVEL:.0%} CI of median"], rows, numeric_from=3, css="data"))
+        return (f'<p class="caption">{h.esc(caption)}</p>' +
+                h.table(["condition", "page", "mode", "n ok", "n failed", "median", "mean", "Q1", "Q3",
+                         f"{CI_LEVEL:.0%} CI of mean", f"{CI_LEVEL:.0%} CI of median"], rows,
+                        numeric_from=3, css="data"))
 
     def engine_vs_browser(self, exp: Experiment, name: str) -> str:
         """Median PLT of the engine and of Chromium per condition x page x mode (docs/browser.md)."""
@@ -552,45 +417,46 @@ class Builder:
                 for run in exp.runs if run.status == "ok" and run.plt_ms is not None]
         cells = cal.calibrate(rows)
         if not cells:
-            return _note("No page and mode loaded successfully by both the engine and Chromium.")
+            return h.note("No page and mode loaded successfully by both the engine and Chromium.")
         others = [n for n in exp.varying if n != "client"]
 
         def label(condition: tuple[Any, ...]) -> str:
             return ", ".join(fmt_param(n, v) for n, v in zip(others, condition, strict=True)) or "all runs"
 
-        table = [[_esc(label(c.condition)), _esc(c.page), _esc(c.mode), _num(c.engine_ms, 0), _num(c.chromium_ms, 0),
-                  f"{c.ratio:.2f}" + ("" if c.agrees else " *"), _num(c.chromium_network_ms, 0),
-                  _num(c.after_network_ms, 0), _num(c.engine_connections, 0), _num(c.chromium_connections, 0),
-                  f"{c.n_engine}/{c.n_chromium}"] for c in cells]
-        summary = [[_esc(label(cond)), _esc(mode), f"{ratio:.2f}"] for (cond, mode), ratio in cal.per_mode(cells).items()]
+        table = [[h.esc(label(c.condition)), h.esc(c.page), h.esc(c.mode), h.num(c.engine_ms, 0),
+                  h.num(c.chromium_ms, 0), f"{c.ratio:.2f}" + ("" if c.agrees else " *"),
+                  h.num(c.chromium_network_ms, 0), h.num(c.after_network_ms, 0), h.num(c.engine_connections, 0),
+                  h.num(c.chromium_connections, 0), f"{c.n_engine}/{c.n_chromium}"] for c in cells]
+        summary = [[h.esc(label(cond)), h.esc(mode), f"{ratio:.2f}"]
+                   for (cond, mode), ratio in cal.per_mode(cells).items()]
         caption = ("Median PLT (ms) of the page-load engine and of Chromium on the same page, link and protocol; "
                    "ratio = Chromium / engine (* outside 0.85-1.15). Chromium's network end: its last object's last "
                    "byte (ms since the root request); after network: its load event minus that (parse, style, layout, "
                    "script, load event). Connections: median per load (Chromium keeps separate pools for CORS "
                    "requests).")
-        return (f'<p class="caption">{_esc(caption)}</p>' +
-                _table(["condition", "page", "mode", "engine", "Chromium", "ratio", "Chromium network end",
-                        "after network", "engine conns", "Chromium conns", "n"], table, numeric_from=3, css="data") +
+        return (f'<p class="caption">{h.esc(caption)}</p>' +
+                h.table(["condition", "page", "mode", "engine", "Chromium", "ratio", "Chromium network end",
+                         "after network", "engine conns", "Chromium conns", "n"], table, numeric_from=3, css="data") +
                 '<p class="caption">Ratio per mode: geometric mean over the pages.</p>' +
-                _table(["condition", "mode", "ratio"], summary, numeric_from=2, css="data"))
+                h.table(["condition", "mode", "ratio"], summary, numeric_from=2, css="data"))
 
     def failed_table(self, exp: Experiment, name: str) -> str:
         failed = [r for r in exp.runs if r.status != "ok"]
         if not failed:
-            return _note("Every run succeeded.")
+            return h.note("Every run succeeded.")
         rows = []
         for run in failed:
             error = run.error or ""
             short = error if len(error) <= 300 else error[:300] + "…"
-            rows.append([f"<code>{_esc(run.run_key[:16])}</code>", _esc(condition_label(exp, run.condition)),
-                         _esc(run.page), _esc(run.mode), _esc(run.repetition), _esc(run.status),
-                         f'<span title="{_esc(error)}">{_esc(short)}</span>'])
-        return _table(["run", "condition", "page", "mode", "rep", "status", "error"], rows, css="data")
+            rows.append([f"<code>{h.esc(run.run_key[:16])}</code>", h.esc(condition_label(exp, run.condition)),
+                         h.esc(run.page), h.esc(run.mode), h.esc(run.repetition), h.esc(run.status),
+                         f'<span title="{h.esc(error)}">{h.esc(short)}</span>'])
+        return h.table(["run", "condition", "page", "mode", "rep", "status", "error"], rows, css="data")
 
     def link_table(self, exp: Experiment, name: str) -> str:
         rows = self.store.query("SELECT * FROM link_counters WHERE experiment_id = ?", [exp.id])
         if not rows:
-            return _note("No link counters recorded.")
+            return h.note("No link counters recorded.")
         cond_of = {r.run_key: r.condition for r in exp.runs}
         groups: dict[tuple[tuple[Any, ...], str], list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
@@ -622,57 +488,34 @@ class Builder:
             peak = max(rates) if rates else None
             util = (f"{100 * peak / cfg_rate[0]:.0f}%" if peak is not None and len(cfg_rate) == 1 and cfg_rate[0]
                     else "-")
-            table.append([_esc(condition_label(exp, cond)), f"<code>{_esc(link)}</code>", str(len(items)),
-                          _fmt_values(cfg_rate, 3), _num(float(np.mean(rates)) if rates else None, 3), _num(peak, 3),
+            table.append([h.esc(condition_label(exp, cond)), f"<code>{h.esc(link)}</code>", str(len(items)),
+                          _fmt_values(cfg_rate, 3), h.num(float(np.mean(rates)) if rates else None, 3), h.num(peak, 3),
                           util, _fmt_values(cfg_delay, 1), _fmt_values(cfg_loss, 3), achieved, check, drop_pct,
                           f"{arrived:,}"])
         if not table:
-            return _note("The link counters show no traffic.")
+            return h.note("The link counters show no traffic.")
         caption = ("Per condition and link direction, pooled over the condition's runs. Achieved rate: delivered IP "
                    "bytes x 8 / run duration (a mean throughput, not the capacity); peak: the largest run mean; "
                    "peak/configured in the next column. Achieved loss: random-loss drops / arrived packets, with "
                    "its 95% Clopper-Pearson interval; 'inside' when the configured loss lies in it. Drops: every "
                    "cause (random loss, queue full, AQM).")
-        return (f'<p class="caption">{_esc(caption)}</p>' +
-                _table(["condition", "link", "runs", "configured Mbit/s", "achieved Mbit/s (mean)", "peak Mbit/s",
-                        "peak/configured", "configured delay ms", "configured loss %", "achieved loss % [95% CI]",
-                        "loss check", "drops % (all causes)", "arrived packets"], table, numeric_from=2, css="data"))
+        return (f'<p class="caption">{h.esc(caption)}</p>' +
+                h.table(["condition", "link", "runs", "configured Mbit/s", "achieved Mbit/s (mean)", "peak Mbit/s",
+                         "peak/configured", "configured delay ms", "configured loss %", "achieved loss % [95% CI]",
+                         "loss check", "drops % (all causes)", "arrived packets"], table, numeric_from=2, css="data"))
 
 
 def _distinct(values: Iterable[Any]) -> list[Any]:
-    return sorted({v for v in values if v is not None}, key=_sort_key)
+    return sorted({v for v in values if v is not None}, key=h.sort_key)
 
 
 def _fmt_values(values: Sequence[Any], digits: int) -> str:
     if not values:
         return "-"
-    return ", ".join(f"{v:.{digits}f}".rstrip("0").rstrip(".") if isinstance(v, float) else _esc(v) for v in values)
+    return ", ".join(f"{v:.{digits}f}".rstrip("0").rstrip(".") if isinstance(v, float) else h.esc(v) for v in values)
 
 
 # ---------------------------------------------------------------------------------------------
-
-CSS = """
-body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 1300px;
-       color: #222; background: #fff; padding: 0 16px; }
-h1 { font-size: 1.6em; border-bottom: 3px solid #1f77b4; padding-bottom: 6px; }
-h2 { font-size: 1.35em; margin-top: 2em; background: #eef4fa; padding: 6px 10px; border-left: 5px solid #1f77b4; }
-h3 { font-size: 1.1em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; margin: 8px 0 16px; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 3px 7px; vertical-align: top; }
-th { background: #f0f0f0; }
-table.data tbody tr:nth-child(even) { background: #fafafa; }
-table.kv td:first-child { font-weight: 600; background: #f7f7f7; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-figure { margin: 12px 0 24px; }
-figure .svg svg { max-width: 100%; height: auto; }
-figcaption { font-size: 0.85em; color: #444; }
-.note { color: #7a5a00; background: #fff8e0; border: 1px solid #f0dc9a; padding: 6px 10px; }
-.caption { font-size: 0.85em; color: #444; }
-.ok { color: #1a7f1a; font-weight: 600; } .bad { color: #c00; font-weight: 600; }
-pre { background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 0.8em; }
-nav ul { columns: 2; font-size: 0.9em; }
-"""
-
 
 def build_report(results_dir: Path, out_dir: Path | None = None, baseline: str | None = None,
                  experiments: Sequence[str] | None = None) -> Path:
@@ -698,20 +541,20 @@ def build_report(results_dir: Path, out_dir: Path | None = None, baseline: str |
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ReportError(f"{out_dir}: cannot create the report directory ({exc})") from exc
-        builder = Builder(store, out_dir, baseline)
+        builder = ReportBuilder(store, out_dir, baseline)
         body = [builder.experiment_section(exp) for exp in loaded]
         connections = ga.connections_page(store, loaded, out_dir)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     title = "protolab report: " + ", ".join(e.name for e in loaded)
-    nav = "".join(f'<li><a href="#exp-{_esc(re.sub(r"[^A-Za-z0-9_-]+", "-", e.id).strip("-") or "experiment")}">'
-                  f"{_esc(e.name)}</a> ({len(e.runs)} runs)</li>" for e in loaded)
+    nav = "".join(f'<li><a href="#exp-{h.esc(re.sub(r"[^A-Za-z0-9_-]+", "-", e.id).strip("-") or "experiment")}">'
+                  f"{h.esc(e.name)}</a> ({len(e.runs)} runs)</li>" for e in loaded)
     document = f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{h.esc(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>{CSS}</style></head>
 <body>
-<h1>{_esc(title)}</h1>
-<p>Generated {_esc(generated)} from <code>{_esc(results_dir.resolve() / "results.duckdb")}</code>
+<h1>{h.esc(title)}</h1>
+<p>Generated {h.esc(generated)} from <code>{h.esc(results_dir.resolve() / "results.duckdb")}</code>
 (store schema version {SCHEMA_VERSION}); figures also in <code>figures/</code> as SVG and PNG.</p>
 <nav><ul>{nav}</ul></nav>
 {'<p><a href="connections.html">QUIC_info and TCP_info of every connection</a></p>' if connections else ''}

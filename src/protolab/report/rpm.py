@@ -5,18 +5,12 @@ buffer size per queue discipline. Reads only the results store."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from protolab.report.build import Builder, Experiment
-
-
-def _h() -> Any:
-    from protolab.report import build
-
-    return build
+from protolab.report import section as h
+from protolab.report.section import Builder, Experiment
 
 
 def _rows(b: Builder, exp: Experiment) -> list[dict[str, Any]]:
@@ -29,12 +23,11 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def responsiveness(b: Builder, exp: Experiment, name: str) -> str:
-    h = _h()
     rows = _rows(b, exp)
     runs = {r.run_key: r for r in exp.runs}
     rows = [r for r in rows if r["run_key"] in runs]
     if not rows:
-        return h._note("No responsiveness results.")
+        return h.note("No responsiveness results.")
     cells: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         run = runs[r["run_key"]]
@@ -49,16 +42,16 @@ def responsiveness(b: Builder, exp: Experiment, name: str) -> str:
         expected = _median([r["expected_loaded_rtt_ms"] for r in items])
         confidence = ",".join(sorted({str(r["confidence_rpm"]) for r in items}))
         table.append([
-            h._esc(h.condition_label(exp, cond)), h._esc(mode), h._esc(direction), str(len(items)),
-            h._num(_median([r["capacity_mbps"] for r in items]), 2),
-            h._num(_median([r["idle_latency_ms"] for r in items]), 1),
-            h._num(_median([r["rpm"] for r in items]), 0),
-            h._num(loaded, 1), h._num(foreign, 1), h._num(_median([r["self_latency_ms"] for r in items]), 1),
-            h._num(expected, 1),
-            h._num(foreign / expected if foreign and expected else None, 2),
-            h._num(_median([r["factor_of_increase"] for r in items]), 2),
-            h._num(_median([r["overhead_factor"] for r in items]), 3),
-            h._esc(confidence),
+            h.esc(h.condition_label(exp, cond)), h.esc(mode), h.esc(direction), str(len(items)),
+            h.num(_median([r["capacity_mbps"] for r in items]), 2),
+            h.num(_median([r["idle_latency_ms"] for r in items]), 1),
+            h.num(_median([r["rpm"] for r in items]), 0),
+            h.num(loaded, 1), h.num(foreign, 1), h.num(_median([r["self_latency_ms"] for r in items]), 1),
+            h.num(expected, 1),
+            h.num(foreign / expected if foreign and expected else None, 2),
+            h.num(_median([r["factor_of_increase"] for r in items]), 2),
+            h.num(_median([r["overhead_factor"] for r in items]), 3),
+            h.esc(confidence),
         ])
     caption = ("Responsiveness under working conditions (draft-ietf-ippm-responsiveness, protolab-net rpm), medians "
                "over repetitions. Loaded = 60000 / RPM: the mean of the foreign probes' round trip (new connections: "
@@ -67,10 +60,10 @@ def responsiveness(b: Builder, exp: Experiment, name: str) -> str:
                "buffer (CoDel: + its 5 ms target), known from the emulator's configuration; foreign / expected "
                "compares the network's queueing delay with it. Factor of increase = idle RPM / loaded RPM (003 ch. 7). "
                "Overhead = IP bytes at the bottleneck / payload bytes (003's overhead compensation factor).")
-    html = (f'<p class="caption">{h._esc(caption)}</p>' +
-            h._table(["condition", "mode", "direction", "n", "capacity Mbit/s", "idle ms", "RPM", "loaded ms",
-                      "foreign ms", "self ms", "expected ms", "foreign / expected", "factor of increase", "overhead",
-                      "confidence"], table, numeric_from=3, css="data"))
+    html = (f'<p class="caption">{h.esc(caption)}</p>' +
+            h.table(["condition", "mode", "direction", "n", "capacity Mbit/s", "idle ms", "RPM", "loaded ms",
+                     "foreign ms", "self ms", "expected ms", "foreign / expected", "factor of increase", "overhead",
+                     "confidence"], table, numeric_from=3, css="data"))
     return html + _rpm_by_buffer(b, exp, name, rows, runs)
 
 

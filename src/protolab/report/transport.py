@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from protolab.report import section as h
 from protolab.report import transport_figures as tf
+from protolab.report.section import Builder, Experiment, Run
 from protolab.report.stats import CI_LEVEL, summarize
-
-if TYPE_CHECKING:
-    from protolab.report.build import Builder, Experiment, Run
 
 STATES = ("slow_start", "conservative_slow_start", "congestion_avoidance", "recovery", "application_limited", "unknown")
 NUMERIC_SWEEPS = {"bandwidth_mbps": "bandwidth (Mbit/s)", "rtt_ms": "RTT (ms)", "loss_pct": "loss (%)",
@@ -31,19 +30,13 @@ SEED_FIG7 = {
 }
 
 
-def _h() -> Any:
-    from protolab.report import build
-
-    return build
-
-
 def _ok(exp: Experiment) -> list[Run]:
     return [r for r in exp.runs if r.status == "ok"]
 
 
 def _titled(what: str, exp: Experiment, condition: tuple[Any, ...]) -> str:
     """`what | condition`, or `what` alone when nothing varies."""
-    cond = _h().condition_label(exp, condition)
+    cond = h.condition_label(exp, condition)
     return f"{what} | {cond}" if cond != "all runs" else what
 
 
@@ -65,10 +58,9 @@ def _sender_states(b: Builder, exp: Experiment) -> list[dict[str, Any]]:
 
 
 def throughput(b: Builder, exp: Experiment, name: str) -> str:
-    h = _h()
     ok = [r for r in _ok(exp) if r.goodput_mbps is not None]
     if not ok:
-        return h._note("No successful bulk transfers.")
+        return h.note("No successful bulk transfers.")
     states = _sender_states(b, exp)
     by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in states:
@@ -89,26 +81,25 @@ def throughput(b: Builder, exp: Experiment, name: str) -> str:
         lost = [v for v in lost if v is not None]
         rtts = [x["mean_rtt_ms"] for x in senders if x["mean_rtt_ms"] is not None]
         p90 = [x["p90_rtt_ms"] for x in senders if x["p90_rtt_ms"] is not None]
-        mean_ci = (f"{h._num(s.mean_ci_low, 2)} – {h._num(s.mean_ci_high, 2)}"
+        mean_ci = (f"{h.num(s.mean_ci_low, 2)} – {h.num(s.mean_ci_high, 2)}"
                    if s.mean_ci_low is not None and s.mean_ci_high is not None else "n/a")
-        rows.append([h._esc(h.condition_label(exp, cond)), h._esc(mode), str(s.n), str(len(runs) - s.n),
-                     h._num(s.median if good else None, 2), h._num(s.mean if good else None, 2), mean_ci, util,
-                     h._num(float(np.median(lost)) if lost else None, 0),
-                     h._num(float(np.median(rtts)) if rtts else None, 1), h._num(float(np.median(p90)) if p90 else None, 1)])
+        rows.append([h.esc(h.condition_label(exp, cond)), h.esc(mode), str(s.n), str(len(runs) - s.n),
+                     h.num(s.median if good else None, 2), h.num(s.mean if good else None, 2), mean_ci, util,
+                     h.num(float(np.median(lost)) if lost else None, 0),
+                     h.num(float(np.median(rtts)) if rtts else None, 1), h.num(float(np.median(p90)) if p90 else None, 1)])
     caption = (f"Goodput of the bulk transfers (application bytes x 8 / duration) per condition and protocol; "
                f"{CI_LEVEL:.0%} Student-t CI of the mean; utilisation = median / configured bandwidth. Lost: the "
                "sender's packets declared lost (QUIC) or segments retransmitted (TCP), median over runs. RTT: the "
                "sender's smoothed RTT during the transfer (latency under load), median over runs of the run's mean "
                "and 90th percentile.")
-    html = (f'<p class="caption">{h._esc(caption)}</p>' +
-            h._table(["condition", "mode", "n ok", "n failed", "median Mbit/s", "mean Mbit/s",
-                      f"{CI_LEVEL:.0%} CI of mean", "utilisation", "lost/retrans", "RTT mean ms", "RTT p90 ms"],
-                     rows, numeric_from=2, css="data"))
+    html = (f'<p class="caption">{h.esc(caption)}</p>' +
+            h.table(["condition", "mode", "n ok", "n failed", "median Mbit/s", "mean Mbit/s",
+                     f"{CI_LEVEL:.0%} CI of mean", "utilisation", "lost/retrans", "RTT mean ms", "RTT p90 ms"],
+                    rows, numeric_from=2, css="data"))
     return html + _sweeps(b, exp, name, ok) + _pivot(exp, ok)
 
 
 def _series_label(exp: Experiment, run: Run, fields: Sequence[str]) -> str:
-    h = _h()
     extra = [h.fmt_param(f, run.params.get(f)) for f in exp.varying if f not in fields]
     return " ".join([run.mode, *extra])
 
@@ -132,7 +123,7 @@ def _sweeps(b: Builder, exp: Experiment, name: str, ok: Sequence[Run]) -> str:
             continue
         series = {label: [(x, float(np.median(v)), min(v), max(v)) for x, v in points.items()]
                   for label, points in values.items()}
-        fixed = ", ".join(_h().fmt_param(f, v) for f, v in base.items())
+        fixed = ", ".join(h.fmt_param(f, v) for f, v in base.items())
         panels.append((f"goodput vs {NUMERIC_SWEEPS[field].split(' ')[0]}" + (f" ({fixed})" if fixed else ""),
                        NUMERIC_SWEEPS[field], series))
     if not panels:
@@ -144,17 +135,16 @@ def _sweeps(b: Builder, exp: Experiment, name: str, ok: Sequence[Run]) -> str:
 
 def _pivot(exp: Experiment, ok: Sequence[Run]) -> str:
     """When exactly two parameters vary over a full grid (004's C x beta): median goodput as a table."""
-    h = _h()
-    fields = [f for f in exp.varying if len({h._hashable(r.params.get(f)) for r in ok}) > 1]
+    fields = [f for f in exp.varying if len({h.hashable(r.params.get(f)) for r in ok}) > 1]
     # A field that follows from the others (cubic-tuning's quic_cc from c and beta) is no dimension.
     for f in sorted(fields, key=lambda f: f not in ("quic_cc", "tcp_cc")):
-        if len(fields) > 2 and h._determined(ok, f, [g for g in fields if g != f]):
+        if len(fields) > 2 and h.determined(ok, f, [g for g in fields if g != f]):
             fields.remove(f)
     if len(fields) != 2:
         return ""
     rows_f, cols_f = fields
-    row_values = sorted({r.params.get(rows_f) for r in ok}, key=h._sort_key)
-    col_values = sorted({r.params.get(cols_f) for r in ok}, key=h._sort_key)
+    row_values = sorted({r.params.get(rows_f) for r in ok}, key=h.sort_key)
+    col_values = sorted({r.params.get(cols_f) for r in ok}, key=h.sort_key)
     html = ""
     for mode in sorted({r.mode for r in ok}, key=h.mode_sort_key):
         grid: dict[tuple[Any, Any], list[float]] = defaultdict(list)
@@ -168,21 +158,20 @@ def _pivot(exp: Experiment, ok: Sequence[Run]) -> str:
             medians = [float(np.median(grid[(rv, cv)])) for cv in col_values]
             # The change from the last column (e.g. an unlimited CPU share) to the first (000 Table 6.2).
             change = 100 * (medians[0] - medians[-1]) / medians[-1] if medians[-1] else None
-            table_rows.append([h._esc(h.fmt_param(rows_f, rv)), *[h._num(m, 2) for m in medians],
-                               h._num(change, 1) + "%" if change is not None else "-"])
+            table_rows.append([h.esc(h.fmt_param(rows_f, rv)), *[h.num(m, 2) for m in medians],
+                               h.num(change, 1) + "%" if change is not None else "-"])
         caption = f"{mode}: median goodput (Mbit/s) over the {rows_f} x {cols_f} grid."
-        html += (f'<p class="caption">{h._esc(caption)}</p>' +
-                 h._table([f"{rows_f} \\ {cols_f}", *[h.fmt_param(cols_f, cv) for cv in col_values],
-                           f"first vs last {cols_f}"], table_rows, numeric_from=1, css="data"))
+        html += (f'<p class="caption">{h.esc(caption)}</p>' +
+                 h.table([f"{rows_f} \\ {cols_f}", *[h.fmt_param(cols_f, cv) for cv in col_values],
+                          f"first vs last {cols_f}"], table_rows, numeric_from=1, css="data"))
     return html
 
 
 def throughput_timeline(b: Builder, exp: Experiment, name: str) -> str:
-    h = _h()
     first = _first_runs(exp)
     keys = [run.run_key for runs in first.values() for run in runs.values()]
     if not keys:
-        return h._note("No successful transfers.")
+        return h.note("No successful transfers.")
     rows = b.store.query(
         "SELECT run_key, side, flow, t_ms, rate_mbps FROM bulk_intervals WHERE experiment_id = ? "
         "AND run_key IN (SELECT unnest(?::VARCHAR[])) ORDER BY run_key, side, flow, t_ms", [exp.id, keys])
@@ -200,7 +189,7 @@ def throughput_timeline(b: Builder, exp: Experiment, name: str) -> str:
         if series:
             panels.append((h.condition_label(exp, cond), series))
     if not panels:
-        return h._note("No interval logs of single transfers.")
+        return h.note("No interval logs of single transfers.")
     fig = tf.timeline_figure(panels, "goodput (Mbit/s)")
     return b.figure(fig, name, "Goodput over time of one transfer per protocol (the first repetition), from the "
                     "transfer's own interval log.")
@@ -245,12 +234,11 @@ def _sender_rows(b: Builder, exp: Experiment, keys: Sequence[str]) -> dict[str, 
 
 
 def cwnd_timeline(b: Builder, exp: Experiment, name: str) -> str:
-    h = _h()
     first = _first_runs(exp)
     keys = [run.run_key for runs in first.values() for run in runs.values()]
     samples = _sender_rows(b, exp, keys) if keys else {}
     if not samples:
-        return h._note("No transport samples of the senders (set [artifacts] samples = true).")
+        return h.note("No transport samples of the senders (set [artifacts] samples = true).")
     pairs = b.store.query("SELECT run_key, side, label, address FROM pair_sides WHERE experiment_id = ?", [exp.id])
     sides: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in pairs:
@@ -279,9 +267,9 @@ def cwnd_timeline(b: Builder, exp: Experiment, name: str) -> str:
         if series:
             panels.append((h.condition_label(exp, cond), series))
     if not panels:
-        return h._note("No sender samples in the plotted runs.")
+        return h.note("No sender samples in the plotted runs.")
     shown = panels[:MAX_TIMELINES]
-    note = h._note(f"{len(panels)} panels: showing the first {MAX_TIMELINES}.") if len(panels) > MAX_TIMELINES else ""
+    note = h.note(f"{len(panels)} panels: showing the first {MAX_TIMELINES}.") if len(panels) > MAX_TIMELINES else ""
     fig = tf.timeline_figure(shown, "cwnd (kB)")
     caption = ("Congestion window of the sending end over time (the server of a download), one run per protocol "
                "(the first repetition) on one time axis from its first sample; a protocol's connections are "
@@ -294,12 +282,11 @@ def cwnd_timeline(b: Builder, exp: Experiment, name: str) -> str:
 
 
 def controller_states(b: Builder, exp: Experiment, name: str) -> str:
-    h = _h()
     states = _sender_states(b, exp)
     runs = {r.run_key: r for r in exp.runs}
     states = [s for s in states if s["run_key"] in runs]
     if not states:
-        return h._note("No per-connection controller states (set [artifacts] samples = true).")
+        return h.note("No per-connection controller states (set [artifacts] samples = true).")
     cells: dict[tuple[tuple[Any, ...], str, str], list[dict[str, Any]]] = defaultdict(list)
     for s in states:
         run = runs[s["run_key"]]
@@ -318,14 +305,14 @@ def controller_states(b: Builder, exp: Experiment, name: str) -> str:
         cwnd_exit = [x["cwnd_at_exit_bytes"] / 1e3 for x in items if x["cwnd_at_exit_bytes"] is not None]
         mean_cwnd = [x["mean_cwnd_bytes"] / 1e3 for x in items if x["mean_cwnd_bytes"] is not None]
         controllers = ", ".join(sorted({str(x["controller"]) for x in items}))
-        table.append([h._esc(label), h._esc(controllers), str(len(items)),
-                      *[h._num(100 * fractions[st], 1) for st in STATES],
-                      f"{len(exits)}/{len(items)}", h._num(float(np.median(exits)) if exits else None, 0),
-                      h._num(float(np.median(cwnd_exit)) if cwnd_exit else None, 1),
-                      h._num(float(np.median(mean_cwnd)) if mean_cwnd else None, 1)])
+        table.append([h.esc(label), h.esc(controllers), str(len(items)),
+                      *[h.num(100 * fractions[st], 1) for st in STATES],
+                      f"{len(exits)}/{len(items)}", h.num(float(np.median(exits)) if exits else None, 0),
+                      h.num(float(np.median(cwnd_exit)) if cwnd_exit else None, 1),
+                      h.num(float(np.median(mean_cwnd)) if mean_cwnd else None, 1)])
     note = ""
     if len(bars) > MAX_STATE_BARS:
-        note = h._note(f"{len(bars)} cells: the figure shows the first {MAX_STATE_BARS}; the table lists all.")
+        note = h.note(f"{len(bars)} cells: the figure shows the first {MAX_STATE_BARS}; the table lists all.")
     fig = tf.state_fractions_figure(bars[:MAX_STATE_BARS], STATES)
     caption = ("Share of time the sending end of each connection spent in each controller state (000 Fig. 6.4), "
                "mean over the cell's connections. QUIC states come from protolab's controllers (quinn's own, such "
@@ -335,15 +322,14 @@ def controller_states(b: Builder, exp: Experiment, name: str) -> str:
               "left slow start", "exit ms (median)", "cwnd at exit kB", "mean cwnd kB"]
     table_caption = ("Per cell: the same shares in %, how many connections left slow start, when (ms after the "
                      "connection's first sample) and with what window (medians).")
-    return (note + b.figure(fig, name, caption) + f'<p class="caption">{h._esc(table_caption)}</p>' +
-            h._table(header, table, numeric_from=2, css="data"))
+    return (note + b.figure(fig, name, caption) + f'<p class="caption">{h.esc(table_caption)}</p>' +
+            h.table(header, table, numeric_from=2, css="data"))
 
 
 # ---------------------------------------------------------------------- fairness
 
 
 def fairness(b: Builder, exp: Experiment, name: str) -> str:
-    h = _h()
     rows = b.store.query("SELECT * FROM pair_sides WHERE experiment_id = ? ORDER BY run_key, side", [exp.id])
     runs = {r.run_key: r for r in exp.runs}
     per_run: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -351,7 +337,7 @@ def fairness(b: Builder, exp: Experiment, name: str) -> str:
         if row["run_key"] in runs:
             per_run[row["run_key"]][row["side"]] = row
     if not per_run:
-        return h._note("No pairs recorded.")
+        return h.note("No pairs recorded.")
     cells: dict[tuple[tuple[Any, ...], str], list[dict[str, dict[str, Any]]]] = defaultdict(list)
     for key, sides in per_run.items():
         if runs[key].status == "ok" and {"a", "b"} <= set(sides):
@@ -371,34 +357,33 @@ def fairness(b: Builder, exp: Experiment, name: str) -> str:
         ratio = (float(np.mean(rate_a)) / float(np.mean(rate_b))) if rate_a and rate_b and np.mean(rate_b) > 0 else None
 
         def ci(s: Any) -> str:
-            return (f"{h._num(s.mean, 3)} <small>[{h._num(s.mean_ci_low, 3)}, {h._num(s.mean_ci_high, 3)}]</small>"
-                    if s.mean_ci_low is not None else h._num(s.mean if s.n else None, 3))
+            return (f"{h.num(s.mean, 3)} <small>[{h.num(s.mean_ci_low, 3)}, {h.num(s.mean_ci_high, 3)}]</small>"
+                    if s.mean_ci_low is not None else h.num(s.mean if s.n else None, 3))
 
         reference = SEED_FIG7.get((a_label, b_label)) or SEED_FIG7.get((b_label, a_label)) or "-"
-        table.append([h._esc(h.condition_label(exp, cond)), h._esc(a_label), h._esc(b_label), str(len(reps)),
-                      ci(sa), ci(sb), h._num(ratio, 2), h._num(float(np.mean(jain)) if jain else None, 3),
-                      h._num(float(np.mean(rate_a)) if rate_a else None, 2),
-                      h._num(float(np.mean(rate_b)) if rate_b else None, 2),
-                      h._num(float(np.mean(common)) if common else None, 1), h._esc(reference)])
+        table.append([h.esc(h.condition_label(exp, cond)), h.esc(a_label), h.esc(b_label), str(len(reps)),
+                      ci(sa), ci(sb), h.num(ratio, 2), h.num(float(np.mean(jain)) if jain else None, 3),
+                      h.num(float(np.mean(rate_a)) if rate_a else None, 2),
+                      h.num(float(np.mean(rate_b)) if rate_b else None, 2),
+                      h.num(float(np.mean(common)) if common else None, 1), h.esc(reference)])
         if share_a and share_b:
             bars.append((_titled(pair, exp, cond), a_label, b_label, sa.mean, sb.mean))
     if not table:
-        return h._note("No pair with both sides measured.")
+        return h.note("No pair with both sides measured.")
     caption = ("Two clients start together behind the shared bottleneck. Throughput per side is measured at the "
                "bottleneck (the emulator's deliveries to each client) over the interval where both receive; "
                f"share = its part of the two; mean over repetitions with the {CI_LEVEL:.0%} Student-t CI; ratio = "
                "mean throughput a / b; Jain's index (1 = equal). Last column: what 001 Fig. 7 found (gQUIC 39 "
                "there, the gquic39 profile here).")
-    html = (f'<p class="caption">{h._esc(caption)}</p>' +
-            h._table(["condition", "side a", "side b", "n", "share a", "share b", "ratio a/b", "Jain",
-                      "a Mbit/s", "b Mbit/s", "both active s", "001 Fig. 7"], table, numeric_from=3, css="data"))
+    html = (f'<p class="caption">{h.esc(caption)}</p>' +
+            h.table(["condition", "side a", "side b", "n", "share a", "share b", "ratio a/b", "Jain",
+                     "a Mbit/s", "b Mbit/s", "both active s", "001 Fig. 7"], table, numeric_from=3, css="data"))
     if bars:
         html += b.figure(tf.shares_figure(bars), name, "Mean share of each side per pair (dashed: an equal share).")
     return html
 
 
 def share_timeline(b: Builder, exp: Experiment, name: str) -> str:
-    h = _h()
     first = _first_runs(exp)
     keys = [run.run_key for runs in first.values() for run in runs.values()]
     rows = b.store.query("SELECT f.run_key, f.side, f.t_ms, f.mbps, p.label FROM flow_bins f JOIN pair_sides p "
@@ -406,7 +391,7 @@ def share_timeline(b: Builder, exp: Experiment, name: str) -> str:
                          "WHERE f.experiment_id = ? AND f.flow IS NULL AND f.run_key IN (SELECT unnest(?::VARCHAR[])) "
                          "ORDER BY f.run_key, f.side, f.t_ms", [exp.id, keys]) if keys else []
     if not rows:
-        return h._note("No throughput bins (pairs only).")
+        return h.note("No throughput bins (pairs only).")
     by_run: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         by_run[row["run_key"]][f"{row['side']}: {row['label']}"].append((row["t_ms"] / 1e3, row["mbps"]))

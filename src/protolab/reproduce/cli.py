@@ -14,9 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from protolab import __version__
+from protolab.console import console
 from protolab.errors import ProtolabError
-from protolab.experiment import Experiment, read_spec_data, spec_from_dict
 from protolab.files import write_text_atomically
+from protolab.plan.experiment import Experiment, read_spec_data, spec_from_dict
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
     NO_DATA,
@@ -26,11 +27,10 @@ from protolab.reproduce.claims import (
 )
 from protolab.reproduce.data import rows_of
 from protolab.reproduce.figures import FIGURES, REGISTRY, Figure, merged
-from protolab.run_cli import (
+from protolab.run.cli import (
     REPO_ROOT,
     BinaryOption,
     LabOption,
-    _console,
     dry_run,
     execute,
 )
@@ -103,7 +103,7 @@ def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
 
 def list_table() -> Table:
     """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own."""
-    from protolab.runner import plan
+    from protolab.run.runner import plan
 
     table = Table(box=box.SIMPLE_HEAD)
     for column, justify in [("figure", "left"), ("seed / what", "left"), ("spec", "left"), ("claims", "right"),
@@ -127,7 +127,6 @@ def reproduce_command(
     lab: LabOption = None,
 ) -> None:
     """Reproduce a seed figure or table: run its spec, then judge the seed's claims (paper vs ours, with CIs)."""
-    console = _console()
     if list_flag:
         console.print(list_table())
         return
@@ -167,4 +166,4 @@ def scenarios_command() -> None:
         if len(pages) > 5:
             axes += f"; page=({len(pages)} pages)"
         table.add_row(name, escape(scenario.source), escape(scenario.description), escape(axes))
-    _console().print(table)
+    console.print(table)

@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from protolab.lab import Lab, ideal_link, mbit, ms
+from protolab.lab import Lab, ideal_link, mbps_to_bps, ms_to_ns
+from protolab.plan.spec import Buffer, parse_buffer
 from protolab.scenarios.workloads import PAGE_LOADS, Workload
-from protolab.spec import Buffer, parse_buffer
 
 CLIENT = "client"
 SERVER = "server"
@@ -70,8 +70,9 @@ class Condition:
 _CONDITION_KEYS = {"bandwidth_mbps", "rtt_ms", "loss_pct", "buffer", "mode", "page"}
 
 
-def rate(bandwidth_mbps: float | None) -> str:
-    return "unlimited" if bandwidth_mbps is None else mbit(bandwidth_mbps)
+def rate_bps(bandwidth_mbps: float | None) -> int | None:
+    """A condition's bandwidth as the emulator's rate (None: unlimited)."""
+    return None if bandwidth_mbps is None else mbps_to_bps(bandwidth_mbps)
 
 
 def loss_model(loss_pct: float, mean_burst: float = 1.0) -> float | dict[str, Any] | None:
@@ -96,8 +97,8 @@ def direction(
 ) -> dict[str, Any]:
     """Complete set_link params of one link direction (every field named, so nothing lingers)."""
     return ideal_link(
-        rate=rate(bandwidth_mbps),
-        delay=ms(one_way_delay_ms),
+        rate_bps=rate_bps(bandwidth_mbps),
+        delay_ns=ms_to_ns(one_way_delay_ms),
         loss=loss_model(loss_pct, loss_burst),
         queue_bytes=buffer_bytes,
     )

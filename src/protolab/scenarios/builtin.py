@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from protolab.corpus import DEMO_PAGES
 from protolab.errors import ToolError
-from protolab.lab import dumbbell, host, ideal_link, mbit
+from protolab.lab import dumbbell, host, ideal_link, mbps_to_bps
+from protolab.plan.spec import parse_buffer
 from protolab.scenarios.base import (
     CLIENT,
     CLIENT_ADDRESS,
@@ -22,7 +23,6 @@ from protolab.scenarios.base import (
     Scenario,
     direction,
 )
-from protolab.spec import parse_buffer
 
 # The 15 cloned pages of 001 Table I, small to large (names of protolab.corpus).
 TABLE_I_PAGES = [
@@ -208,7 +208,7 @@ class EcmpCongestion(Scenario):
         if params.cross_load == "greedy":
             rate = "0"  # iperf3: unlimited, each flow as fast as its congestion control lets it
         else:
-            rate = mbit(params.path_mbps * params.cross_load / params.cross_flows).replace("mbit", "M")
+            rate = str(mbps_to_bps(params.path_mbps * params.cross_load / params.cross_flows))  # bit/s
         argv = [
             "iperf3", "-c", XSERVER_ADDRESS, "-p", str(IPERF_PORT), "-R", "-P", str(params.cross_flows),
             "-b", rate, "-t", "86400", "-C", params.cross_cc,

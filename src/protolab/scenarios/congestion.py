@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protolab.lab import dumbbell, host, ideal_link, ms
+from protolab.lab import dumbbell, host, ideal_link, ms_to_ns
 from protolab.lab.cgroup import CpuLimit as CpuLimit_
 from protolab.scenarios.base import (
     BULK_SERVER_ADDRESS,
@@ -234,7 +234,7 @@ class CubicTuning(BulkScenario):
     }
 
     def check(self, params: CubicTuningParams, axes: Mapping[str, Sequence[Any]]) -> None:
-        from protolab import controllers
+        from protolab.plan import controllers
 
         for c in axes["c"]:
             for beta in axes["beta"]:
@@ -358,7 +358,7 @@ class SlowStartExit(BulkScenario):
     def links(self, params: SlowStartExitParams, condition: Condition) -> dict[str, dict[str, Any]]:
         jitter = None
         if params.jitter_ms > 0:
-            jitter = {"std": ms(params.jitter_ms), "dist": params.jitter_distribution,
+            jitter = {"std_ns": ms_to_ns(params.jitter_ms), "dist": params.jitter_distribution,
                       "preserve_order": params.order_preserving}
         return _bottleneck_links(condition, jitter=jitter)
 

@@ -10,14 +10,14 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protolab.lab import ideal_link, ms
+from protolab.lab import ideal_link, ms_to_ns
 from protolab.scenarios.base import (
     BULK_SERVER_ADDRESS,
     CLIENT,
     SERVER,
     Condition,
     loss_model,
-    rate,
+    rate_bps,
 )
 from protolab.scenarios.builtin import Bottleneck, _client_server, _one_way
 from protolab.scenarios.workloads import RPM_TESTS, Workload
@@ -81,7 +81,8 @@ class Rpm(Bottleneck):
     def links(self, params: Any, condition: Condition) -> dict[str, dict[str, Any]]:
         queue = dict(condition.extras).get("queue", "droptail")
         delay = _one_way(condition.rtt_ms)
-        bottleneck = ideal_link(rate=rate(condition.bandwidth_mbps), delay=ms(delay), loss=loss_model(condition.loss_pct),
+        bottleneck = ideal_link(rate_bps=rate_bps(condition.bandwidth_mbps), delay_ns=ms_to_ns(delay),
+                                loss=loss_model(condition.loss_pct),
                                 queue_bytes=condition.buffer_bytes, queue_kind=queue)
         links = {f"p0.{side}": dict(bottleneck) for side in ("forward", "reverse")}
         for name in (f"{CLIENT}.up", f"{CLIENT}.down", f"{SERVER}.up", f"{SERVER}.down"):

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from protolab import controllers
-from protolab.spec import check_mode, uses_mptcp
+from protolab.plan import controllers
+from protolab.plan.spec import check_mode, uses_mptcp
 
 # Bulk transfers (docs/bulk.md): the raw protocol on TCP, HTTP/1.1 cleartext or TLS, HTTP/2, HTTP/3.
 BULK_PROTOCOLS: dict[str, str] = {

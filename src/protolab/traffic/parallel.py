@@ -337,7 +337,7 @@ def _run_buckets_on_cluster(bucket_dir: Path, parts_dir: Path, cfg: ParallelConf
     given to another); as `_run_buckets`, plus what ran where."""
     from distributed import as_completed
 
-    from protolab.dask_client import TASK_RETRIES, connect, worker_names
+    from protolab.run.dask_client import TASK_RETRIES, connect, worker_names
 
     counts: dict[int, int] = {}
     walked = n_flows = 0

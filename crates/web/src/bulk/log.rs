@@ -9,22 +9,8 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
-
-/// One interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct IntervalRow {
-    /// End of the interval, ms since the transfer's start.
-    pub t_ms: f64,
-    /// End of the interval, Unix ns.
-    pub t_unix_ns: u64,
-    /// Bytes in the interval.
-    pub bytes: u64,
-    /// Bytes up to the end of the interval.
-    pub total_bytes: u64,
-    /// `bytes` x 8 / the interval's length (the last one may be shorter), bit/s.
-    pub rate_bps: f64,
-}
+/// One interval (a row of the bulk result, `contract::bulk`).
+pub use contract::bulk::IntervalRow;
 
 /// Turns (time, cumulative bytes) observations into rows.
 #[derive(Debug, Clone)]

@@ -11,24 +11,20 @@
 pub mod log;
 mod transfer;
 
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_rustls::rustls::pki_types::CertificateDer;
 
 pub use log::{IntervalLog, IntervalRow};
 
 use crate::client::{self, Connector, Sessions, Trust};
-use crate::instrument::{InstrumentConfig, InstrumentOptions};
+use crate::instrument::InstrumentOptions;
 use crate::load::Protocol;
 use crate::transport::{QuicOptions, TcpOptions};
 
-/// Version of the result JSON.
-pub const SCHEMA_VERSION: u32 = 1;
 /// Default interval of the log.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 /// Smallest interval of the log.
@@ -53,82 +49,11 @@ fn bad(option: &'static str, why: impl Into<String>) -> BulkError {
     BulkError::Option { option, why: why.into() }
 }
 
-/// What carries the bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BulkProtocol {
-    /// The raw protocol on TCP (`crate::raw`), no HTTP.
-    Tcp,
-    /// HTTP/1.1 over cleartext TCP.
-    H1c,
-    /// HTTP/1.1 over TLS.
-    H1,
-    /// HTTP/2 over TLS.
-    H2,
-    /// HTTP/3 over QUIC.
-    H3,
-}
-
-impl BulkProtocol {
-    const REGISTRY: &'static [(&'static str, BulkProtocol)] = &[
-        ("tcp", BulkProtocol::Tcp),
-        ("h1c", BulkProtocol::H1c),
-        ("h1", BulkProtocol::H1),
-        ("h2", BulkProtocol::H2),
-        ("h3", BulkProtocol::H3),
-    ];
-
-    /// Known names, in registry order.
-    pub fn names() -> Vec<&'static str> {
-        Self::REGISTRY.iter().map(|(n, _)| *n).collect()
-    }
-
-    /// The protocol of that name.
-    pub fn from_name(name: &str) -> Result<BulkProtocol, BulkError> {
-        Self::REGISTRY
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, p)| *p)
-            .ok_or_else(|| bad("--protocol", format!("unknown protocol {name:?} (known: {})", Self::names().join(", "))))
-    }
-
-    /// Its name.
-    pub fn name(self) -> &'static str {
-        Self::REGISTRY.iter().find(|(_, p)| *p == self).map_or("tcp", |(n, _)| n)
-    }
-
-    /// The HTTP version, if any.
-    pub fn http(self) -> Option<Protocol> {
-        match self {
-            BulkProtocol::Tcp => None,
-            BulkProtocol::H1c => Some(Protocol::H1c),
-            BulkProtocol::H1 => Some(Protocol::H1),
-            BulkProtocol::H2 => Some(Protocol::H2),
-            BulkProtocol::H3 => Some(Protocol::H3),
-        }
-    }
-}
-
-impl fmt::Display for BulkProtocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Who sends (defined with the raw protocol, which carries it, so that `raw` needs nothing of
-/// `bulk`).
-pub use crate::raw::Direction;
-
-impl Direction {
-    /// The direction of that name (`download`, `upload`).
-    pub fn from_name(name: &str) -> Result<Direction, BulkError> {
-        match name {
-            "download" => Ok(Direction::Download),
-            "upload" => Ok(Direction::Upload),
-            _ => Err(bad("--direction", format!("unknown direction {name:?} (known: download, upload)"))),
-        }
-    }
-
-}
+/// Who sends (also the raw protocol's direction, `crate::raw`).
+pub use contract::bulk::Direction;
+/// The result document and its parts (docs/bulk.md), defined in the contract crate
+/// (`schemas/bulk-result.json`).
+pub use contract::bulk::{BulkConfig, BulkKind, BulkProtocol, BulkResult, BulkStatus, ConnectionInfo, Pacing, ServerCount, SCHEMA_VERSION};
 
 /// How much to move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,123 +129,6 @@ impl Default for BulkOptions {
             connect_timeout: Duration::from_secs(10),
         }
     }
-}
-
-/// Outcome of a transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BulkStatus {
-    /// Every byte moved (byte count), or the transfer ran until its deadline (duration).
-    Ok,
-    /// The connection or the transfer failed.
-    Failed,
-    /// The run did not end within the timeout.
-    Timeout,
-}
-
-/// The effective configuration, carried into the result.
-#[derive(Debug, Clone, Serialize)]
-pub struct BulkConfig {
-    /// Protocol name.
-    pub protocol: &'static str,
-    /// `download` or `upload`.
-    pub direction: Direction,
-    /// Byte count (null in duration mode).
-    pub bytes: Option<u64>,
-    /// Duration (null in byte-count mode), ms.
-    pub duration_ms: Option<f64>,
-    /// Application rate, bit/s (null = unpaced).
-    pub rate_bps: Option<u64>,
-    /// Who paces: `server` (downloads), `client` (uploads), null.
-    pub pacing: Option<&'static str>,
-    /// The path downloaded instead of `/bytes` (null = `/bytes`).
-    pub path: Option<String>,
-    /// Log interval, ms.
-    pub interval_ms: f64,
-    /// Server address and port used.
-    pub server: String,
-    /// SNI / Host.
-    pub host: String,
-    /// `TCP_CONGESTION` asked for (null = namespace default; not used by h3).
-    pub tcp_cc: Option<String>,
-    /// MPTCP socket asked for.
-    pub mptcp: bool,
-    /// QUIC transport of h3 (controller, initial window, loss detection, ACK frequency).
-    #[serde(flatten)]
-    pub quic: crate::transport::QuicConfig,
-    /// Samples and qlog.
-    #[serde(flatten)]
-    pub instrument: InstrumentConfig,
-    /// Timeout of the run, ms.
-    pub timeout_ms: u64,
-    /// Connect timeout, ms.
-    pub connect_timeout_ms: u64,
-}
-
-/// The connection of the result.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConnectionInfo {
-    /// Local address.
-    pub local: Option<String>,
-    /// Remote address.
-    pub remote: String,
-    /// `tcp`, `h1c`, `h1`, `h2`, `h3`.
-    pub protocol: &'static str,
-    /// `tcp`, `mptcp` or `quic`.
-    pub transport: &'static str,
-    /// `TCP_CONGESTION` read back from the socket (TCP transports).
-    pub tcp_cc: Option<String>,
-    /// MPTCP: whether the connection fell back to plain TCP (the server does not speak MPTCP).
-    pub mptcp_fallback: Option<bool>,
-    /// The connection's id in sample and qlog file names, shared with the server's files
-    /// (`<transport>-<client addr>-<server addr>`, docs/samples.md).
-    pub conn_id: String,
-}
-
-/// What the server reported for an upload.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct ServerCount {
-    /// Bytes it received.
-    pub bytes: u64,
-    /// Its receive time, ms (HTTP: from the request head to the end of the body; raw: from
-    /// the request header to the last byte).
-    pub duration_ms: f64,
-}
-
-/// The result document (docs/bulk.md).
-#[derive(Debug, Clone, Serialize)]
-pub struct BulkResult {
-    /// Version.
-    pub schema_version: u32,
-    /// `bulk`.
-    pub kind: &'static str,
-    /// Effective configuration.
-    pub config: BulkConfig,
-    /// Outcome.
-    pub status: BulkStatus,
-    /// What went wrong.
-    pub error: Option<String>,
-    /// Unix time the transfer started (request sent), ns; the connection attempt's start when
-    /// no transfer began.
-    pub start_unix_ns: u64,
-    /// From the connection attempt to the connection being ready, ms.
-    pub handshake_ms: Option<f64>,
-    /// Bytes moved: received (download) or handed to the transport (upload).
-    pub bytes: u64,
-    /// From the start to the end of the transfer, ms.
-    pub duration_ms: Option<f64>,
-    /// `bytes` x 8 / duration, bit/s.
-    pub goodput_bps: Option<f64>,
-    /// Bytes per interval.
-    pub intervals: Vec<IntervalRow>,
-    /// The connection, once established.
-    pub connection: Option<ConnectionInfo>,
-    /// Uploads: the server's own count.
-    pub server: Option<ServerCount>,
-    /// The samples file written.
-    pub samples: Option<String>,
-    /// The qlog file written.
-    pub qlog: Option<String>,
 }
 
 /// A checked transfer, ready to run.
@@ -438,15 +246,12 @@ impl Bulk {
             Amount::Duration(d) => (None, Some(d.as_secs_f64() * 1e3)),
         };
         BulkConfig {
-            protocol: o.protocol.name(),
+            protocol: o.protocol,
             direction: o.direction,
             bytes,
             duration_ms,
             rate_bps: o.rate_bps,
-            pacing: o.rate_bps.map(|_| match o.direction {
-                Direction::Download => "server",
-                Direction::Upload => "client",
-            }),
+            pacing: o.rate_bps.map(|_| Pacing::of(o.direction)),
             path: o.path.clone(),
             interval_ms: o.interval.as_secs_f64() * 1e3,
             server: self.addr.to_string(),
@@ -521,7 +326,7 @@ mod tests {
     fn config_states_who_paces() {
         let b = Bulk::new(BulkOptions { rate_bps: Some(5_000_000), direction: Direction::Upload, ..BulkOptions::default() }).unwrap();
         let c = b.config();
-        assert_eq!(c.pacing, Some("client"));
+        assert_eq!(c.pacing, Some(Pacing::Client));
         assert_eq!(c.server, format!("127.0.0.1:{}", crate::raw::DEFAULT_PORT));
         assert_eq!(c.host, "127.0.0.1");
         assert_eq!(c.timeout_ms, 120_000);

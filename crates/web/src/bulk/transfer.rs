@@ -21,11 +21,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{Amount, Bulk, BulkProtocol, BulkResult, BulkStatus, ConnectionInfo, Direction, IntervalLog, IntervalRow, ServerCount, SCHEMA_VERSION};
+use super::{Amount, Bulk, BulkKind, BulkProtocol, BulkResult, BulkStatus, ConnectionInfo, Direction, IntervalLog, IntervalRow, ServerCount, SCHEMA_VERSION};
 use crate::body::{Block, PatternStream};
 use crate::client::{self, finish_h3_request, H3RequestStream, Sender};
 use crate::instrument::{self, SamplerHandle};
-use crate::load::Protocol;
+use crate::load::{Protocol, Transport};
 use crate::raw::{self, RawRequest, REPLY_LEN, REPORT_LEN};
 use crate::limits::{BYTES_SEED, MAX_BYTES_N};
 
@@ -236,7 +236,7 @@ async fn finish(mut run: Run<'_>, outcome: Result<(), (BulkStatus, String)>) -> 
     };
     BulkResult {
         schema_version: SCHEMA_VERSION,
-        kind: "bulk",
+        kind: BulkKind::Bulk,
         config: run.bulk.config(),
         status,
         error,
@@ -270,8 +270,8 @@ async fn connect_tcp(run: &mut Run<'_>) -> Result<TcpStream, String> {
     run.connection = Some(ConnectionInfo {
         local: opened.local.map(|a| a.to_string()),
         remote: bulk.addr.to_string(),
-        protocol: o.protocol.name(),
-        transport: if o.tcp.mptcp { "mptcp" } else { "tcp" },
+        protocol: o.protocol,
+        transport: if o.tcp.mptcp { Transport::Mptcp } else { Transport::Tcp },
         tcp_cc: crate::transport::tcp_congestion_of(&opened.stream).ok(),
         mptcp_fallback,
         conn_id: opened.conn_id,
@@ -636,8 +636,8 @@ async fn connect_h3(run: &mut Run<'_>) -> Result<h3::client::SendRequest<h3_quin
     run.connection = Some(ConnectionInfo {
         local: q.local.map(|a| a.to_string()),
         remote: bulk.addr.to_string(),
-        protocol: bulk.options.protocol.name(),
-        transport: "quic",
+        protocol: bulk.options.protocol,
+        transport: Transport::Quic,
         tcp_cc: None,
         mptcp_fallback: None,
         conn_id: q.conn_id,

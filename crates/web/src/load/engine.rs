@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 
 use super::fetch::{fetch, Fetched, Target};
 use super::mode::{Pool, Protocol, Scheduler};
-use super::{ConnectionResult, LoadResult, LoadStatus, Loader, ObjectResult, SubflowResult, SCHEMA_VERSION};
+use super::{ConnectionResult, LoadKind, LoadResult, LoadStatus, Loader, ObjectResult, SubflowResult, SCHEMA_VERSION};
 use crate::client::{self, Connected, Sender};
 
 /// How often the MPTCP subflow count is read while a connection lives.
@@ -678,8 +678,8 @@ impl<'a> Engine<'a> {
                 error: o.error.clone(),
             })
             .collect();
-        let protocol = self.loader.options.mode.protocol.name();
-        let transport = self.loader.options.mode.transport.name();
+        let protocol = self.loader.options.mode.protocol;
+        let transport = self.loader.options.mode.transport;
         let connections = self
             .conns
             .iter()
@@ -723,7 +723,7 @@ impl<'a> Engine<'a> {
         let plt_ms = if status == LoadStatus::Ok { objects.iter().filter_map(|o| o.finished_ms).reduce(f64::max) } else { None };
         LoadResult {
             schema_version: SCHEMA_VERSION,
-            kind: "page_load",
+            kind: LoadKind::PageLoad,
             config: self.loader.config(),
             status,
             error,

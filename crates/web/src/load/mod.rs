@@ -15,20 +15,18 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::CertificateDer;
 
 pub use crate::client::{H2_CONNECTION_WINDOW, H2_STREAM_WINDOW};
+/// The result document (docs/load.md), defined in the contract crate (`schemas/load-result.json`).
+pub use contract::load::{ConnectionResult, LoadConfig, LoadKind, LoadResult, LoadStatus, ObjectResult, SubflowResult, SCHEMA_VERSION};
 pub use mode::{Mode, Pool, Protocol, Scheduler, Transport};
 
 use crate::client::{self, Connector, Sessions, Trust};
 use crate::instrument::InstrumentOptions;
 use crate::manifest::Manifest;
 use crate::transport::{QuicOptions, TcpOptions};
-
-/// Version of the result JSON.
-pub const SCHEMA_VERSION: u32 = 1;
 
 /// Bad input: the load cannot start. Names the option or file.
 #[derive(Debug, thiserror::Error)]
@@ -127,180 +125,6 @@ pub fn load_ca(path: &Path) -> Result<CertificateDer<'static>, LoadError> {
     }
 }
 
-/// Outcome of a load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LoadStatus {
-    /// Every object arrived with status 200 and the manifest's size.
-    Ok,
-    /// Some object failed.
-    Failed,
-    /// The load did not end within the timeout.
-    Timeout,
-}
-
-/// The effective configuration, carried into the result.
-#[derive(Debug, Clone, Serialize)]
-pub struct LoadConfig {
-    /// Manifest file as given.
-    pub manifest: String,
-    /// Page name from the manifest.
-    pub page: String,
-    /// Mode (`h2-parallel:2`).
-    pub mode: String,
-    /// Scheduler name.
-    pub scheduler: &'static str,
-    /// HTTP/1.1 connection limit per origin.
-    pub h1_connections: u32,
-    /// Load timeout.
-    pub timeout_ms: u64,
-    /// Connect timeout.
-    pub connect_timeout_ms: u64,
-    /// TCP congestion control (null = namespace default).
-    pub tcp_cc: Option<String>,
-    /// QUIC transport (controller, initial window, loss detection, ACK frequency).
-    #[serde(flatten)]
-    pub quic: crate::transport::QuicConfig,
-    /// Cleartext port.
-    pub http_port: u16,
-    /// TLS / QUIC port.
-    pub https_port: u16,
-    /// HTTP/2 `SETTINGS_INITIAL_WINDOW_SIZE` sent.
-    pub h2_stream_window: u32,
-    /// HTTP/2 connection window announced.
-    pub h2_connection_window: u32,
-    /// Samples and qlog.
-    #[serde(flatten)]
-    pub instrument: crate::instrument::InstrumentConfig,
-    /// Seed of the source ports (null = the kernel's choice).
-    pub source_port_seed: Option<u64>,
-    /// `SO_RCVBUF` of TCP/MPTCP sockets (null = autotuned).
-    pub tcp_rcvbuf: Option<usize>,
-    /// Warm load: TLS sessions resumed, QUIC 0-RTT (`--warm`).
-    pub warm: bool,
-}
-
-/// One object of the result.
-#[derive(Debug, Clone, Serialize)]
-pub struct ObjectResult {
-    /// Origin hostname.
-    pub origin: String,
-    /// Path (with query).
-    pub path: String,
-    /// `//host/path` of the parent, null for the root.
-    pub parent: Option<String>,
-    /// Discovery delay from the manifest.
-    pub delay_ms: u64,
-    /// Position in its origin's request queue (0 = first queued on that origin); the
-    /// round-robin scheduler sends position i to the origin's connection i mod N.
-    pub queue_position: Option<u64>,
-    /// Connection id it was assigned to.
-    pub connection: Option<usize>,
-    /// HTTP status.
-    pub status: Option<u16>,
-    /// Size from the manifest.
-    pub expected_bytes: u64,
-    /// Body bytes received.
-    pub bytes: u64,
-    /// Parent finished + delay.
-    pub discovered_ms: Option<f64>,
-    /// Taken by the scheduler.
-    pub queued_ms: Option<f64>,
-    /// Request sent.
-    pub started_ms: Option<f64>,
-    /// Response head received.
-    pub first_byte_ms: Option<f64>,
-    /// Body complete (or the fetch ended in error).
-    pub finished_ms: Option<f64>,
-    /// Why it failed.
-    pub error: Option<String>,
-}
-
-/// One connection of the result.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConnectionResult {
-    /// Index in `connections`.
-    pub id: usize,
-    /// Origin hostname.
-    pub origin: String,
-    /// `h1c`, `h1`, `h2` or `h3`.
-    pub protocol: &'static str,
-    /// `tcp`, `mptcp` or `quic`.
-    pub transport: &'static str,
-    /// Local address.
-    pub local: Option<String>,
-    /// Remote address.
-    pub remote: String,
-    /// When the connection attempt began.
-    pub connect_start_ms: f64,
-    /// TCP connect duration (TCP and MPTCP).
-    pub tcp_connect_ms: Option<f64>,
-    /// Until the connection could carry requests (TCP + TLS + HTTP set-up, or QUIC + HTTP/3).
-    pub handshake_ms: Option<f64>,
-    /// Requests sent on it.
-    pub requests: u32,
-    /// Response body bytes received on it.
-    pub bytes: u64,
-    /// MPTCP: most subflows seen at once, the initial one included (`mptcpi_subflows` + 1).
-    pub subflows: Option<u8>,
-    /// MPTCP: every subflow alive at the end of the load, with what it carried.
-    pub subflow_details: Option<Vec<SubflowResult>>,
-    /// Why the connection failed.
-    pub error: Option<String>,
-    /// Its id in sample and qlog file names: `<transport>-<client addr>-<server addr>`; the
-    /// server's files of the same connection carry the same id.
-    pub conn_id: Option<String>,
-    /// Its samples file (`--samples`), when sampled.
-    pub samples_file: Option<String>,
-    /// Its qlog file (`--qlog`), for QUIC connections.
-    pub qlog_file: Option<String>,
-    /// Whether the TLS session was resumed (TLS over TCP: the handshake kind; QUIC: a session
-    /// ticket was used). None without TLS.
-    pub resumed: Option<bool>,
-    /// QUIC 0-RTT (`--warm`): whether the server accepted the early data; None when not tried.
-    pub zero_rtt: Option<bool>,
-}
-
-/// One MPTCP subflow at the end of a load (from `MPTCP_TCPINFO` and `MPTCP_SUBFLOW_ADDRS`).
-#[derive(Debug, Clone, Serialize)]
-pub struct SubflowResult {
-    /// Local address.
-    pub local: Option<String>,
-    /// Remote address.
-    pub remote: Option<String>,
-    /// `tcpi_bytes_received`: bytes this subflow delivered to the client.
-    pub bytes_received: u64,
-    /// `tcpi_bytes_acked`: bytes the client sent on it that the server acknowledged.
-    pub bytes_acked: u64,
-    /// Smoothed RTT, microseconds.
-    pub rtt_us: u32,
-}
-
-/// The result document (docs/load.md).
-#[derive(Debug, Clone, Serialize)]
-pub struct LoadResult {
-    /// Version.
-    pub schema_version: u32,
-    /// `page_load`.
-    pub kind: &'static str,
-    /// Effective configuration.
-    pub config: LoadConfig,
-    /// Outcome.
-    pub status: LoadStatus,
-    /// Summary of what went wrong.
-    pub error: Option<String>,
-    /// Unix time of the root request, ns.
-    pub start_unix_ns: u64,
-    /// Page load time (last object finished) when ok.
-    pub plt_ms: Option<f64>,
-    /// Body bytes received in all.
-    pub bytes: u64,
-    /// Every manifest object, in manifest order.
-    pub objects: Vec<ObjectResult>,
-    /// Every connection opened, in order of opening.
-    pub connections: Vec<ConnectionResult>,
-}
-
 /// A checked load, ready to run.
 pub struct Loader {
     manifest: Manifest,
@@ -350,7 +174,7 @@ impl Loader {
             manifest: o.manifest_label.clone(),
             page: self.manifest.name.clone(),
             mode: o.mode.to_string(),
-            scheduler: o.scheduler.name(),
+            scheduler: o.scheduler,
             h1_connections: o.h1_connections,
             timeout_ms: o.timeout.as_millis() as u64,
             connect_timeout_ms: o.connect_timeout.as_millis() as u64,

@@ -3,80 +3,9 @@
 //! Test-Results"), free of I/O and clocks: the caller feeds it per-interval byte counts and
 //! probe times and asks what the draft concludes. Tested on fixed data.
 
-use serde::Serialize;
-
-/// The draft's parameters (names as in its table).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Parameters {
-    /// MAD: intervals in a moving average.
-    pub mad: usize,
-    /// ID: interval duration, seconds. draft-08 (the latest published text) says 1 s; the
-    /// repository's newer text (-09, July 2026) says 5 s "pending further investigation".
-    pub interval_s: f64,
-    /// TMP: the share kept by the single-sided trimmed mean, percent (95: the top 5% dropped).
-    pub tmp: f64,
-    /// SDT: standard deviation tolerance, percent of the current value.
-    pub sdt: f64,
-    /// INP: load-generating connections at the start.
-    pub inp: usize,
-    /// INC: connections added per interval.
-    pub inc: usize,
-    /// MNP: most load-generating connections.
-    pub mnp: usize,
-    /// MPS: most probe pairs (one foreign, one self) per second.
-    pub mps: f64,
-    /// PTC: most of the capacity the probes may use, percent.
-    pub ptc: f64,
-}
-
-impl Default for Parameters {
-    fn default() -> Self {
-        Parameters { mad: 4, interval_s: 1.0, tmp: 95.0, sdt: 5.0, inp: 1, inc: 1, mnp: 16, mps: 100.0, ptc: 5.0 }
-    }
-}
-
-/// Bytes the draft estimates for a foreign probe (TCP, TLS and HTTP overheads).
-pub const FOREIGN_PROBE_BYTES: f64 = 5000.0;
-/// Bytes the draft estimates for a self probe.
-pub const SELF_PROBE_BYTES: f64 = 1000.0;
-
-impl Parameters {
-    /// Checks every value; the error names the parameter.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let positive = |name: &'static str, v: f64| if v.is_finite() && v > 0.0 { Ok(()) } else { Err((name, format!("must be positive, not {v}"))) };
-        if self.mad < 2 {
-            return Err(("mad", format!("must be at least 2 (a standard deviation needs two values), not {}", self.mad)));
-        }
-        positive("interval", self.interval_s)?;
-        if !(self.tmp > 0.0 && self.tmp <= 100.0) {
-            return Err(("tmp", format!("must be in (0, 100], not {}", self.tmp)));
-        }
-        positive("sdt", self.sdt)?;
-        if self.inp == 0 {
-            return Err(("inp", "must be at least 1".into()));
-        }
-        if self.mnp < self.inp {
-            return Err(("mnp", format!("{} is fewer than inp ({})", self.mnp, self.inp)));
-        }
-        positive("mps", self.mps)?;
-        if !(self.ptc > 0.0 && self.ptc <= 100.0) {
-            return Err(("ptc", format!("must be in (0, 100], not {}", self.ptc)));
-        }
-        Ok(())
-    }
-
-    /// Probe pairs per second allowed at `capacity_bps`: MPS, lowered so that the probes'
-    /// estimated bytes stay within PTC of the capacity. None (no capacity known yet): MPS.
-    pub fn probe_rate(&self, capacity_bps: Option<f64>) -> f64 {
-        match capacity_bps {
-            Some(c) if c > 0.0 => {
-                let pair_bits = (FOREIGN_PROBE_BYTES + SELF_PROBE_BYTES) * 8.0;
-                (c * self.ptc / 100.0 / pair_bits).min(self.mps)
-            }
-            _ => self.mps,
-        }
-    }
-}
+/// The draft's parameters, the responsiveness figures and the confidence levels are document
+/// types (`contract::rpm`): the result carries them.
+pub use contract::rpm::{Confidence, Parameters, Responsiveness, FOREIGN_PROBE_BYTES, SELF_PROBE_BYTES};
 
 /// Mean of the lowest `keep_percent` of `values` (the draft's single-sided trimmed mean: the
 /// largest values are the outliers of a latency sample). At least one value is kept.
@@ -122,78 +51,14 @@ pub struct ProbeTimes {
     pub http_self: Vec<f64>,
 }
 
-/// The trimmed means and the responsiveness of a window of probes.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Responsiveness {
-    /// TM(tcp_f) (TCP) or of the QUIC handshake.
-    pub tm_connect_ms: f64,
-    /// TM(tls_f); None without TLS over TCP (then the draft's TCP-only formula applies).
-    pub tm_tls_ms: Option<f64>,
-    /// TM(http_f).
-    pub tm_http_foreign_ms: f64,
-    /// TM(http_l).
-    pub tm_http_self_ms: f64,
-    /// 60000 / the mean of the foreign terms.
-    pub foreign_rpm: f64,
-    /// 60000 / TM(http_l).
-    pub self_rpm: f64,
-    /// (foreign + self) / 2: round trips per minute.
-    pub rpm: f64,
-}
-
-impl Responsiveness {
-    /// The draft's formulas over `probes`, with the trimmed mean keeping `tmp` percent. None
-    /// when a term has no probe. QUIC's handshake stands in for TCP's, and has no separate TLS
-    /// term (TLS is inside it), so it takes the TCP-only formula.
-    pub fn compute(probes: &ProbeTimes, tmp: f64) -> Option<Responsiveness> {
-        let connect = trimmed_mean(&probes.connect, tmp)?;
-        let http_foreign = trimmed_mean(&probes.http_foreign, tmp)?;
-        let http_self = trimmed_mean(&probes.http_self, tmp)?;
-        let tls = trimmed_mean(&probes.tls, tmp);
-        let foreign_ms = match tls {
-            Some(t) => (connect + t + http_foreign) / 3.0,
-            None => (connect + http_foreign) / 2.0,
-        };
-        if foreign_ms <= 0.0 || http_self <= 0.0 {
-            return None;
-        }
-        let foreign_rpm = 60_000.0 / foreign_ms;
-        let self_rpm = 60_000.0 / http_self;
-        Some(Responsiveness {
-            tm_connect_ms: connect,
-            tm_tls_ms: tls,
-            tm_http_foreign_ms: http_foreign,
-            tm_http_self_ms: http_self,
-            foreign_rpm,
-            self_rpm,
-            rpm: (foreign_rpm + self_rpm) / 2.0,
-        })
-    }
-}
-
-/// The draft's confidence in a stage's result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Confidence {
-    /// Fewer than MAD iterations of the stage ran.
-    Low,
-    /// At least MAD iterations, no stability.
-    Medium,
-    /// Stable within SDT.
-    High,
-}
-
-impl Confidence {
-    /// From the number of values a stage produced and whether it reached stability.
-    pub fn of(values: usize, mad: usize, stable: bool) -> Confidence {
-        if stable {
-            Confidence::High
-        } else if values >= mad {
-            Confidence::Medium
-        } else {
-            Confidence::Low
-        }
-    }
+/// The draft's formulas over `probes`, with the trimmed mean keeping `tmp` percent. None
+/// when a term has no probe. QUIC's handshake stands in for TCP's, and has no separate TLS
+/// term (TLS is inside it), so it takes the TCP-only formula.
+pub fn responsiveness(probes: &ProbeTimes, tmp: f64) -> Option<Responsiveness> {
+    let connect = trimmed_mean(&probes.connect, tmp)?;
+    let http_foreign = trimmed_mean(&probes.http_foreign, tmp)?;
+    let http_self = trimmed_mean(&probes.http_self, tmp)?;
+    Responsiveness::from_means(connect, trimmed_mean(&probes.tls, tmp), http_foreign, http_self)
 }
 
 /// What the algorithm says at the end of an interval.
@@ -246,7 +111,7 @@ impl Stages {
                 return Verdict::Ramping;
             }
         }
-        if let Some(r) = Responsiveness::compute(window, p.tmp) {
+        if let Some(r) = responsiveness(window, p.tmp) {
             self.responsiveness.push(r);
             let rpms: Vec<f64> = self.responsiveness.iter().map(|r| r.rpm).collect();
             if is_stable(&rpms, p.mad, p.sdt) {
@@ -313,34 +178,16 @@ mod tests {
     #[test]
     fn responsiveness_follows_the_drafts_formulas() {
         let probes = ProbeTimes { connect: vec![40.0], tls: vec![50.0], http_foreign: vec![60.0], http_self: vec![200.0] };
-        let r = Responsiveness::compute(&probes, 95.0).unwrap();
+        let r = responsiveness(&probes, 95.0).unwrap();
         assert!(close(r.foreign_rpm, 60_000.0 / 50.0));
         assert!(close(r.self_rpm, 300.0));
         assert!(close(r.rpm, (1200.0 + 300.0) / 2.0));
         // TCP-only (and QUIC): no TLS term, the foreign mean of two.
         let quic = ProbeTimes { tls: vec![], ..probes.clone() };
-        let r = Responsiveness::compute(&quic, 95.0).unwrap();
+        let r = responsiveness(&quic, 95.0).unwrap();
         assert!(close(r.foreign_rpm, 60_000.0 / 50.0));
         assert_eq!(r.tm_tls_ms, None);
-        assert_eq!(Responsiveness::compute(&ProbeTimes { http_self: vec![], ..probes }, 95.0), None);
-    }
-
-    #[test]
-    fn probe_rate_is_capped_by_ptc() {
-        let p = Parameters::default();
-        assert!(close(p.probe_rate(None), 100.0));
-        assert!(close(p.probe_rate(Some(1e9)), 100.0));
-        // 20 Mbit/s: 5% = 1 Mbit/s = 125 kB/s; 6000 B per pair: 20.83 pairs/s.
-        assert!(close(p.probe_rate(Some(20e6)), 1e6 / 48_000.0));
-    }
-
-    #[test]
-    fn parameters_are_checked_by_name() {
-        assert!(Parameters::default().check().is_ok());
-        assert_eq!(Parameters { mad: 1, ..Default::default() }.check().unwrap_err().0, "mad");
-        assert_eq!(Parameters { tmp: 0.0, ..Default::default() }.check().unwrap_err().0, "tmp");
-        assert_eq!(Parameters { mnp: 0, ..Default::default() }.check().unwrap_err().0, "mnp");
-        assert_eq!(Parameters { interval_s: f64::NAN, ..Default::default() }.check().unwrap_err().0, "interval");
+        assert_eq!(responsiveness(&ProbeTimes { http_self: vec![], ..probes }, 95.0), None);
     }
 
     #[test]

@@ -14,10 +14,10 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_rustls::rustls;
 
-use super::algorithm::{Parameters, ProbeTimes, Responsiveness, Stages, Verdict};
+use super::algorithm::{responsiveness, Parameters, ProbeTimes, Stages, Verdict};
 use super::conn::{Dialer, RpmBody};
 use super::endpoints::{ConfigUrls, LARGE_PATH, SMALL_PATH, UPLOAD_PATH};
-use super::result::{self, ClientInfo, Confidences, DirectionResult, IdleResult, Interval, Probe, RpmConfig, RpmResult};
+use super::result::{self, ClientInfo, Confidences, DirectionResult, IdleResult, Interval, IntervalState, Probe, ProbeKind, RpmConfig, RpmResult, RpmStatus};
 use crate::client::{self, Connector, Sender, Sessions, Trust};
 use crate::instrument::InstrumentOptions;
 use crate::load::mode::Protocol;
@@ -173,8 +173,8 @@ impl Rpm {
         RpmConfig {
             server: addr.map_or_else(|| format!("{}:{}", o.server, o.port), |a| a.to_string()),
             host: self.host.clone(),
-            protocol: o.protocol.name(),
-            direction: o.directions.name(),
+            protocol: o.protocol,
+            direction: o.directions.name().into(),
             parameters: o.params,
             max_duration_s: o.max_duration.as_secs_f64(),
             idle_probes: o.idle_probes,
@@ -182,7 +182,7 @@ impl Rpm {
             paths: [paths.small.clone(), paths.large.clone(), paths.upload.clone()],
             tcp_cc: o.tcp.congestion.clone(),
             quic_cc: o.quic.controller.given.clone(),
-            draft: result::DRAFT,
+            draft: result::DRAFT.into(),
         }
     }
 
@@ -194,12 +194,12 @@ impl Rpm {
             schema_version: result::SCHEMA_VERSION,
             tool: concat!("protolab-net ", env!("CARGO_PKG_VERSION")).to_string(),
             started_unix_ns,
-            protocol: self.options.protocol.name(),
+            protocol: self.options.protocol,
             config: self.config(None, "not run".into(), &Paths::default()),
             client: client_info(),
             idle: None,
             directions: BTreeMap::new(),
-            status: "ok",
+            status: RpmStatus::Ok,
             error: None,
         };
         let addr = match self.resolve().await {
@@ -235,7 +235,7 @@ impl Rpm {
             let r = run_direction(&ctx, dir, self.options.max_duration, progress).await;
             let all_failed = r.intervals.iter().all(|i| i.connections == 0);
             let first_error = r.errors.first().cloned();
-            out.directions.insert(dir.name(), r);
+            out.directions.insert(dir.name().into(), r);
             if all_failed {
                 return failed(out, format!("{}: no load-generating connection: {}", dir.name(), first_error.unwrap_or_default()));
             }
@@ -300,7 +300,7 @@ fn flag_of(param: &str) -> &'static str {
 }
 
 fn failed(mut out: RpmResult, error: String) -> RpmResult {
-    out.status = "error";
+    out.status = RpmStatus::Error;
     out.error = Some(error);
     out
 }
@@ -365,7 +365,7 @@ async fn foreign_probe(ctx: &Ctx, t0: Instant) -> Probe {
         Ok(Err(e)) => (None, None, None, Some(e)),
         Err(_) => (None, None, None, Some(format!("no answer within {} ms", ctx.probe_timeout.as_millis()))),
     };
-    Probe { t_s: t0.elapsed().as_secs_f64(), kind: "foreign", connect_ms, tls_ms, http_ms, error }
+    Probe { t_s: t0.elapsed().as_secs_f64(), kind: ProbeKind::Foreign, connect_ms, tls_ms, http_ms, error }
 }
 
 /// A self probe on `loaded`: a small GET multiplexed on it, or (HTTP/1.1) its smoothed RTT.
@@ -373,7 +373,7 @@ async fn self_probe(ctx: &Ctx, loaded: &Loaded, t0: Instant) -> Probe {
     let (http_ms, error) = match (&loaded.sender, &loaded.tcp_fd) {
         (Some(sender), _) => {
             let Some(mut sender) = sender.clone_multiplexed() else {
-                return Probe { t_s: t0.elapsed().as_secs_f64(), kind: "self", connect_ms: None, tls_ms: None, http_ms: None, error: Some("HTTP/1.1 cannot multiplex".into()) };
+                return Probe { t_s: t0.elapsed().as_secs_f64(), kind: ProbeKind::SelfProbe, connect_ms: None, tls_ms: None, http_ms: None, error: Some("HTTP/1.1 cannot multiplex".into()) };
             };
             match tokio::time::timeout(ctx.probe_timeout, ctx.dialer.get(&mut sender, &ctx.paths.small, |_| {})).await {
                 Ok(Ok(ms)) => (Some(ms), None),
@@ -387,19 +387,19 @@ async fn self_probe(ctx: &Ctx, loaded: &Loaded, t0: Instant) -> Probe {
         },
         (None, None) => (None, Some("no load-generating connection to probe".into())),
     };
-    Probe { t_s: t0.elapsed().as_secs_f64(), kind: "self", connect_ms: None, tls_ms: None, http_ms, error }
+    Probe { t_s: t0.elapsed().as_secs_f64(), kind: ProbeKind::SelfProbe, connect_ms: None, tls_ms: None, http_ms, error }
 }
 
 fn probe_times<'a>(probes: impl Iterator<Item = &'a Probe>) -> ProbeTimes {
     let mut t = ProbeTimes::default();
     for p in probes.filter(|p| p.error.is_none()) {
         match p.kind {
-            "foreign" => {
+            ProbeKind::Foreign => {
                 t.connect.extend(p.connect_ms);
                 t.tls.extend(p.tls_ms);
                 t.http_foreign.extend(p.http_ms);
             }
-            _ => t.http_self.extend(p.http_ms),
+            ProbeKind::SelfProbe => t.http_self.extend(p.http_ms),
         }
     }
     t
@@ -414,14 +414,14 @@ async fn idle(ctx: &Ctx, n: usize) -> Result<IdleResult, String> {
     for _ in 0..n {
         probes.push(foreign_probe(ctx, t0).await);
         let p = match tokio::time::timeout(ctx.probe_timeout, ctx.dialer.get(&mut conn.sender, &ctx.paths.small, |_| {})).await {
-            Ok(Ok(ms)) => Probe { t_s: t0.elapsed().as_secs_f64(), kind: "self", connect_ms: None, tls_ms: None, http_ms: Some(ms), error: None },
-            Ok(Err(e)) => Probe { t_s: t0.elapsed().as_secs_f64(), kind: "self", connect_ms: None, tls_ms: None, http_ms: None, error: Some(e) },
-            Err(_) => Probe { t_s: t0.elapsed().as_secs_f64(), kind: "self", connect_ms: None, tls_ms: None, http_ms: None, error: Some("timed out".into()) },
+            Ok(Ok(ms)) => Probe { t_s: t0.elapsed().as_secs_f64(), kind: ProbeKind::SelfProbe, connect_ms: None, tls_ms: None, http_ms: Some(ms), error: None },
+            Ok(Err(e)) => Probe { t_s: t0.elapsed().as_secs_f64(), kind: ProbeKind::SelfProbe, connect_ms: None, tls_ms: None, http_ms: None, error: Some(e) },
+            Err(_) => Probe { t_s: t0.elapsed().as_secs_f64(), kind: ProbeKind::SelfProbe, connect_ms: None, tls_ms: None, http_ms: None, error: Some("timed out".into()) },
         };
         probes.push(p);
     }
     let times = probe_times(probes.iter());
-    let responsiveness = Responsiveness::compute(&times, ctx.params.tmp);
+    let responsiveness = responsiveness(&times, ctx.params.tmp);
     let mut self_ms = times.http_self.clone();
     self_ms.sort_by(f64::total_cmp);
     let http_median_ms = (!self_ms.is_empty()).then(|| self_ms[self_ms.len() / 2]);
@@ -536,9 +536,9 @@ async fn run_direction(ctx: &Ctx, dir: Dir, max_duration: Duration, progress: &(
         let connections = pool.lock().map(|p| p.len()).unwrap_or(0).min(loads.len());
         let responsiveness = if verdict == Verdict::Ramping { None } else { stages.responsiveness.last().copied().filter(|_| stages.saturated_at.is_some()) };
         let state = match verdict {
-            Verdict::Ramping => "ramping",
-            Verdict::Saturated => "saturated",
-            Verdict::Done => "done",
+            Verdict::Ramping => IntervalState::Ramping,
+            Verdict::Saturated => IntervalState::Saturated,
+            Verdict::Done => IntervalState::Done,
         };
         let completed = probes.iter().filter(|pr| pr.t_s > end_s - p.interval_s && pr.t_s <= end_s).count();
         progress(format!(

@@ -1,0 +1,298 @@
+//! The packet loop's state: the model, the loop's counters and the open capture and event
+//! writers. It has no devices and no clock: the loop (engine.rs) hands it the packets it read
+//! and the time, and a function that writes a packet to a host; tests build it from a topology
+//! alone. It changes only through [`Command`]s, which the control plane (control.rs) has
+//! already checked and prepared (configurations built, trace files read, files opened), so
+//! applying one is quick and cannot fail.
+
+use contract::control::EmulatorCounters;
+use netmodel::{Delivered, Event, HostId, LinkConfig, LinkCounters, LinkId, Nanos, Network, Packet, PathId, PathSelection};
+
+use crate::lateness::Lateness;
+use crate::writer::{CapturedPacket, PendingSummary, Writer};
+
+/// A change or a question for the packet loop, checked by the control plane.
+pub enum Command {
+    /// The counters of every link direction and of the loop.
+    ReadCounters,
+    /// Zero every counter.
+    ResetCounters,
+    /// New configurations for link directions, all valid; `seed` restarts their random streams.
+    Reconfigure {
+        /// (link, its new configuration).
+        links: Vec<(LinkId, LinkConfig)>,
+        /// Seed of the links' random streams.
+        seed: Option<u64>,
+    },
+    /// New path selection, pins resolved and checked.
+    Route {
+        /// Selection.
+        selection: PathSelection,
+        /// (left host, right host, path).
+        pins: Vec<(HostId, HostId, PathId)>,
+    },
+    /// Capture a host's packets with this writer (its file is open).
+    StartCapture {
+        /// The host.
+        host: HostId,
+        /// Its writer.
+        writer: Writer<CapturedPacket>,
+    },
+    /// Close a host's capture.
+    StopCapture {
+        /// The host.
+        host: HostId,
+    },
+    /// Record packet events with this writer (its file is open).
+    StartEvents(Writer<Vec<Event>>),
+    /// Stop recording events.
+    StopEvents,
+    /// Deduct this many ns from every packet's propagation delays.
+    CompensateDelay(Nanos),
+    /// Stop forwarding; the loop ends.
+    Shutdown,
+}
+
+/// What applying a [`Command`] gives back.
+pub enum Outcome {
+    /// Applied.
+    Done,
+    /// [`Command::ReadCounters`]: each link direction's counters (index = link id) and the loop's.
+    Counters(Vec<LinkCounters>, EmulatorCounters),
+    /// A writer told to finish: the control plane waits for it, off the loop.
+    Finishing(PendingSummary),
+    /// Not applied (the control plane's checks should make this impossible).
+    Refused(String),
+}
+
+/// The loop's own counters (docs/control.md, `emulator`).
+#[derive(Debug, Default)]
+pub struct LoopCounters {
+    rx_packets: u64,
+    tx_packets: u64,
+    unroutable: u64,
+    non_ipv4: u64,
+    tx_errors: u64,
+    timer_late_ns_max: u64,
+    late_sum: u128,
+    late_count: u64,
+    rt_switches: u64,
+    /// How late each delivered packet left compared with the model's delivery time.
+    delivery_lateness: Lateness,
+}
+
+/// The model and everything the loop writes to.
+pub struct DataPlane {
+    net: Network<Vec<u8>>,
+    start_unix_ns: u64,
+    counters: LoopCounters,
+    pcaps: Vec<Option<Writer<CapturedPacket>>>,
+    events: Option<Writer<Vec<Event>>>,
+    delivered: Vec<Delivered<Vec<u8>>>,
+    stopping: bool,
+}
+
+impl DataPlane {
+    /// The state over `net`; model time 0 is Unix time `start_unix_ns`.
+    pub fn new(net: Network<Vec<u8>>, start_unix_ns: u64) -> DataPlane {
+        let pcaps = net.host_names().map(|_| None).collect();
+        DataPlane {
+            net,
+            start_unix_ns,
+            counters: LoopCounters::default(),
+            pcaps,
+            events: None,
+            delivered: Vec::new(),
+            stopping: false,
+        }
+    }
+
+    /// The model (read only: it changes through commands and packets).
+    pub fn network(&self) -> &Network<Vec<u8>> {
+        &self.net
+    }
+
+    /// When the model next has something due.
+    pub fn next_wakeup(&self) -> Option<Nanos> {
+        self.net.next_wakeup()
+    }
+
+    /// Whether forwarding should end (a `shutdown` request or a signal).
+    pub fn stopping(&self) -> bool {
+        self.stopping
+    }
+
+    /// Ends forwarding (a signal).
+    pub fn stop(&mut self) {
+        self.stopping = true;
+    }
+
+    /// A packet read from `host` at model time `now`.
+    pub fn ingest(&mut self, now: Nanos, host: usize, bytes: &[u8]) {
+        self.counters.rx_packets += 1;
+        let bytes = bytes.to_vec();
+        if let Some(Some(w)) = self.pcaps.get_mut(host) {
+            w.offer((self.start_unix_ns + now, bytes.clone()), 1);
+        }
+        match Packet::from_ipv4(bytes) {
+            Ok(packet) => {
+                if !self.net.send(now, HostId(host as u32), packet) {
+                    self.counters.unroutable += 1;
+                }
+            }
+            Err(_) => self.counters.non_ipv4 += 1,
+        }
+    }
+
+    /// Delivers every packet due by `now` through `send(host, packet)` (false: the write failed)
+    /// and hands the recorded events to the event writer.
+    pub fn forward_due(&mut self, now: Nanos, mut send: impl FnMut(usize, &[u8]) -> bool) {
+        self.net.poll(now, &mut self.delivered);
+        for d in self.delivered.drain(..) {
+            self.counters.delivery_lateness.record(now.saturating_sub(d.time));
+            let host = d.host.0 as usize;
+            if let Some(Some(w)) = self.pcaps.get_mut(host) {
+                w.offer((self.start_unix_ns + now, d.packet.payload.clone()), 1);
+            }
+            if send(host, &d.packet.payload) {
+                self.counters.tx_packets += 1;
+            } else {
+                self.counters.tx_errors += 1;
+            }
+        }
+        let events: Vec<Event> = self.net.drain_events().collect();
+        if let (false, Some(w)) = (events.is_empty(), &mut self.events) {
+            let n = events.len() as u64;
+            w.offer(events, n);
+        }
+    }
+
+    /// The loop woke `late` ns after a packet was due.
+    pub fn record_timer_lateness(&mut self, late: Nanos) {
+        let c = &mut self.counters;
+        c.timer_late_ns_max = c.timer_late_ns_max.max(late);
+        c.late_sum += u128::from(late);
+        c.late_count += 1;
+    }
+
+    /// The loop changed between real-time and normal scheduling.
+    pub fn count_rt_switch(&mut self) {
+        self.counters.rt_switches += 1;
+    }
+
+    /// Applies a checked command at model time `now`.
+    pub fn apply(&mut self, now: Nanos, command: Command) -> Outcome {
+        match command {
+            Command::ReadCounters => {
+                let links = (0..self.net.link_count()).filter_map(|i| self.net.link(LinkId(i as u32))).map(|l| l.counters());
+                Outcome::Counters(links.collect(), self.emulator_counters())
+            }
+            Command::ResetCounters => {
+                self.net.reset_counters();
+                self.counters = LoopCounters::default();
+                Outcome::Done
+            }
+            Command::Reconfigure { links, seed } => self.reconfigure(now, links, seed),
+            Command::Route { selection, pins } => match self.net.set_routing(selection, &pins) {
+                Ok(()) => Outcome::Done,
+                Err(e) => Outcome::Refused(e.to_string()),
+            },
+            Command::StartCapture { host, writer } => match self.pcaps.get_mut(host.0 as usize) {
+                Some(slot @ None) => {
+                    *slot = Some(writer);
+                    Outcome::Done
+                }
+                Some(Some(_)) => Outcome::Refused("host: a capture is already running on this host".into()),
+                None => Outcome::Refused(format!("host: no host {}", host.0)),
+            },
+            Command::StopCapture { host } => finishing(self.pcaps.get_mut(host.0 as usize).and_then(Option::take)),
+            Command::StartEvents(writer) => {
+                if self.events.is_some() {
+                    return Outcome::Refused("the event log is already running".into());
+                }
+                self.events = Some(writer);
+                self.net.record_events(true);
+                Outcome::Done
+            }
+            Command::StopEvents => {
+                self.net.record_events(false);
+                finishing(self.events.take())
+            }
+            Command::CompensateDelay(ns) => {
+                self.net.set_delay_compensation(ns);
+                Outcome::Done
+            }
+            Command::Shutdown => {
+                self.stopping = true;
+                Outcome::Done
+            }
+        }
+    }
+
+    fn reconfigure(&mut self, now: Nanos, links: Vec<(LinkId, LinkConfig)>, seed: Option<u64>) -> Outcome {
+        for (id, config) in links {
+            // Every configuration passed the model's validation on the control side, which is
+            // the only way this can fail.
+            if let Err(e) = self.net.reconfigure(now, id, config) {
+                return Outcome::Refused(e.to_string());
+            }
+            if let Some(seed) = seed {
+                self.net.reseed(id, seed);
+            }
+        }
+        Outcome::Done
+    }
+
+    fn emulator_counters(&self) -> EmulatorCounters {
+        let c = &self.counters;
+        EmulatorCounters {
+            rx_packets: c.rx_packets,
+            tx_packets: c.tx_packets,
+            unroutable: c.unroutable,
+            non_ipv4: c.non_ipv4,
+            tx_errors: c.tx_errors,
+            timer_late_ns_max: c.timer_late_ns_max,
+            timer_late_ns_mean: if c.late_count > 0 { (c.late_sum / u128::from(c.late_count)) as u64 } else { 0 },
+            pcap_dropped: self.pcaps.iter().flatten().map(Writer::dropped).sum(),
+            events_dropped: self.events.as_ref().map_or(0, Writer::dropped),
+            rt_switches: c.rt_switches,
+            delivery_late: c.delivery_lateness.summary(),
+            delay_compensation_ns: self.net.delay_compensation(),
+        }
+    }
+
+    /// Closes every writer and waits for them (at the end of a run).
+    pub fn finish_writers(&mut self) {
+        for w in self.pcaps.iter_mut().filter_map(Option::take) {
+            w.finish().wait();
+        }
+        if let Some(w) = self.events.take() {
+            w.finish().wait();
+        }
+    }
+}
+
+/// The outcome of taking a writer out of its slot: it finishes, off the loop.
+fn finishing<T: Send + 'static>(taken: Option<Writer<T>>) -> Outcome {
+    taken.map_or(Outcome::Refused("nothing is being written".into()), |w| Outcome::Finishing(w.finish()))
+}
+
+/// Counters of a link direction in the contract's form.
+pub fn link_counters(c: &LinkCounters) -> contract::control::LinkCounters {
+    let drops = |d: &netmodel::DropCounts| contract::control::DropCounts { queue_full: d.queue_full, random_loss: d.random_loss, aqm: d.aqm };
+    contract::control::LinkCounters {
+        enqueued_packets: c.enqueued_packets,
+        enqueued_bytes: c.enqueued_bytes,
+        delivered_packets: c.delivered_packets,
+        delivered_bytes: c.delivered_bytes,
+        dropped_packets: drops(&c.dropped_packets),
+        dropped_bytes: drops(&c.dropped_bytes),
+        queue_packets: c.queue_packets,
+        queue_bytes: c.queue_bytes,
+        max_queue_packets: c.max_queue_packets,
+        max_queue_bytes: c.max_queue_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,115 @@
+use std::path::Path;
+use std::sync::Arc;
+
+use netmodel::{LinkConfig, Rate, MS};
+
+use super::*;
+use crate::testkit::{self, udp, Scratch};
+use crate::writer;
+
+const CLIENT: [u8; 4] = [10, 77, 0, 1];
+const SERVER: [u8; 4] = [10, 77, 1, 1];
+
+fn plane() -> DataPlane {
+    DataPlane::new(testkit::network(&testkit::topology(Path::new("."))), 1_000_000_000)
+}
+
+/// Delivers what is due at `now`; returns (host, size) of each packet written.
+fn forward(plane: &mut DataPlane, now: Nanos) -> Vec<(usize, usize)> {
+    let mut sent = Vec::new();
+    plane.forward_due(now, |host, packet| {
+        sent.push((host, packet.len()));
+        true
+    });
+    sent
+}
+
+fn counters(plane: &mut DataPlane) -> (Vec<LinkCounters>, EmulatorCounters) {
+    match plane.apply(0, Command::ReadCounters) {
+        Outcome::Counters(links, emulator) => (links, emulator),
+        _ => panic!("counters expected"),
+    }
+}
+
+fn link(plane: &DataPlane, name: &str) -> LinkId {
+    plane.network().link_id(name).unwrap()
+}
+
+#[test]
+fn packets_cross_the_model_on_time_and_are_counted() {
+    let mut plane = plane();
+    plane.ingest(0, 0, &udp(CLIENT, SERVER, 100));
+    plane.ingest(0, 0, &udp(CLIENT, [10, 99, 0, 1], 100));
+    plane.ingest(0, 0, &[0x60, 0, 0, 0]);
+    assert!(forward(&mut plane, 5 * MS - 1).is_empty(), "the uplink delays 5 ms");
+    assert_eq!(plane.next_wakeup(), Some(5 * MS));
+    assert_eq!(forward(&mut plane, 5 * MS + 20_000), [(1, 100)]);
+    let (links, emulator) = counters(&mut plane);
+    assert_eq!(links[link(&plane, "client.up").0 as usize].delivered_packets, 1);
+    assert_eq!((emulator.rx_packets, emulator.tx_packets, emulator.unroutable, emulator.non_ipv4), (3, 1, 1, 1));
+    assert_eq!((emulator.delivery_late.packets, emulator.delivery_late.max_ns), (1, 20_000));
+    plane.forward_due(6 * MS, |_, _| false);
+    plane.ingest(6 * MS, 1, &udp(SERVER, CLIENT, 100));
+    plane.forward_due(6 * MS, |_, _| false);
+    assert_eq!(counters(&mut plane).1.tx_errors, 1);
+    assert!(matches!(plane.apply(0, Command::ResetCounters), Outcome::Done));
+    let (links, emulator) = counters(&mut plane);
+    assert_eq!((links[0].enqueued_packets, emulator.rx_packets, emulator.delivery_late.packets), (0, 0, 0));
+}
+
+#[test]
+fn commands_change_the_model_at_the_moment_given() {
+    let mut plane = plane();
+    let p0 = link(&plane, "p0.forward");
+    let config = LinkConfig::with_rate(7_000_000, 3 * MS);
+    let outcome = plane.apply(2 * MS, Command::Reconfigure { links: vec![(p0, config.clone())], seed: Some(4) });
+    assert!(matches!(outcome, Outcome::Done));
+    assert_eq!(plane.network().link(p0).unwrap().config(), &config);
+    assert!(matches!(plane.apply(0, Command::CompensateDelay(90_000)), Outcome::Done));
+    assert_eq!(plane.network().delay_compensation(), 90_000);
+    assert_eq!(counters(&mut plane).1.delay_compensation_ns, 90_000);
+    let bad = LinkConfig { rate: Rate::BitsPerSecond(0), ..LinkConfig::default() };
+    assert!(matches!(plane.apply(0, Command::Reconfigure { links: vec![(p0, bad)], seed: None }), Outcome::Refused(_)));
+    assert!(!plane.stopping());
+    assert!(matches!(plane.apply(0, Command::Shutdown), Outcome::Done));
+    assert!(plane.stopping());
+}
+
+#[test]
+fn captures_see_both_directions_of_a_host_and_finish_off_the_loop() {
+    let scratch = Scratch::new("dataplane-pcap");
+    let mut plane = plane();
+    for (host, name) in [(0u32, "client.pcap"), (1, "server.pcap")] {
+        let writer = writer::pcap(&scratch.0.join(name)).unwrap();
+        assert!(matches!(plane.apply(0, Command::StartCapture { host: HostId(host), writer }), Outcome::Done));
+    }
+    let again = writer::pcap(&scratch.0.join("again.pcap")).unwrap();
+    assert!(matches!(plane.apply(0, Command::StartCapture { host: HostId(0), writer: again }), Outcome::Refused(_)));
+    plane.ingest(0, 0, &udp(CLIENT, SERVER, 200));
+    forward(&mut plane, 5 * MS);
+    plane.ingest(5 * MS, 1, &udp(SERVER, CLIENT, 300));
+    forward(&mut plane, 5 * MS);
+    for (host, written) in [(0u32, 2), (1, 2)] {
+        let Outcome::Finishing(pending) = plane.apply(0, Command::StopCapture { host: HostId(host) }) else { panic!() };
+        assert_eq!(pending.wait().written, written);
+    }
+    assert!(matches!(plane.apply(0, Command::StopCapture { host: HostId(0) }), Outcome::Refused(_)));
+    assert_eq!(std::fs::metadata(scratch.0.join("client.pcap")).unwrap().len(), 24 + 2 * 16 + 200 + 300);
+}
+
+#[test]
+fn events_are_recorded_only_while_the_log_runs() {
+    let scratch = Scratch::new("dataplane-events");
+    let mut plane = plane();
+    plane.ingest(0, 0, &udp(CLIENT, SERVER, 100));
+    forward(&mut plane, 10 * MS);
+    let names = Arc::new(vec!["client.up".to_string()]);
+    let writer = writer::event_log(&scratch.0.join("ev.ndjson"), "t1", 0, names).unwrap();
+    assert!(matches!(plane.apply(10 * MS, Command::StartEvents(writer)), Outcome::Done));
+    plane.ingest(10 * MS, 0, &udp(CLIENT, SERVER, 100));
+    forward(&mut plane, 20 * MS);
+    let Outcome::Finishing(pending) = plane.apply(20 * MS, Command::StopEvents) else { panic!() };
+    assert_eq!(pending.wait().written, 6, "enqueue and deliver on three link directions, the first packet not");
+    let lines = std::fs::read_to_string(scratch.0.join("ev.ndjson")).unwrap();
+    assert_eq!(lines.lines().count(), 7, "a header and six events");
+}

@@ -1,0 +1,180 @@
+"""What every section of the report is built from: the experiments as loaded from the store
+(`Experiment`, `Run`), their labels and order, the HTML helpers, and the `Builder` the sections
+draw with (its store and figure writing). A leaf of the report: `build` and every section module
+import it, it imports none of them."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protolab.report import figures
+from protolab.store import ResultsStore
+
+MODE_ORDER = ("h1c", "h1", "h2", "h2-parallel", "h2-mptcp", "h3", "h3-parallel")
+NO_PAGE = "-"  # runs that load no page (bulk transfers)
+
+
+@dataclass
+class Run:
+    run_key: str
+    status: str
+    error: str | None
+    plt_ms: float | None
+    mode: str
+    page: str
+    repetition: int | None
+    params: dict[str, Any]
+    condition: tuple[Any, ...] = ()
+    n_connections: int | None = None
+    page_bytes: int | None = None
+    goodput_mbps: float | None = None
+
+
+@dataclass
+class Experiment:
+    id: str
+    name: str
+    spec: Any
+    provenance: Any
+    created: Any
+    updated: Any
+    runs: list[Run]
+    varying: list[str] = field(default_factory=list)
+    fixed: dict[str, Any] = field(default_factory=dict)
+    modes: list[str] = field(default_factory=list)
+    pages: list[str] = field(default_factory=list)
+    page_size: dict[str, int] = field(default_factory=dict)
+    conditions: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def sort_key(value: Any) -> tuple[int, Any]:
+    if value is None:
+        return (2, "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value))
+    return (1, str(value))
+
+
+def mode_sort_key(mode: str) -> tuple[int, str]:
+    base, _, n = mode.partition(":")
+    rank = MODE_ORDER.index(base) if base in MODE_ORDER else len(MODE_ORDER)
+    return (rank, f"{int(n):06d}" if n.isdigit() else (n or mode))
+
+
+def determined(runs: Sequence[Run], name: str, by: Sequence[str]) -> bool:
+    """Whether the value of parameter `name` is a function of the parameters `by` over the runs."""
+    seen: dict[tuple[Any, ...], Any] = {}
+    for run in runs:
+        key = tuple(hashable(run.mode if f == "mode" else run.page if f == "page" else run.params.get(f))
+                    for f in by)
+        value = hashable(run.params.get(name))
+        if seen.setdefault(key, value) != value:
+            return False
+    return True
+
+
+def hashable(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+# How a run parameter reads in labels; others read `name=value`.
+PARAM_FORMATS = {
+    "bandwidth_mbps": "{:g} Mbit/s",
+    "rtt_ms": "RTT {:g} ms",
+    "loss_pct": "loss {:g}%",
+    "buffer_bytes": "buffer {} B",
+    "buffer": "buffer {}",
+    "tcp_cc": "TCP {}",
+    "quic_cc": "QUIC {}",
+    "client": "client {}",
+    "warm": "{} loads",
+    "scenario": "{}",
+}
+
+
+def fmt_param(name: str, value: Any) -> str:
+    if value is None:
+        return f"{name} -"
+    template = PARAM_FORMATS.get(name)
+    return template.format(value) if template else f"{name}={value}"
+
+
+def condition_label(exp: Experiment, condition: tuple[Any, ...], skip: Iterable[str] = ()) -> str:
+    parts = [fmt_param(name, value) for name, value in zip(exp.varying, condition) if name not in set(skip)]
+    return ", ".join(parts) or "all runs"
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric_from: int = 99, css: str = "") -> str:
+    """An HTML table; cells are already escaped HTML."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = "".join(f'<td class="num">{c}</td>' if i >= numeric_from else f"<td>{c}</td>"
+                        for i, c in enumerate(row))
+        body.append(f"<tr>{cells}</tr>")
+    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def note(text: str) -> str:
+    return f'<p class="note">{esc(text)}</p>'
+
+
+class Builder:
+    """The store a report reads and the figures it writes; `build.ReportBuilder` adds the sections."""
+
+    def __init__(self, store: ResultsStore, out_dir: Path, baseline: str | None) -> None:
+        self.store = store
+        self.out_dir = out_dir
+        self.figures_dir = out_dir / "figures"
+        self.baseline = baseline
+        self.figure_count = 0
+        self.figure_files: list[Path] = []
+
+    def figure(self, fig: Any, name: str, caption: str) -> str:
+        self.figure_count += 1
+        svg = figures.save_figure(fig, name, self.figures_dir, self.figure_count)
+        self.figure_files += [self.figures_dir / f"{name}.svg", self.figures_dir / f"{name}.png"]
+        return (f'<figure id="{esc(name)}"><div class="svg">{svg}</div><figcaption>{esc(caption)} '
+                f'<a href="figures/{esc(name)}.svg">SVG</a> · <a href="figures/{esc(name)}.png">PNG</a>'
+                "</figcaption></figure>")
+
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 1300px;
+       color: #222; background: #fff; padding: 0 16px; }
+h1 { font-size: 1.6em; border-bottom: 3px solid #1f77b4; padding-bottom: 6px; }
+h2 { font-size: 1.35em; margin-top: 2em; background: #eef4fa; padding: 6px 10px; border-left: 5px solid #1f77b4; }
+h3 { font-size: 1.1em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; vertical-align: top; }
+th { background: #f0f0f0; }
+table.data tbody tr:nth-child(even) { background: #fafafa; }
+table.kv td:first-child { font-weight: 600; background: #f7f7f7; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+figure { margin: 12px 0 24px; }
+figure .svg svg { max-width: 100%; height: auto; }
+figcaption { font-size: 0.85em; color: #444; }
+.note { color: #7a5a00; background: #fff8e0; border: 1px solid #f0dc9a; padding: 6px 10px; }
+.caption { font-size: 0.85em; color: #444; }
+.ok { color: #1a7f1a; font-weight: 600; } .bad { color: #c00; font-weight: 600; }
+pre { background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 0.8em; }
+nav ul { columns: 2; font-size: 0.9em; }
+"""

@@ -1,0 +1,438 @@
+# Generated from schemas/control-request.json by scripts/generate_models.py: do not edit.
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+
+class Request1(BaseModel):
+    """
+    The lab, its process, its clock and its normalized topology ([`Info`]).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['info']
+
+
+class Request2(BaseModel):
+    """
+    Counters of every link direction, path and of the emulator ([`Counters`]).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['counters']
+
+
+class Request3(BaseModel):
+    """
+    Zero every counter.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['reset_counters']
+
+
+class Request6(BaseModel):
+    """
+    Start capturing a host's interface ([`Started`]).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['pcap_start']
+    host: str
+    """
+    Host whose interface is captured.
+    """
+    path: str
+    """
+    The capture file to create.
+    """
+
+
+class Request7(BaseModel):
+    """
+    Close a host's capture ([`CaptureStopped`]).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['pcap_stop']
+    host: str
+    """
+    Host whose capture is closed.
+    """
+
+
+class Request8(BaseModel):
+    """
+    Start the ground-truth event log ([`Started`]).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['events_start']
+    path: str
+    """
+    The event log file to create.
+    """
+
+
+class Request9(BaseModel):
+    """
+    Close the event log ([`LogStopped`]).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['events_stop']
+
+
+class Request10(BaseModel):
+    """
+    Deduct the lab's own path latency ([`DelayCompensation`]).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['set_delay_compensation']
+    ns: Annotated[int, Field(ge=0, le=10000000)]
+    """
+    Packets sent from now on cross the network this many ns faster than configured.
+    """
+
+
+class Request11(BaseModel):
+    """
+    Reply, then clean up and exit.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['shutdown']
+
+
+class JitterDistribution(StrEnum):
+    """
+    Shape of the delay variation (every one zero-mean with the given standard deviation).
+    """
+
+    uniform = 'uniform'
+    """
+    Uniform over `±std·√3`.
+    """
+    normal = 'normal'
+    """
+    Normal.
+    """
+    pareto = 'pareto'
+    """
+    Pareto with shape 3 shifted to zero mean: a heavy tail of late packets.
+    """
+
+
+class JitterParams(BaseModel):
+    """
+    Random delay variation added to the propagation delay.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    dist: JitterDistribution | None = 'normal'
+    """
+    Distribution (default normal).
+    """
+    preserve_order: bool | None = False
+    """
+    Never deliver a packet before one that entered the link earlier.
+    """
+    std_ns: Annotated[int, Field(ge=0)]
+    """
+    Standard deviation, ns. Input also takes `std` and strings such as `"1ms"`.
+    """
+
+
+class LossParams1(BaseModel):
+    """
+    Each packet lost independently.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    kind: Literal['bernoulli']
+    p: Annotated[float, Field(ge=0.0, le=1.0)]
+    """
+    Loss probability (0..=1).
+    """
+
+
+class LossParams2(BaseModel):
+    """
+    A two-state Markov chain evaluated per packet.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    kind: Literal['gilbert-elliott']
+    loss_bad: Annotated[float | None, Field(ge=0.0, le=1.0)] = 1.0
+    """
+    Loss probability in the bad state (default 1).
+    """
+    loss_good: Annotated[float | None, Field(ge=0.0, le=1.0)] = 0.0
+    """
+    Loss probability in the good state (default 0).
+    """
+    p: Annotated[float, Field(ge=0.0, le=1.0)]
+    """
+    P(good -> bad) per packet.
+    """
+    r: Annotated[float, Field(ge=0.0, le=1.0)]
+    """
+    P(bad -> good) per packet.
+    """
+
+
+class Pin(BaseModel):
+    """
+    A left host and a right host whose packets (both directions) take one path.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    left: str
+    """
+    Left host.
+    """
+    path: str
+    """
+    Path.
+    """
+    right: str
+    """
+    Right host.
+    """
+
+
+class QueueParams1(BaseModel):
+    """
+    Drop-tail.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    bytes: Annotated[int | None, Field(ge=0)] = None
+    """
+    Byte limit.
+    """
+    kind: Literal['droptail']
+    packets: Annotated[int | None, Field(ge=1)] = None
+    """
+    Packet limit.
+    """
+
+
+class QueueParams2(BaseModel):
+    """
+    Drop-head.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    bytes: Annotated[int | None, Field(ge=0)] = None
+    """
+    Byte limit.
+    """
+    kind: Literal['drophead']
+    packets: Annotated[int | None, Field(ge=1)] = None
+    """
+    Packet limit.
+    """
+
+
+class QueueParams3(BaseModel):
+    """
+    CoDel.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    bytes: Annotated[int | None, Field(ge=0)] = None
+    """
+    Byte limit.
+    """
+    interval_ns: Annotated[int | None, Field(ge=0)] = 100000000
+    """
+    Interval, ns (default 100 ms). Input also takes `interval` and strings.
+    """
+    kind: Literal['codel']
+    packets: Annotated[int | None, Field(ge=1)] = None
+    """
+    Packet limit.
+    """
+    target_ns: Annotated[int | None, Field(ge=0)] = 5000000
+    """
+    Target, ns (default 5 ms). Input also takes `target` and strings such as `"5ms"`.
+    """
+
+
+class RoutingMode(StrEnum):
+    """
+    Path selection between the sides (docs/topology.md).
+    """
+
+    ecmp_xor = 'ecmp-xor'
+    """
+    Per flow: `(SA ^ DA ^ SP ^ DP ^ PT) mod N`, the hash of 001 §IV-C1.
+    """
+    ecmp_hash = 'ecmp-hash'
+    """
+    Per flow: a keyed SipHash of the direction-independent 5-tuple.
+    """
+    round_robin = 'round-robin'
+    """
+    Per packet.
+    """
+
+
+class Request5(BaseModel):
+    """
+    Change path selection.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['set_routing']
+    mode: RoutingMode | None = None
+    """
+    Path selection.
+    """
+    pins: list[Pin] | None = None
+    """
+    Host pairs pinned to a path.
+    """
+
+
+class LinkPatch(BaseModel):
+    """
+    A `set_link` change (docs/control.md): each field absent keeps the current value, `null`
+    removes it (back to the ideal link's: unlimited, no trace, the default queue, no delay, no
+    jitter, no loss), a value replaces it. Setting a rate drops the trace and setting a trace
+    drops the rate, unless the patch names both. Takes the same input forms as [`LinkParams`].
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    delay_ns: Annotated[int | None, Field(ge=0)] = None
+    """
+    New propagation delay, ns.
+    """
+    jitter: JitterParams | None = None
+    """
+    New delay variation.
+    """
+    loss: LossParams1 | LossParams2 | None = None
+    """
+    New loss model.
+    """
+    queue: QueueParams1 | QueueParams2 | QueueParams3 | None = None
+    """
+    New queue.
+    """
+    rate_bps: Annotated[int | None, Field(ge=1)] = None
+    """
+    New rate, bit/s (`null` or `"unlimited"`: unlimited).
+    """
+    trace: str | None = None
+    """
+    New trace file.
+    """
+
+
+class Request4(BaseModel):
+    """
+    Change link directions live ([`LinksSet`]).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    cmd: Literal['set_link']
+    link: str | list[str]
+    """
+    Link direction names (`client.up`, `p0.forward`): one name or a list.
+    """
+    params: Annotated[LinkPatch | None, Field(validate_default=True)] = {}
+    """
+    The change.
+    """
+    seed: Annotated[int | None, Field(ge=0)] = None
+    """
+    Restart the links' random streams from this seed (reproducible loss and jitter).
+    """
+
+
+class Request(
+    RootModel[
+        Request1
+        | Request2
+        | Request3
+        | Request4
+        | Request5
+        | Request6
+        | Request7
+        | Request8
+        | Request9
+        | Request10
+        | Request11
+    ]
+):
+    root: Annotated[
+        Request1 | Request2 | Request3 | Request4 | Request5 | Request6 | Request7 | Request8 | Request9 | Request10 | Request11,
+        Field(title='Request'),
+    ]
+    """
+    One control request. The wire form is flat: `{"cmd": "<name>", ...the command's fields}`.
+    """

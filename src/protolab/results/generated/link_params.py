@@ -1,0 +1,203 @@
+# Generated from schemas/link-params.json by scripts/generate_models.py: do not edit.
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class JitterDistribution(StrEnum):
+    """
+    Shape of the delay variation (every one zero-mean with the given standard deviation).
+    """
+
+    uniform = 'uniform'
+    """
+    Uniform over `±std·√3`.
+    """
+    normal = 'normal'
+    """
+    Normal.
+    """
+    pareto = 'pareto'
+    """
+    Pareto with shape 3 shifted to zero mean: a heavy tail of late packets.
+    """
+
+
+class JitterParams(BaseModel):
+    """
+    Random delay variation added to the propagation delay.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    dist: JitterDistribution | None = 'normal'
+    """
+    Distribution (default normal).
+    """
+    preserve_order: bool | None = False
+    """
+    Never deliver a packet before one that entered the link earlier.
+    """
+    std_ns: Annotated[int, Field(ge=0)]
+    """
+    Standard deviation, ns. Input also takes `std` and strings such as `"1ms"`.
+    """
+
+
+class LossParams1(BaseModel):
+    """
+    Each packet lost independently.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    kind: Literal['bernoulli']
+    p: Annotated[float, Field(ge=0.0, le=1.0)]
+    """
+    Loss probability (0..=1).
+    """
+
+
+class LossParams2(BaseModel):
+    """
+    A two-state Markov chain evaluated per packet.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    kind: Literal['gilbert-elliott']
+    loss_bad: Annotated[float | None, Field(ge=0.0, le=1.0)] = 1.0
+    """
+    Loss probability in the bad state (default 1).
+    """
+    loss_good: Annotated[float | None, Field(ge=0.0, le=1.0)] = 0.0
+    """
+    Loss probability in the good state (default 0).
+    """
+    p: Annotated[float, Field(ge=0.0, le=1.0)]
+    """
+    P(good -> bad) per packet.
+    """
+    r: Annotated[float, Field(ge=0.0, le=1.0)]
+    """
+    P(bad -> good) per packet.
+    """
+
+
+class QueueParams1(BaseModel):
+    """
+    Drop-tail.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    bytes: Annotated[int | None, Field(ge=0)] = None
+    """
+    Byte limit.
+    """
+    kind: Literal['droptail']
+    packets: Annotated[int | None, Field(ge=1)] = None
+    """
+    Packet limit.
+    """
+
+
+class QueueParams2(BaseModel):
+    """
+    Drop-head.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    bytes: Annotated[int | None, Field(ge=0)] = None
+    """
+    Byte limit.
+    """
+    kind: Literal['drophead']
+    packets: Annotated[int | None, Field(ge=1)] = None
+    """
+    Packet limit.
+    """
+
+
+class QueueParams3(BaseModel):
+    """
+    CoDel.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    bytes: Annotated[int | None, Field(ge=0)] = None
+    """
+    Byte limit.
+    """
+    interval_ns: Annotated[int | None, Field(ge=0)] = 100000000
+    """
+    Interval, ns (default 100 ms). Input also takes `interval` and strings.
+    """
+    kind: Literal['codel']
+    packets: Annotated[int | None, Field(ge=1)] = None
+    """
+    Packet limit.
+    """
+    target_ns: Annotated[int | None, Field(ge=0)] = 5000000
+    """
+    Target, ns (default 5 ms). Input also takes `target` and strings such as `"5ms"`.
+    """
+
+
+class LinkParams(BaseModel):
+    """
+    One link direction (docs/topology.md). The default is the ideal link: unlimited, no delay,
+    no loss, a drop-tail queue of 1000 packets.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    delay_ns: Annotated[int | None, Field(ge=0, le=3600000000000)] = 0
+    """
+    Propagation delay, ns. Input also takes `delay` and strings such as `"25ms"`.
+    """
+    jitter: JitterParams | None = None
+    """
+    Random delay variation; `null`: none.
+    """
+    loss: LossParams1 | LossParams2 | None = None
+    """
+    Random loss at arrival; `null`: none.
+    """
+    queue: Annotated[QueueParams1 | QueueParams2 | QueueParams3 | None, Field(validate_default=True)] = {
+        'kind': 'droptail',
+        'packets': 1000,
+    }
+    """
+    The queue in front of the link.
+    """
+    rate_bps: Annotated[int | None, Field(ge=1)] = None
+    """
+    Serialization rate in bit/s; `null`: unlimited, or paced by `trace`. Input also takes
+    `rate` and strings such as `"10mbit"` or `"unlimited"`.
+    """
+    trace: str | None = None
+    """
+    A Mahimahi trace file of delivery opportunities, instead of `rate_bps` (relative paths are
+    relative to the topology file).
+    """

@@ -1,0 +1,172 @@
+"""Sweeps on a Dask cluster (docs/cluster.md): `protolab run SPEC --cluster tcp://HOST:8786`
+spreads an experiment's unfinished runs over Dask workers (`protolab worker`), one lab per
+worker process, and records every run in the one results store as the local runner does.
+
+The coordinator plans the runs (the same plan, keys and order as a local run), groups them in
+blocks of one condition each (a lab session enters a condition once for its block), and submits
+one task per block. A worker rebuilds the experiment from the spec, runs its block in its own
+lab (named after the worker, so two workers on one machine never share one) and returns the
+run records; the coordinator alone writes the store, adding the worker's name to each run. A
+worker that dies takes its block's unreturned runs with it: the scheduler gives the block to
+another worker (the emulator of the dead worker's lab cleans up after its owner). Resume works
+as locally: a second invocation skips the runs the store already has.
+
+Workers must see the spec, its pages and the results directory at the same paths as the
+coordinator (one machine, or a shared file system).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from protolab.errors import ProtolabError
+from protolab.plan.experiment import Experiment, spec_from_dict
+from protolab.run.dask_client import TASK_RETRIES, ClusterError, connect, worker_names
+from protolab.run.executors import EXECUTORS
+from protolab.run.runner import (
+    Adaptive,
+    Events,
+    PlannedRun,
+    Summary,
+    _execute_one,
+    _metric,
+    estimate_s,
+    experiment_provenance,
+    plan,
+)
+from protolab.run.session import LabExecutor
+from protolab.results.record import RunRecord
+from protolab.store import ResultsStore
+
+
+def blocks(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+    """Consecutive runs of one condition, in plan order: the unit of work of a worker."""
+    out: list[list[PlannedRun]] = []
+    for run in runs:
+        if out and out[-1][0].condition == run.condition:
+            out[-1].append(run)
+        else:
+            out.append([run])
+    return out
+
+
+def worker_lab_name(worker: str) -> str:
+    """A lab name ([a-z0-9]{1,10}) of its own for each worker process."""
+    return "w" + hashlib.sha256(f"{worker}/{os.getpid()}".encode()).hexdigest()[:8]
+
+
+def execute_block(spec: dict[str, Any], spec_path: str | None, keys: list[str], results_dir: str,
+                  prior: dict[str, list[float]] | None = None) -> list[RunRecord]:
+    """Runs on a worker: the runs `keys` of the experiment, in order, in a lab of the worker.
+    With adaptive repetitions ([design] ci_target) a run whose cell has converged is left out
+    (no record): `prior` holds the values the coordinator knew for the block's cells, and a
+    block holds every repetition of its condition, so the worker judges as a local run would."""
+    worker = _worker_name()
+    path = Path(spec_path) if spec_path else None
+    experiment = spec_from_dict(spec, source=spec_path or "spec", path=path)
+    planned = {run.key: run for run in plan(experiment)}
+    missing = [key for key in keys if key not in planned]
+    if missing:
+        raise ClusterError(f"worker {worker}: the spec does not plan runs {missing[:3]} (a different spec file?)")
+    runs = [planned[key] for key in keys]
+    out = Path(results_dir)
+    adaptive = Adaptive(experiment, None, runs, values=prior or {})
+    records = []
+    executor = LabExecutor(workloads=EXECUTORS, lab_name=worker_lab_name(worker))
+    with executor.session(experiment, out) as session:
+        session.enter(runs[0].condition)
+        try:
+            for run in runs:
+                if adaptive.skip(run):
+                    continue
+                record = _execute_one(session, run, out, Events())
+                record.params["worker"] = worker
+                adaptive.add(run, record.status, _metric(record))
+                records.append(record)
+        finally:
+            with contextlib.suppress(ProtolabError):
+                session.leave(runs[0].condition)
+    return records
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except ValueError:  # not in a worker (tests call execute_block directly)
+        return f"local-{os.getpid()}"
+
+
+def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, events: Events | None = None) -> Summary:
+    """Like `protolab.run.runner.run_experiment`, with the runs executed by the cluster's workers."""
+    from distributed import as_completed
+
+    events = events or Events()
+    results_dir = results_dir.resolve()
+    results_dir.mkdir(parents=True, exist_ok=True)
+    runs = plan(experiment)
+    started = time.monotonic()
+    # As written (unset fields left out): some checks depend on what the spec sets.
+    spec = experiment.spec.model_dump(mode="json", exclude_unset=True)
+    spec_path = str(experiment.path.resolve()) if experiment.path is not None else None
+    with ResultsStore(results_dir) as store, connect(address) as client:
+        provenance = experiment_provenance(LabExecutor(workloads=EXECUTORS), experiment)
+        provenance["cluster"] = {"scheduler": address, "workers": worker_names(client)}
+        store.upsert_experiment(experiment.name, experiment.name, experiment.spec_dict(), provenance)
+        finished = store.finished_run_keys(experiment.name)
+        todo = [run for run in runs if run.key not in finished]
+        summary = Summary(experiment.name, results_dir, total=len(runs), skipped=len(runs) - len(todo))
+        events.planned(len(runs), len(todo), sum(estimate_s(run, experiment.params) for run in todo))
+        by_key = {run.key: run for run in todo}
+        adaptive = Adaptive(experiment, store, runs)
+        on_converged = getattr(events, "converged", None)
+        block_keys: dict[str, list[str]] = {}
+        futures = []
+        for block in blocks(todo):
+            prior = adaptive.values_for(block) if adaptive.target is not None else None
+            future = client.submit(execute_block, spec, spec_path, [run.key for run in block], str(results_dir), prior,
+                                   key=f"protolab-{experiment.name}-{block[0].key}", pure=False, retries=TASK_RETRIES)
+            block_keys[future.key] = [run.key for run in block]
+            futures.append(future)
+        try:
+            for future in as_completed(futures):
+                try:
+                    records: list[RunRecord] = future.result()
+                except Exception as exc:  # a block failed beyond its retries (a worker error, not a run's)
+                    raise ClusterError(f"a block of runs failed on the cluster: {type(exc).__name__}: {exc}") from exc
+                for record in records:
+                    store.record_run(experiment.name, record)
+                    setattr(summary, record.status, getattr(summary, record.status) + 1)
+                    events.finished(by_key[record.run_key], record)
+                recorded = {record.run_key for record in records}
+                for key in block_keys[future.key]:
+                    if key not in recorded:  # left out on the worker: its cell converged
+                        summary.converged += 1
+                        if on_converged is not None:
+                            on_converged(by_key[key])
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    summary.duration_s = time.monotonic() - started
+    return summary
+
+
+def serve_worker(scheduler: str, name: str | None = None) -> None:
+    """`protolab worker`: one Dask worker process with one thread (one lab at a time), until
+    the scheduler goes away or the process is interrupted."""
+    import asyncio
+
+    from distributed import Worker
+
+    async def main() -> None:
+        async with Worker(scheduler, nthreads=1, name=name, resources={"lab": 1}) as worker:
+            await worker.finished()
+
+    asyncio.run(main())

@@ -1,0 +1,356 @@
+"""The lab executor (docs/spec.md): one real lab per experiment, its servers, and what every run
+shares.
+
+`LabExecutor` builds the scenario's topology once (one `Lab`) and starts `protolab-net serve`
+in each server host. Servers are started with the transport options of the run at hand and
+restarted only when a run needs other options (a controller axis, say). For each run the
+session sets every link of the scenario with the run's seed (so each run meets the same loss
+draws as the other modes of its block), resets the emulator counters, starts the captures the
+spec asks for, hands the run to its workload's executor, stops the captures and reads the
+counters. The executors per workload (`protolab.run.executors.EXECUTORS`) are handed to
+`LabExecutor`: they use the session, so the session does not import them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protolab.errors import LabError, ToolError
+from protolab.files import write_text_atomically
+from protolab.lab import Lab, find_binary
+from protolab.plan.experiment import Experiment
+from protolab.run import provenance
+from protolab.results.documents import parse_document
+from protolab.results.generated.control_reply import Counters
+from protolab.results.generated.link_params import LinkParams
+from protolab.results.record import RunRecord
+from protolab.run.runner import PlannedRun
+from protolab.scenarios import Condition, Context
+
+# What one run of a workload does in a session, by the workload's name.
+WorkloadExecutor = Callable[["LabSession", PlannedRun, Path], RunRecord]
+
+SERVER_READY_TIMEOUT_S = 30.0
+QUIET_WAIT_S = 5.0
+SERVER_FILES_SETTLE_S = 1.0
+SERVER_STOP_TIMEOUT_S = 5.0
+# The server's extra address that MPTCP connections join as their second subflow (in the
+# server side's subnet, outside the corpus networks).
+MPTCP_SIGNAL_ADDRESS = "10.77.1.250"
+
+# Transport options and the endpoint flags that carry them (both ends take the same flags).
+TRANSPORT_FLAGS = {
+    "tcp_cc": "--tcp-cc",
+    "quic_cc": "--quic-cc",
+    "quic_initial_window": "--quic-initial-window",
+    "quic_packet_threshold": "--quic-packet-threshold",
+    "quic_time_threshold": "--quic-time-threshold",
+    "quic_ack_eliciting_threshold": "--quic-ack-eliciting-threshold",
+    "quic_max_ack_delay_ms": "--quic-max-ack-delay-ms",
+}
+
+
+def transport_argv(transport: dict[str, Any], quic_cc: str | None = None) -> list[str]:
+    """The endpoint flags of a run's transport options (`quic_cc` overrides the controller)."""
+    argv: list[str] = []
+    for key, flag in TRANSPORT_FLAGS.items():
+        value = quic_cc if key == "quic_cc" and quic_cc is not None else transport.get(key)
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _write_json(path: Path, value: Any) -> None:
+    write_text_atomically(path, json.dumps(value, indent=2, sort_keys=True))
+
+
+def write_pages(experiment: Experiment, results_dir: Path) -> dict[str, Path]:
+    """Every page's manifest under RESULTS/pages/<name>.json (served and loaded from there)."""
+    files: dict[str, Path] = {}
+    for ref, page in experiment.pages.items():
+        target = results_dir / "pages" / f"{page.name}.json"
+        _copy_bodies(page.source, page.manifest, target.parent)
+        _write_json(target, page.manifest)
+        files[ref] = target.resolve()
+    return files
+
+
+def _copy_bodies(source: str, manifest: dict[str, Any], pages_dir: Path) -> None:
+    """The recorded bodies of a manifest file (`objects[].body`, relative to it) beside its copy,
+    so the results directory serves the same page on its own."""
+    bodies = {o["body"] for o in manifest.get("objects", []) if isinstance(o, dict) and isinstance(o.get("body"), str)}
+    if not bodies:
+        return
+    base = Path(source).parent
+    for body in sorted(bodies):
+        target = pages_dir / body
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(base / body, target)
+        except OSError as exc:
+            raise ToolError(f"manifest {source}: body {body}: cannot copy: {exc.strerror or exc}") from exc
+
+
+def tail(path: Path, limit: int = 1500) -> str:
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    return text[-limit:]
+
+
+@dataclass
+class Server:
+    """A running `protolab-net serve` in a server host."""
+
+    host: str
+    key: str  # what it was started with: another key means a restart
+    process: subprocess.Popen[bytes]
+    tls_dir: Path
+    samples_dir: Path
+    qlog_dir: Path
+
+
+@dataclass
+class RunCapture:
+    """The captures of one run."""
+
+    pcap_hosts: list[str] = field(default_factory=list)
+    events: Path | None = None
+
+
+class LabSession:
+    """A running lab with its servers: executes the runs of one experiment."""
+
+    def __init__(self, experiment: Experiment, lab: Lab, binary: Path, pages: dict[str, Path], workdir: Path,
+                 workloads: Mapping[str, WorkloadExecutor]) -> None:
+        self.experiment = experiment
+        self.workloads = workloads
+        self.lab = lab
+        self.binary = binary
+        self.pages = pages
+        self.workdir = workdir
+        self.ctx = Context(lab=lab, workdir=workdir)
+        self.scenario = experiment.scenario
+        self.params = experiment.params
+        self.workload = self.scenario.workload_for(self.params)
+        self.mptcp = self.workload.mptcp(experiment.axes["mode"], self.params)
+        self.servers: dict[str, Server] = {}
+        self._busy = False
+
+    # -- servers
+
+    def server(self, host: str, transport: dict[str, Any], manifests: Sequence[Path] = (),
+               listen: Sequence[str] = (), quic_cc: str | None = None) -> Server:
+        """The server of a host, (re)started with these options when it runs with others."""
+        spec = self.experiment.spec
+        base = self.workdir / host
+        argv: list[str | Path] = [self.binary, "serve"]
+        for manifest in manifests:
+            argv += ["--manifest", manifest]
+        for address in listen:
+            argv += ["--listen", address]
+        argv += ["--tls-dir", base / "tls", "--lab", self.lab.name or "lab", *transport_argv(transport, quic_cc)]
+        if self.mptcp:
+            argv += ["--mptcp"]  # MPTCP listeners also take plain TCP clients (they fall back)
+        if spec.artifacts.samples:
+            # The server samples every connection; each run takes its connections' files.
+            argv += ["--samples", base / "samples", "--sample-interval-ms", str(spec.artifacts.sample_interval_ms)]
+        if spec.artifacts.qlog:
+            argv += ["--qlog", base / "qlog"]
+        key = json.dumps([str(a) for a in argv])
+        running = self.servers.get(host)
+        if running is not None and running.key == key and running.process.poll() is None:
+            return running
+        if running is not None:
+            self._stop_server(running)
+        server = self._start_server(host, argv, key, base)
+        self.servers[host] = server
+        return server
+
+    def _start_server(self, host: str, argv: list[str | Path], key: str, base: Path) -> Server:
+        base.mkdir(parents=True, exist_ok=True)
+        log, errors = base / "serve.stdout", base / "serve.stderr"
+        with log.open("wb") as out, errors.open("wb") as err:
+            process = self.lab.spawn(host, argv, stdout=out, stderr=err,
+                                     cgroup=self.scenario.cgroup(self.ctx, self.params, "server"))
+        deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
+        while True:
+            for line in log.read_text(errors="replace").splitlines():
+                with contextlib.suppress(json.JSONDecodeError):
+                    event = json.loads(line)
+                    if isinstance(event, dict) and event.get("event") == "listening":
+                        return Server(host, key, process, base / "tls", base / "samples", base / "qlog")
+            if process.poll() is not None:
+                raise ToolError(f"protolab-net serve in host {host} exited with status {process.returncode} "
+                                f"before listening: {tail(errors) or '(no output)'}")
+            if time.monotonic() > deadline:
+                raise ToolError(f"protolab-net serve in host {host} was not listening after "
+                                f"{SERVER_READY_TIMEOUT_S:g} s: {tail(errors) or '(no output)'}")
+            time.sleep(0.05)
+
+    def _stop_server(self, server: Server) -> None:
+        if server.process.poll() is None:
+            server.process.terminate()
+            try:
+                server.process.wait(timeout=SERVER_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+                server.process.wait(timeout=SERVER_STOP_TIMEOUT_S)
+        self.servers.pop(server.host, None)
+
+    def page_manifests(self) -> list[Path]:
+        return list(self.pages.values())
+
+    # -- conditions
+
+    def set_links(self, condition: Condition, seed: int | None) -> dict[str, LinkParams]:
+        """The condition's links set; each link's parameters in force, as the emulator reports them."""
+        effective: dict[str, LinkParams] = {}
+        for name, params in self.scenario.links(self.params, condition).items():
+            for link, value in self.lab.set_link(name, seed=seed, **params).items():
+                effective[link] = parse_document(LinkParams, value, f"set_link {link}: the emulator's reply")
+        return effective
+
+    def enter(self, condition: Condition) -> None:
+        self.set_links(condition, None)
+        self.scenario.enter(self.ctx, self.params, condition)
+        self._busy = self.scenario.busy(self.params, condition)
+
+    def leave(self, condition: Condition) -> None:
+        self.scenario.leave(self.ctx, self.params, condition)
+        self._busy = False
+
+    # -- one run
+
+    def begin(self, run: PlannedRun, run_dir: Path, *, events: bool = False) -> tuple[dict[str, LinkParams], RunCapture]:
+        """Quiet links, the run's link parameters and seed, counters reset, captures started."""
+        spec = self.experiment.spec
+        if not self._busy:
+            # Stragglers of the previous run (FINs, retransmissions) must not count in this one.
+            with contextlib.suppress(LabError):
+                self.lab.await_quiet(within=QUIET_WAIT_S)
+        link_config = self.set_links(run.condition, run.link_seed)
+        self.lab.reset_counters()
+        capture = RunCapture()
+        if spec.artifacts.pcap:
+            # Every client and server: the sender's capture holds the transmissions a link
+            # dropped (the loss analysis needs it), the receiver's what arrived.
+            for host in (*self.scenario.clients, *self.scenario.servers):
+                self.lab.pcap_start(host, (run_dir / f"{host}.pcap").resolve())
+                capture.pcap_hosts.append(host)
+        if events or spec.artifacts.events:
+            capture.events = (run_dir / "events.ndjson").resolve()
+            self.lab.events_start(capture.events)
+        return link_config, capture
+
+    def end(self, capture: RunCapture) -> Counters:
+        """Captures stopped (even when the run failed); the emulator's counters."""
+        for host in capture.pcap_hosts:
+            with contextlib.suppress(LabError):
+                self.lab.pcap_stop(host)
+        if capture.events is not None:
+            with contextlib.suppress(LabError):
+                self.lab.events_stop()
+        reply = {k: v for k, v in self.lab.counters().items() if k not in ("ok", "error")}
+        return parse_document(Counters, reply, "the emulator's counters reply")
+
+    def execute(self, run: PlannedRun, run_dir: Path) -> RunRecord:
+        return self.workloads[self.workload.name](self, run, run_dir)
+
+    def take_server_files(self, client_files: Sequence[str], server: Server, kind: str, directory: Path) -> None:
+        """Moves the server's files (`kind` = "samples" or "qlog") of a run's connections next to
+        the client's: both ends name a connection's files by the same connection id, so the
+        server's file is the client's with the other role. The server ends a file when it sees
+        the connection closed (soon after the run's end), so wait briefly for the files to stop
+        growing."""
+        source = server.samples_dir if kind == "samples" else server.qlog_dir
+        files = [source / ("server-" + Path(f).name.removeprefix("client-")) for f in client_files]
+        deadline = time.monotonic() + SERVER_FILES_SETTLE_S
+        sizes: list[int] = []
+        while time.monotonic() < deadline:
+            now = [f.stat().st_size if f.exists() else -1 for f in files]
+            if now == sizes:
+                break
+            sizes = now
+            time.sleep(0.05)
+        directory.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            with contextlib.suppress(OSError):
+                f.replace(directory / f.name)
+
+    def close(self) -> None:
+        for server in list(self.servers.values()):
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                self._stop_server(server)
+
+
+class LabExecutor:
+    """Runs an experiment in one real lab: the scenario's topology, its servers; each run by its
+    workload's executor in `workloads` (`protolab.run.executors.EXECUTORS`)."""
+
+    def __init__(self, *, workloads: Mapping[str, WorkloadExecutor], binary: str | Path | None = None,
+                 lab_name: str | None = None, emu_args: Sequence[str] = (), delay_compensation: bool = True) -> None:
+        self.workloads = workloads
+        self._binary_arg = binary
+        self.lab_name = lab_name or "pr" + secrets.token_hex(3)
+        self.emu_args = list(emu_args)
+        # Measure the lab's own path latency at start and deduct it (docs/emulator.md).
+        self.delay_compensation = delay_compensation
+
+    @property
+    def binary(self) -> Path:
+        return find_binary(self._binary_arg)
+
+    def provenance(self) -> dict[str, Any]:
+        return provenance.environment({
+            "protolab-net": [str(self.binary), "--version"],
+            "iperf3": ["iperf3", "--version"],
+        })
+
+    @contextlib.contextmanager
+    def session(self, experiment: Experiment, results_dir: Path) -> Iterator[LabSession]:
+        binary = self.binary
+        pages = write_pages(experiment, results_dir)
+        addresses = sorted({address for page in experiment.pages.values() for address in page.addresses})
+        scenario = experiment.scenario
+        mptcp = scenario.workload_for(experiment.params).mptcp(experiment.axes["mode"], experiment.params)
+        if mptcp:
+            addresses.append(MPTCP_SIGNAL_ADDRESS)
+        spec = experiment.spec
+        topology = scenario.topology(self.lab_name, experiment.params, addresses, spec.seed)
+        topology["tcp_congestion"] = spec.transport.tcp_cc
+        workdir = Path(tempfile.mkdtemp(prefix="protolab-run-"))
+        try:
+            with Lab(topology, binary=binary, emu_args=self.emu_args) as lab:
+                # Links are as the topology made them (ideal) until the first run configures them.
+                calibration: dict[str, Any] = {"delay_compensation": self.delay_compensation}
+                if self.delay_compensation:
+                    floor = lab.calibrate_delay(scenario.client, scenario.server)
+                    calibration.update(floor_rtt_ms=floor, compensation_ns=lab.info().get("delay_compensation_ns"),
+                                       between=[scenario.client, scenario.server])
+                _write_json(results_dir / "calibration.json", calibration)
+                if mptcp:
+                    lab.enable_mptcp(scenario.client, scenario.server, MPTCP_SIGNAL_ADDRESS)
+                session = LabSession(experiment, lab, binary, pages, workdir, self.workloads)
+                try:
+                    scenario.start(session.ctx, experiment.params)
+                    _write_json(results_dir / "topology.json", lab.topology)
+                    yield session
+                finally:
+                    session.close()
+                    scenario.stop(session.ctx, experiment.params)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,136 @@
+"""The emulator validation's configuration, thresholds and result file (schema
+`protolab.emulator_validation`): pure data, shared by the validation (protolab.validate.emulator),
+the command line and whoever reads a validation.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protolab import __version__
+from protolab.files import write_text_atomically
+
+SCHEMA = "protolab.emulator_validation"
+SCHEMA_VERSION = 1
+
+Status = Literal["pass", "fail", "info"]
+
+
+class Thresholds(BaseModel):
+    min_rtt_ms: float = 0.3
+    # With the lab's path latency deducted (delay compensation); 0.5 without it.
+    mean_rtt_ms: float = 0.1
+    mean_rtt_uncompensated_ms: float = 0.5
+    # Under contention (two CPU hogs): the RTT error's 99.9th percentile and maximum.
+    contention_p999_ms: float = 1.0
+    contention_max_ms: float = 5.0
+    jitter_relative: float = 0.2
+    loss_confidence: float = 0.99
+    goodput_min_ratio: float = 0.90
+    goodput_max_ratio: float = 1.01
+    # Only a rate the machine may be unable to forward gets "info" instead of "fail" when short.
+    info_only_rate_mbit: float = 1000
+    ecmp_min_path_share: float = 0.05
+
+
+class ValidationConfig(BaseModel):
+    """The effective configuration; written into the result file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    quick: bool = False
+    lab: str = Field("plvalidate", pattern=r"^[a-z0-9]{1,10}$")
+    seed: int = 1
+    delays_ms: list[float] = [0, 5, 10, 25]
+    delay_probes: int = 10_000
+    delay_pings: int = 1000
+    jitter_std_ms: list[float] = [1, 2]
+    jitter_delay_ms: float = 10
+    jitter_probes: int = 10_000
+    loss_percent: list[float] = [0, 0.1, 0.5, 1, 2.5]
+    loss_probes: int = 10_000
+    loss_pings: int = 1500  # thesis 004 Table 6 sent 1500 pings per level
+    rates_mbit: list[float] = [1, 10, 100, 1000]
+    rate_rtt_ms: float = 40
+    rate_seconds: int = 10
+    rate_omit_seconds: int = 3
+    ecmp_rate_mbit: float = 20
+    ecmp_flows: int = 8
+    ecmp_seconds: int = 8
+    ecmp_access_delay_ms: float = 2.5
+    # Deduct the lab's measured path latency from configured delays (docs/emulator.md).
+    delay_compensation: bool = True
+    # Under contention: CPU hogs started beside the lab, probes at this delay per link.
+    contention_hogs: int = 2
+    contention_delay_ms: float = 5
+    contention_probes: int = 10_000
+    thresholds: Thresholds = Thresholds()
+
+    @classmethod
+    def for_mode(cls, *, quick: bool, **overrides: Any) -> ValidationConfig:
+        reduced: dict[str, Any] = {}
+        if quick:
+            reduced = {
+                "delay_probes": 2000,
+                "delay_pings": 200,
+                "jitter_probes": 3000,
+                "loss_probes": 3000,
+                "loss_pings": 300,
+                "rate_seconds": 4,
+                "rate_omit_seconds": 2,
+                "ecmp_seconds": 3,
+                "contention_probes": 3000,
+            }
+        return cls(quick=quick, **{**reduced, **overrides})
+
+    def step_count(self) -> int:
+        return len(self.delays_ms) + len(self.jitter_std_ms) + len(self.loss_percent) + len(self.rates_mbit) + 3
+
+
+class Check(BaseModel):
+    """One row of the validation table. Numbers are in `unit`; the *_text fields are for display."""
+
+    id: str
+    group: str
+    name: str
+    unit: str
+    configured: float | None
+    measured: float | None
+    error: float | None
+    configured_text: str
+    measured_text: str
+    error_text: str
+    criterion: str
+    status: Status
+    details: dict[str, Any] = {}
+
+
+class ValidationReport(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    schema_name: str = Field(SCHEMA, alias="schema")
+    schema_version: int = SCHEMA_VERSION
+    protolab_version: str = __version__
+    created_unix_ns: int
+    duration_s: float
+    config: ValidationConfig
+    environment: dict[str, Any]
+    topology: dict[str, Any]
+    checks: list[Check]
+    counters: dict[str, Any]
+    summary: dict[str, int]
+    ok: bool
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2)
+
+
+def write_report(report: ValidationReport, path: Path) -> None:
+    write_text_atomically(path, report.to_json())
+
+
+def load_report(path: Path) -> ValidationReport:
+    return ValidationReport.model_validate(json.loads(path.read_text()))
