@@ -1,10 +1,13 @@
 //! protolab's HTTP endpoints: page manifests (docs/manifest.md), generated bodies, TLS material
-//! (docs/tls.md), the multi-origin server (docs/server.md) and bulk transfers (docs/bulk.md).
+//! (docs/tls.md), the multi-origin server (docs/server.md), and the clients: page loads
+//! (docs/load.md), bulk transfers (docs/bulk.md) and the responsiveness test (docs/rpm.md) over
+//! one connection layer (`client`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod body;
 pub mod bulk;
+pub mod client;
 pub mod instrument;
 pub mod limits;
 pub mod load;

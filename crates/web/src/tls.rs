@@ -216,11 +216,24 @@ impl TlsMaterial {
     }
 }
 
-/// A rustls client configuration trusting only the CA `ca_der`.
+/// A rustls client configuration trusting only the CA `ca_der`, offering `alpn`. Clients of a
+/// protocol take theirs from `crate::client::tls_config`, which picks the ALPN.
 pub fn client_config_for_ca(ca_der: &CertificateDer<'static>, alpn: &[&[u8]]) -> Result<rustls::ClientConfig, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca_der.clone())?;
+    client_config_with_roots(roots, alpn)
+}
+
+/// A rustls client configuration trusting the Mozilla roots (`webpki-roots`), for servers in
+/// the wild, offering `alpn`.
+pub fn client_config_for_web_pki(alpn: &[&[u8]]) -> Result<rustls::ClientConfig, TlsError> {
+    client_config_with_roots(rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() }, alpn)
+}
+
+/// The one client configuration builder: ring, rustls' default TLS versions, no client
+/// certificate.
+fn client_config_with_roots(roots: rustls::RootCertStore, alpn: &[&[u8]]) -> Result<rustls::ClientConfig, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(rustls::DEFAULT_VERSIONS)?
         .with_root_certificates(roots)

@@ -1,4 +1,4 @@
-//! Transport set-up shared by the server, the page-load engine and bulk transfers: TCP and
+//! Transport set-up shared by the server and the clients (through `crate::client`): TCP and
 //! MPTCP sockets with a chosen congestion control, and QUIC transport configurations with a
 //! chosen controller and the loss-detection and ACK-frequency knobs (docs/transport.md).
 

@@ -13,15 +13,14 @@ mod transfer;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedSender;
-use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::CertificateDer;
 
 pub use log::{IntervalLog, IntervalRow};
 
+use crate::client::{self, Connector, Sessions, Trust};
 use crate::instrument::InstrumentOptions;
 use crate::load::Protocol;
 use crate::transport::{QuicOptions, TcpOptions};
@@ -138,8 +137,9 @@ pub struct Bulk {
     host: String,
     addr: SocketAddr,
     timeout: Duration,
-    /// TLS with the protocol's ALPN (h1, h2, h3).
-    tls: Option<Arc<rustls::ClientConfig>>,
+    /// Connections of the protocol: TLS with its ALPN (h1, h2, h3), socket and QUIC options,
+    /// instrumentation.
+    connector: Connector,
 }
 
 /// A samples or qlog directory: missing is fine (the caller creates it before running, as the
@@ -211,24 +211,21 @@ impl Bulk {
         if !is_ip && !crate::manifest::valid_hostname(&host) {
             return Err(bad("--host", format!("{:?} is neither a hostname nor an IP address", o.host)));
         }
-        let tls = match o.protocol.http().and_then(Protocol::alpn) {
-            Some(alpn) => {
+        let tls = match o.protocol.http().filter(|p| p.alpn().is_some()) {
+            None => None,
+            Some(protocol) => {
                 let Some(ca) = &o.ca else {
                     return Err(bad("--ca", format!("protocol {} uses TLS and needs the lab's CA", o.protocol)));
                 };
-                let mut config = crate::tls::client_config_for_ca(ca, &[alpn]).map_err(|e| bad("--ca", e.to_string()))?;
-                if o.protocol == BulkProtocol::H3 {
-                    // QUIC has no early data without a session to resume; keep the handshake full.
-                    config.enable_early_data = false;
-                }
-                Some(Arc::new(config))
+                // No early data: a transfer has no earlier session to resume.
+                Some(client::tls_config(Trust::Ca(ca), protocol, Sessions::Resume).map_err(|e| bad("--ca", e.to_string()))?)
             }
-            None => None,
         };
-        if o.protocol == BulkProtocol::H3 {
-            // Checked here; built again per run, because a qlog stream belongs to one connection.
-            o.quic.transport_config().map_err(|e| bad("--quic-*", e.to_string()))?;
-        }
+        // A raw transfer uses the TCP stage alone: cleartext h1c stands for "no TLS" there.
+        let protocol = o.protocol.http().unwrap_or(Protocol::H1c);
+        let connector = Connector::new(protocol, tls, o.tcp.clone(), &o.quic)
+            .map_err(|e| bad(e.option(), e.to_string()))?
+            .with_instrument(o.instrument.clone());
         let port = match o.protocol {
             BulkProtocol::Tcp => o.raw_port,
             BulkProtocol::H1c => o.http_port,
@@ -238,7 +235,7 @@ impl Bulk {
             return Err(bad("--*-port", format!("port 0 for protocol {}", o.protocol)));
         }
         let addr = SocketAddr::new(o.server, port);
-        Ok(Bulk { host, addr, timeout, tls, options })
+        Ok(Bulk { host, addr, timeout, connector, options })
     }
 
     /// The effective configuration.

@@ -1,6 +1,7 @@
-//! The I/O of one bulk transfer: connection set-up (raw TCP, HTTP/1.1 or HTTP/2 through
-//! hyper, HTTP/3 through quinn + h3), the transfer itself, the meter that counts bytes into
-//! the interval log, and the result.
+//! The I/O of one bulk transfer: connection set-up through the client layer (`crate::client`:
+//! raw TCP, HTTP/1.1 or HTTP/2 through hyper, HTTP/3 through quinn + h3), recorded stage by
+//! stage, the transfer itself, the meter that counts bytes into the interval log, and the
+//! result.
 
 use std::convert::Infallible;
 use std::os::fd::AsFd;
@@ -22,12 +23,11 @@ use tokio::time::Instant;
 
 use super::{Amount, Bulk, BulkKind, BulkProtocol, BulkResult, BulkStatus, ConnectionInfo, Direction, IntervalLog, IntervalRow, ServerCount, SCHEMA_VERSION};
 use crate::body::{Block, PatternStream};
-use crate::instrument::{self, Role, SamplerHandle};
-use crate::load::conn::{finish_h3_request, http_handshake, quic_connect, quic_endpoint, tls_connect, Sender};
+use crate::client::{self, finish_h3_request, H3RequestStream, Sender};
+use crate::instrument::{self, SamplerHandle};
 use crate::load::{Protocol, Transport};
 use crate::raw::{self, RawRequest, REPLY_LEN, REPORT_LEN};
 use crate::limits::{BYTES_SEED, MAX_BYTES_N};
-use crate::transport::tcp_connect;
 
 const USER_AGENT: &str = concat!("protolab-bulk/", env!("CARGO_PKG_VERSION"));
 /// Largest response body read whole (upload replies, error messages).
@@ -261,32 +261,23 @@ async fn transfer(run: &mut Run<'_>) -> Result<(), String> {
     }
 }
 
-/// A connection set-up bounded by the connect timeout.
-async fn within_connect<T>(bulk: &Bulk, f: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
-    match tokio::time::timeout(bulk.options.connect_timeout, f).await {
-        Ok(r) => r,
-        Err(_) => Err(format!("connect to {}: no connection within {} ms", bulk.addr, bulk.options.connect_timeout.as_millis())),
-    }
-}
-
 /// TCP (or MPTCP) to the server, recorded in the run, with a sampler if asked.
 async fn connect_tcp(run: &mut Run<'_>) -> Result<TcpStream, String> {
-    let o = &run.bulk.options;
-    let tcp = tcp_connect(run.bulk.addr, &o.tcp).await.map_err(|e| e.to_string())?;
-    let mptcp_fallback = o.tcp.mptcp.then(|| crate::sockopt::mptcp_info(tcp.as_fd()).map(|i| i.fallback()).unwrap_or(true));
-    let transport = if o.tcp.mptcp { Transport::Mptcp } else { Transport::Tcp };
-    let conn_id = instrument::connection_id(transport.name(), tcp.local_addr().ok(), Some(run.bulk.addr));
+    let bulk = run.bulk;
+    let o = &bulk.options;
+    let opened = bulk.connector.open_tcp(bulk.addr).await?;
+    let mptcp_fallback = o.tcp.mptcp.then(|| crate::sockopt::mptcp_info(opened.stream.as_fd()).map(|i| i.fallback()).unwrap_or(true));
     run.connection = Some(ConnectionInfo {
-        local: tcp.local_addr().ok().map(|a| a.to_string()),
-        remote: run.bulk.addr.to_string(),
+        local: opened.local.map(|a| a.to_string()),
+        remote: bulk.addr.to_string(),
         protocol: o.protocol,
-        transport,
-        tcp_cc: crate::transport::tcp_congestion_of(&tcp).ok(),
+        transport: if o.tcp.mptcp { Transport::Mptcp } else { Transport::Tcp },
+        tcp_cc: crate::transport::tcp_congestion_of(&opened.stream).ok(),
         mptcp_fallback,
-        conn_id: conn_id.clone(),
+        conn_id: opened.conn_id,
     });
-    run.sampler = o.instrument.tcp_sampler(&tcp, &conn_id, Role::Client, o.tcp.mptcp).map_err(|e| format!("samples: {e}"))?;
-    Ok(tcp)
+    run.sampler = opened.sampler;
+    Ok(opened.stream)
 }
 
 /// A source of received bytes.
@@ -329,9 +320,7 @@ impl Chunks for HyperChunks {
     }
 }
 
-type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
-
-struct H3Chunks<'a>(&'a mut H3Stream);
+struct H3Chunks<'a>(&'a mut H3RequestStream);
 
 impl Chunks for H3Chunks<'_> {
     async fn next(&mut self) -> Result<Option<usize>, String> {
@@ -417,7 +406,7 @@ fn check_upload(sent: u64, server: u64) -> Result<(), String> {
 async fn raw_transfer(run: &mut Run<'_>) -> Result<(), String> {
     let bulk = run.bulk;
     let o = &bulk.options;
-    let mut tcp = within_connect(bulk, connect_tcp(run)).await?;
+    let mut tcp = client::within(o.connect_timeout, bulk.addr, connect_tcp(run)).await?;
     let request = RawRequest {
         direction: o.direction,
         bytes: match o.amount {
@@ -571,24 +560,18 @@ async fn read_small_hyper(mut body: Incoming) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-async fn connect_hyper(run: &mut Run<'_>, http: Protocol) -> Result<Sender<BulkBody>, String> {
+async fn connect_hyper(run: &mut Run<'_>) -> Result<Sender<BulkBody>, String> {
     let tcp = connect_tcp(run).await?;
-    let (sender, driver) = match &run.bulk.tls {
-        Some(tls) => {
-            let stream = tls_connect(tls.clone(), http, &run.bulk.host, run.bulk.addr, tcp).await?;
-            http_handshake(http, stream).await?
-        }
-        None => http_handshake(http, tcp).await?,
-    };
-    run.drivers.push(driver);
-    Ok(sender)
+    let http = run.bulk.connector.http_over_tcp(&run.bulk.host, run.bulk.addr, tcp).await?;
+    run.drivers.push(http.driver);
+    Ok(http.sender)
 }
 
 async fn hyper_transfer(run: &mut Run<'_>) -> Result<(), String> {
     let bulk = run.bulk;
     let o = &bulk.options;
     let Some(http) = o.protocol.http() else { return Err(format!("{} is not HTTP", o.protocol)) };
-    let mut sender = within_connect(bulk, connect_hyper(run, http)).await?;
+    let mut sender = client::within(o.connect_timeout, bulk.addr, connect_hyper(run)).await?;
     let meter = run.begin();
     let (method, body) = match o.direction {
         Direction::Download => (Method::GET, BulkBody { source: None, meter: None, exact: true }),
@@ -643,44 +626,29 @@ async fn hyper_transfer(run: &mut Run<'_>) -> Result<(), String> {
     }
 }
 
-/// quinn's client configuration for this run (with its own qlog stream, if asked).
-fn quic_client_config(run: &mut Run<'_>, conn_id: &str) -> Result<quinn::ClientConfig, String> {
-    let o = &run.bulk.options;
-    let Some(tls) = &run.bulk.tls else { return Err("HTTP/3 needs TLS".into()) };
-    let mut transport = o.quic.transport_config().map_err(|e| e.to_string())?;
-    if let Some((stream, path)) = o.instrument.qlog(Role::Client, conn_id).map_err(|e| format!("qlog: {e}"))? {
-        transport.qlog_stream(Some(stream));
-        run.qlog = Some(path);
-    }
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.as_ref().clone()).map_err(|e| format!("TLS configuration unusable for QUIC: {e}"))?;
-    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(transport));
-    Ok(config)
-}
-
+/// QUIC and HTTP/3 to the server, recorded in the run (the qlog file as soon as it exists),
+/// with a sampler if asked.
 async fn connect_h3(run: &mut Run<'_>) -> Result<h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>, String> {
     let bulk = run.bulk;
-    let o = &bulk.options;
-    let endpoint = quic_endpoint(bulk.addr, 0).map_err(|e| format!("UDP socket: {e}"))?;
-    let conn_id = instrument::connection_id("quic", endpoint.local_addr().ok().filter(|a| !a.ip().is_unspecified()), Some(bulk.addr));
-    let config = quic_client_config(run, &conn_id)?;
-    let q = quic_connect(endpoint, config, &bulk.host, bulk.addr, false).await?;
+    let opened = bulk.connector.open_quic(bulk.addr)?;
+    run.qlog = opened.qlog.clone();
+    let q = bulk.connector.quic_handshake(opened, &bulk.host, bulk.addr).await?;
     run.connection = Some(ConnectionInfo {
         local: q.local.map(|a| a.to_string()),
         remote: bulk.addr.to_string(),
-        protocol: o.protocol,
+        protocol: bulk.options.protocol,
         transport: Transport::Quic,
         tcp_cc: None,
         mptcp_fallback: None,
-        conn_id: conn_id.clone(),
+        conn_id: q.conn_id,
     });
     run.drivers.push(q.driver);
-    run.sampler = o.instrument.quic_sampler(&q.conn, &conn_id, Role::Client, &o.quic.controller.given).map_err(|e| format!("samples: {e}"))?;
+    run.sampler = q.sampler;
     run.quic = Some((q.endpoint, q.conn));
     Ok(q.sender)
 }
 
-async fn read_small_h3(stream: &mut H3Stream) -> Result<Vec<u8>, String> {
+async fn read_small_h3(stream: &mut H3RequestStream) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     while let Some(mut b) = stream.recv_data().await.map_err(|e| format!("response body: {e}"))? {
         while b.has_remaining() && out.len() < SMALL_BODY {
@@ -699,7 +667,7 @@ async fn read_small_h3(stream: &mut H3Stream) -> Result<Vec<u8>, String> {
 async fn h3_transfer(run: &mut Run<'_>) -> Result<(), String> {
     let bulk = run.bulk;
     let o = &bulk.options;
-    let mut sender = within_connect(bulk, connect_h3(run)).await?;
+    let mut sender = client::within(o.connect_timeout, bulk.addr, connect_h3(run)).await?;
     let meter = run.begin();
     let method = if o.direction == Direction::Upload { Method::POST } else { Method::GET };
     let uri = format!("https://{}{}", authority(bulk, 443), target(bulk));

@@ -13,9 +13,10 @@ use http::Uri;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::conn::{connect_within, fetch, Connected, Fetched, Sender, Target};
+use super::fetch::{fetch, Fetched, Target};
 use super::mode::{Pool, Protocol, Scheduler};
 use super::{ConnectionResult, LoadKind, LoadResult, LoadStatus, Loader, ObjectResult, SubflowResult, SCHEMA_VERSION};
+use crate::client::{self, Connected, Sender};
 
 /// How often the MPTCP subflow count is read while a connection lives.
 const SUBFLOW_POLL: Duration = Duration::from_millis(5);
@@ -101,7 +102,8 @@ impl Conn {
 }
 
 enum Event {
-    Connected { conn: usize, result: Result<Connected, String>, at: Instant },
+    /// A connection set-up ended (boxed: an established connection is large).
+    Connected { conn: usize, result: Result<Box<Connected>, String>, at: Instant },
     Fetched { obj: usize, conn: usize, fetched: Fetched, sender: Sender },
 }
 
@@ -453,7 +455,7 @@ impl<'a> Engine<'a> {
         let timeout = self.loader.options.connect_timeout;
         let tx = self.tx.clone();
         self.tasks.spawn(async move {
-            let result = connect_within(&connector, &hostname, addr, timeout).await;
+            let result = client::within(timeout, addr, connector.connect(&hostname, addr)).await.map(Box::new);
             let _ = tx.send(Event::Connected { conn: id, result, at: Instant::now() });
         });
     }
@@ -490,7 +492,7 @@ impl<'a> Engine<'a> {
 
     fn handle(&mut self, event: Event) {
         match event {
-            Event::Connected { conn: c, result, at } => self.connected(c, result, at),
+            Event::Connected { conn: c, result, at } => self.connected(c, result.map(|connected| *connected), at),
             Event::Fetched { obj, conn: c, fetched, sender } => self.fetched(obj, c, fetched, sender),
         }
     }
@@ -513,7 +515,7 @@ impl<'a> Engine<'a> {
                 conn.qlog_file = connected.qlog.map(|p| p.display().to_string());
                 conn.resumed = connected.resumed;
                 conn.zero_rtt = connected.zero_rtt;
-                if let (Some(fd), Some(count)) = (connected.mptcp_fd, conn.subflows.clone()) {
+                if let (Some(fd), Some(count)) = (connected.tcp_fd, conn.subflows.clone()) {
                     let fd = Arc::new(fd);
                     conn.mptcp_fd = Some(fd.clone());
                     conn.drivers.push(tokio::spawn(async move {

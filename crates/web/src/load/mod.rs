@@ -5,8 +5,8 @@
 //! [`Loader::new`] checks everything that can be checked without the network (bad input);
 //! [`Loader::run`] then always produces a [`LoadResult`], whatever happens on the wire.
 
-pub(crate) mod conn;
 mod engine;
+mod fetch;
 pub mod mode;
 
 use std::net::SocketAddr;
@@ -18,11 +18,12 @@ use std::time::Duration;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::CertificateDer;
 
-pub use conn::{H2_CONNECTION_WINDOW, H2_STREAM_WINDOW};
+pub use crate::client::{H2_CONNECTION_WINDOW, H2_STREAM_WINDOW};
 /// The result document (docs/load.md), defined in the contract crate (`schemas/load-result.json`).
 pub use contract::load::{ConnectionResult, LoadConfig, LoadKind, LoadResult, LoadStatus, ObjectResult, SubflowResult, SCHEMA_VERSION};
 pub use mode::{Mode, Pool, Protocol, Scheduler, Transport};
 
+use crate::client::{self, Connector, Sessions, Trust};
 use crate::instrument::InstrumentOptions;
 use crate::manifest::Manifest;
 use crate::transport::{QuicOptions, TcpOptions};
@@ -128,7 +129,7 @@ pub fn load_ca(path: &Path) -> Result<CertificateDer<'static>, LoadError> {
 pub struct Loader {
     manifest: Manifest,
     options: LoadOptions,
-    connector: Arc<conn::Connector>,
+    connector: Arc<Connector>,
     addrs: Vec<SocketAddr>,
 }
 
@@ -146,47 +147,23 @@ impl Loader {
             return Err(LoadError::Option { option: "--connect-timeout-ms", why: "must be positive".into() });
         }
         let protocol = options.mode.protocol;
-        let tls = match protocol.alpn() {
-            Some(alpn) => {
-                let Some(ca) = &options.ca else {
-                    return Err(LoadError::Option { option: "--ca", why: format!("mode {} uses TLS and needs the lab's CA", options.mode) });
-                };
-                let mut config = crate::tls::client_config_for_ca(ca, &[alpn])
-                    .map_err(|e| LoadError::Option { option: "--ca", why: e.to_string() })?;
-                if protocol == Protocol::H3 {
-                    // QUIC early data needs a session to resume: only warm loads (after a
-                    // priming connection) send it.
-                    config.enable_early_data = options.warm;
-                }
-                Some(config)
+        let tls = match (protocol.alpn(), &options.ca) {
+            (None, _) => None,
+            (Some(_), None) => return Err(LoadError::Option { option: "--ca", why: format!("mode {} uses TLS and needs the lab's CA", options.mode) }),
+            (Some(_), Some(ca)) => {
+                // QUIC early data needs a session to resume: only warm loads (after a priming
+                // connection) send it.
+                let sessions = if protocol == Protocol::H3 && options.warm { Sessions::ResumeWithEarlyData } else { Sessions::Resume };
+                Some(client::tls_config(Trust::Ca(ca), protocol, sessions).map_err(|e| LoadError::Option { option: "--ca", why: e.to_string() })?)
             }
-            None => None,
-        };
-        let quic = if options.mode.transport == Transport::Quic {
-            let transport = options.quic.transport_config().map_err(|e| LoadError::Option { option: "--quic-*", why: e.to_string() })?;
-            let crypto = tls.clone().ok_or_else(|| LoadError::Option { option: "--mode", why: "QUIC needs TLS".into() })?;
-            let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto)
-                .map_err(|e| LoadError::Option { option: "--ca", why: format!("TLS configuration unusable for QUIC: {e}") })?;
-            let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-            config.transport_config(Arc::new(transport));
-            Some(config)
-        } else {
-            None
         };
         let tcp = TcpOptions { congestion: options.tcp_cc.clone(), mptcp: options.mode.transport == Transport::Mptcp, rcvbuf: options.tcp_rcvbuf, notsent_lowat: None };
+        let connector = Connector::new(protocol, tls, tcp, &options.quic)
+            .map_err(|e| LoadError::Option { option: e.option(), why: e.to_string() })?
+            .with_instrument(options.instrument.clone())
+            .with_source_port_seed(options.source_port_seed);
         let port = if protocol == Protocol::H1c { options.http_port } else { options.https_port };
         let addrs = manifest.origins.iter().map(|o| SocketAddr::new(o.address.into(), port)).collect();
-        let connector = conn::Connector {
-            protocol,
-            transport: options.mode.transport,
-            tcp,
-            tls: tls.map(Arc::new),
-            quic,
-            quic_options: options.quic.clone(),
-            instrument: options.instrument.clone(),
-            source_ports: options.source_port_seed.map(conn::SourcePorts::new),
-            early_data: options.warm,
-        };
         Ok(Loader { manifest, options, connector: Arc::new(connector), addrs })
     }
 
@@ -232,17 +209,7 @@ impl Loader {
     /// connection per measured one leaves a ticket for each. Not measured, not instrumented,
     /// kernel-chosen source ports; the session store is the measured load's.
     async fn prime(&self) {
-        let connector = Arc::new(conn::Connector {
-            protocol: self.connector.protocol,
-            transport: self.connector.transport,
-            tcp: self.connector.tcp.clone(),
-            tls: self.connector.tls.clone(),
-            quic: self.connector.quic.clone(),
-            quic_options: self.connector.quic_options.clone(),
-            instrument: InstrumentOptions::default(),
-            source_ports: None,
-            early_data: false,
-        });
+        let connector = Arc::new(self.connector.unmeasured());
         let per_origin = match self.options.mode.pool {
             mode::Pool::OnDemand => self.options.h1_connections,
             mode::Pool::Fixed(n) => n,
@@ -254,10 +221,10 @@ impl Loader {
             for _ in 0..per_origin {
                 let (connector, hostname, addr, timeout) = (connector.clone(), origin.hostname.clone(), *addr, self.options.connect_timeout);
                 primers.spawn(async move {
-                    let Ok(connected) = conn::connect_within(&connector, &hostname, addr, timeout).await else { return };
+                    let Ok(connected) = client::within(timeout, addr, connector.connect(&hostname, addr)).await else { return };
                     if let Ok(uri) = format!("{scheme}://{hostname}/empty").parse() {
-                        let target = conn::Target { uri, host: hostname, expected: 0 };
-                        let _ = tokio::time::timeout(timeout, conn::fetch(connected.sender, target, Arc::new(AtomicU64::new(0)))).await;
+                        let target = fetch::Target { uri, host: hostname, expected: 0 };
+                        let _ = tokio::time::timeout(timeout, fetch::fetch(connected.sender, target, Arc::new(AtomicU64::new(0)))).await;
                     }
                     for driver in connected.drivers {
                         driver.abort();

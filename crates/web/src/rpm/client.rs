@@ -18,8 +18,8 @@ use super::algorithm::{responsiveness, Parameters, ProbeTimes, Stages, Verdict};
 use super::conn::{Dialer, RpmBody};
 use super::endpoints::{ConfigUrls, LARGE_PATH, SMALL_PATH, UPLOAD_PATH};
 use super::result::{self, ClientInfo, Confidences, DirectionResult, IdleResult, Interval, IntervalState, Probe, ProbeKind, RpmConfig, RpmResult, RpmStatus};
+use crate::client::{self, Connector, Sender, Sessions, Trust};
 use crate::instrument::InstrumentOptions;
-use crate::load::conn::Sender;
 use crate::load::mode::Protocol;
 use crate::transport::{QuicOptions, TcpOptions};
 
@@ -127,7 +127,7 @@ pub struct RpmOptions {
 /// A checked test, ready to run.
 pub struct Rpm {
     options: RpmOptions,
-    tls: Arc<rustls::ClientConfig>,
+    connector: Arc<Connector>,
     host: String,
 }
 
@@ -157,32 +157,15 @@ impl Rpm {
                 return Err(bad("--config", format!("{c:?} is neither a path (/...) nor a URL")));
             }
         }
-        let alpn: &[u8] = match options.protocol {
-            Protocol::H1 => b"http/1.1",
-            Protocol::H2 => b"h2",
-            _ => b"h3",
-        };
-        let mut config = match &options.ca {
-            Some(ca) => crate::tls::client_config_for_ca(ca, &[alpn]).map_err(|e| bad("--ca", e.to_string()))?,
-            None => {
-                let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-                let provider = Arc::new(rustls::crypto::ring::default_provider());
-                let mut c = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-                    .map_err(|e| bad("--ca", e.to_string()))?
-                    .with_root_certificates(roots)
-                    .with_no_client_auth();
-                c.alpn_protocols = vec![alpn.to_vec()];
-                c
-            }
-        };
+        let trust = options.ca.as_ref().map_or(Trust::WebPki, Trust::Ca);
         // Every probe measures a full handshake, as the draft's foreign probes mean to.
-        config.resumption = rustls::client::Resumption::disabled();
-        config.enable_early_data = false;
-        if options.protocol == Protocol::H3 {
-            options.quic.transport_config().map_err(|e| bad("--quic-*", e.to_string()))?;
-        }
-        Ok(Rpm { options, tls: Arc::new(config), host })
+        let tls = client::tls_config(trust, options.protocol, Sessions::Full).map_err(|e| bad("--ca", e.to_string()))?;
+        // The test writes qlogs (docs/rpm.md), no samples.
+        let instrument = InstrumentOptions { samples_dir: None, ..options.instrument.clone() };
+        let connector = Connector::new(options.protocol, Some(tls), options.tcp.clone(), &options.quic)
+            .map_err(|e| bad(e.option(), e.to_string()))?
+            .with_instrument(instrument);
+        Ok(Rpm { options, connector: Arc::new(connector), host })
     }
 
     fn config(&self, addr: Option<SocketAddr>, discovery: String, paths: &Paths) -> RpmConfig {
@@ -228,10 +211,7 @@ impl Rpm {
             addr,
             host: self.host.clone(),
             authority: if addr.port() == 443 { self.host.clone() } else { format!("{}:{}", self.host, addr.port()) },
-            tcp: self.options.tcp.clone(),
-            tls: self.tls.clone(),
-            quic: self.options.quic.clone(),
-            instrument: self.options.instrument.clone(),
+            connector: self.connector.clone(),
         });
         let (paths, discovery) = match self.discover(&dialer).await {
             Ok(x) => x,

@@ -1,10 +1,10 @@
-//! Connections of the responsiveness test over the shared transport (`load::conn`): set-up
+//! Connections of the responsiveness test over the client layer (`crate::client`): set-up
 //! with its parts timed (TCP, TLS; or the QUIC handshake), small GETs (probes) and the
 //! load-generating requests (an endless download or upload).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -16,12 +16,9 @@ use http::{Request, Uri};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::task::JoinHandle;
-use tokio_rustls::rustls;
 
-use crate::instrument::{self, InstrumentOptions, Role};
-use crate::load::conn::{finish_h3_request, http_handshake, quic_connect, quic_endpoint, tls_connect, Sender};
+use crate::client::{finish_h3_request, Connector, Sender};
 use crate::load::mode::Protocol;
-use crate::transport::{tcp_connect_from, QuicOptions, TcpOptions};
 
 const USER_AGENT: &str = concat!("protolab-rpm/", env!("CARGO_PKG_VERSION"));
 /// Upload chunk: one shared buffer, cloned per frame (no copy).
@@ -78,10 +75,8 @@ pub(crate) struct Dialer {
     pub host: String,
     /// `host[:port]` for request URIs.
     pub authority: String,
-    pub tcp: TcpOptions,
-    pub tls: Arc<rustls::ClientConfig>,
-    pub quic: QuicOptions,
-    pub instrument: InstrumentOptions,
+    /// TLS without resumption (every handshake full), qlogs if asked.
+    pub connector: Arc<Connector>,
 }
 
 /// An open connection.
@@ -119,32 +114,25 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
+fn ms_between(from: Instant, to: Instant) -> f64 {
+    to.saturating_duration_since(from).as_secs_f64() * 1e3
+}
+
 impl Dialer {
     /// A new connection, its parts timed.
     pub async fn connect(&self) -> Result<RpmConn, String> {
         let start = Instant::now();
-        if self.protocol == Protocol::H3 {
-            let endpoint = quic_endpoint(self.addr, 0).map_err(|e| format!("UDP socket: {e}"))?;
-            let local = endpoint.local_addr().ok().filter(|a| !a.ip().is_unspecified());
-            let conn_id = instrument::connection_id("quic", local, Some(self.addr));
-            let mut transport = self.quic.transport_config().map_err(|e| e.to_string())?;
-            if let Some((stream, _)) = self.instrument.qlog(Role::Client, &conn_id).map_err(|e| format!("qlog: {e}"))? {
-                transport.qlog_stream(Some(stream));
-            }
-            let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(self.tls.as_ref().clone()).map_err(|e| format!("TLS configuration unusable for QUIC: {e}"))?;
-            let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-            config.transport_config(Arc::new(transport));
-            let q = quic_connect(endpoint, config, &self.host, self.addr, false).await?;
-            return Ok(RpmConn { sender: Sender::H3(q.sender), tcp_fd: None, endpoint: Some(q.endpoint), drivers: vec![q.driver], connect_ms: ms_since(start), tls_ms: None });
-        }
-        let tcp = tcp_connect_from(self.addr, &self.tcp, None).await.map_err(|e| e.to_string())?;
-        let connect_ms = ms_since(start);
-        let tcp_fd = tcp.as_fd().try_clone_to_owned().ok();
-        let tls_start = Instant::now();
-        let stream = tls_connect(self.tls.clone(), self.protocol, &self.host, self.addr, tcp).await?;
-        let tls_ms = Some(ms_since(tls_start));
-        let (sender, driver) = http_handshake(self.protocol, stream).await?;
-        Ok(RpmConn { sender, tcp_fd, endpoint: None, drivers: vec![driver], connect_ms, tls_ms })
+        let connected = self.connector.connect(&self.host, self.addr).await?;
+        let ready = Instant::now();
+        Ok(RpmConn {
+            sender: connected.sender,
+            tcp_fd: connected.tcp_fd,
+            endpoint: connected.endpoint,
+            drivers: connected.drivers,
+            // TCP: its handshake; QUIC: the handshake with the HTTP/3 set-up.
+            connect_ms: ms_between(start, connected.tcp_connected.unwrap_or(ready)),
+            tls_ms: connected.tls_handshake.map(|d| d.as_secs_f64() * 1e3),
+        })
     }
 
     fn uri(&self, path: &str) -> Result<Uri, String> {
