@@ -217,8 +217,9 @@ pub struct ConnectionResult {
     pub local: Option<String>,
     /// Remote address.
     pub remote: String,
-    /// When the connection attempt began, ms since the root request.
-    pub connect_start_ms: f64,
+    /// When the connection attempt began, ms since the root request (null: the client did
+    /// not say, as Chromium for a connection it opened before the page's requests).
+    pub connect_start_ms: Option<f64>,
     /// TCP connect duration (TCP and MPTCP), ms.
     pub tcp_connect_ms: Option<f64>,
     /// Until the connection could carry requests (TCP + TLS + HTTP set-up, or QUIC + HTTP/3), ms.

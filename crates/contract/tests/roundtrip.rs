@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use contract::bulk::BulkResult;
 use contract::events::{Listening, Ready, UnfitDocument};
-use contract::load::LoadResult;
+use contract::load::{ClientConfig, LoadResult};
 use contract::modes::ModeRegistry;
 use contract::rpm::RpmResult;
 use contract::samples::{QuicSample, SampleHeader, StateSample, TcpSample};
@@ -42,11 +42,13 @@ fn load_results() {
     assert_eq!(failed.status, contract::load::LoadStatus::Failed);
     assert!(failed.objects.iter().any(|o| o.error.is_some()) && failed.connections.iter().any(|c| c.error.is_some()));
     let parallel: LoadResult = round_trips_pretty("load-h2-parallel.json");
-    assert_eq!(parallel.config.scheduler, contract::modes::Scheduler::LeastOutstanding);
+    let ClientConfig::Engine(config) = &parallel.config else { panic!("an engine load") };
+    assert_eq!(config.scheduler, contract::modes::Scheduler::LeastOutstanding);
     let mptcp: LoadResult = round_trips_pretty("load-h2-mptcp.json");
     assert!(mptcp.connections.iter().all(|c| c.transport == contract::modes::Transport::Mptcp && c.subflow_details.is_some()));
     let h3: LoadResult = round_trips_pretty("load-h3.json");
-    assert!(h3.config.warm && h3.config.quic.time_threshold == Some(1.5));
+    let ClientConfig::Engine(config) = &h3.config else { panic!("an engine load") };
+    assert!(config.warm && config.quic.time_threshold == Some(1.5));
     assert!(h3.connections.iter().all(|c| c.samples_file.is_some() && c.qlog_file.is_some()));
 }
 

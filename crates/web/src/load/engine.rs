@@ -692,7 +692,7 @@ impl<'a> Engine<'a> {
                 transport,
                 local: c.local.clone(),
                 remote: c.remote.clone(),
-                connect_start_ms: ms(Some(c.connect_start), start).unwrap_or(0.0),
+                connect_start_ms: ms(Some(c.connect_start), start),
                 tcp_connect_ms: c.tcp_connected.map(|t| t.duration_since(c.connect_start).as_secs_f64() * 1000.0),
                 handshake_ms: c.ready.map(|t| t.duration_since(c.connect_start).as_secs_f64() * 1000.0),
                 requests: c.requests,

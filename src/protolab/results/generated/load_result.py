@@ -3,9 +3,119 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class BrowserConfig(BaseModel):
+    """
+    The configuration of a Chromium load.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    chromium_version: str | None = None
+    """
+    `Browser.version` of the Chromium that ran (null: it did not start).
+    """
+    manifest: str
+    """
+    Manifest file as given (its objects are the expected ones).
+    """
+    mode: str
+    """
+    Mode (one Chromium can be made to speak: h1c, h1, h2, h2-mptcp, h3).
+    """
+    page: str | None = None
+    """
+    Page name from the manifest.
+    """
+    timeout_ms: Annotated[int, Field(ge=0)]
+    """
+    Time limit of the load, ms.
+    """
+    url: str | None = None
+    """
+    The root URL loaded.
+    """
+    warm: bool
+    """
+    Warm load: a first load, every connection closed, then the measured load.
+    """
+
+
+class ClientConfig2(BaseModel):
+    """
+    Headless Chromium driven by `protolab.browser.driver` (docs/browser.md).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    chromium_version: str | None = None
+    """
+    `Browser.version` of the Chromium that ran (null: it did not start).
+    """
+    manifest: str
+    """
+    Manifest file as given (its objects are the expected ones).
+    """
+    mode: str
+    """
+    Mode (one Chromium can be made to speak: h1c, h1, h2, h2-mptcp, h3).
+    """
+    page: str | None = None
+    """
+    Page name from the manifest.
+    """
+    timeout_ms: Annotated[int, Field(ge=0)]
+    """
+    Time limit of the load, ms.
+    """
+    url: str | None = None
+    """
+    The root URL loaded.
+    """
+    warm: bool
+    """
+    Warm load: a first load, every connection closed, then the measured load.
+    """
+    client: Literal['chromium']
+
+
+class ExtraRequest(BaseModel):
+    """
+    A request a browser made for a URL outside the manifest.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    bytes: Annotated[int, Field(ge=0)]
+    """
+    Body bytes received.
+    """
+    error: str | None = None
+    """
+    Why it failed.
+    """
+    started_ms: float | None = None
+    """
+    Request sent, ms since the root request.
+    """
+    status: Annotated[int | None, Field(ge=0, le=65535)] = None
+    """
+    HTTP status (null: no response).
+    """
+    url: str
+    """
+    Its URL.
+    """
 
 
 class LoadKind(StrEnum):
@@ -198,6 +308,141 @@ class Transport(StrEnum):
     """
 
 
+class BrowserExtras(BaseModel):
+    """
+    What only a browser load has (`browser` of a Chromium result).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    extra_requests: list[ExtraRequest]
+    """
+    Requests for URLs outside the manifest (e.g. `/favicon.ico`).
+    """
+    navigation: dict[str, Any]
+    """
+    The page's Navigation Timing entry (numbers and strings), ms since navigation start.
+    """
+    not_requested: Annotated[int, Field(ge=0)]
+    """
+    Manifest objects the browser never requested.
+    """
+
+
+class ClientConfig1(BaseModel):
+    """
+    protolab's page-load engine (`protolab-net load`).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    connect_timeout_ms: Annotated[int, Field(ge=0)]
+    """
+    Connect timeout, ms.
+    """
+    h1_connections: Annotated[int, Field(ge=0)]
+    """
+    HTTP/1.1 connection limit per origin.
+    """
+    h2_connection_window: Annotated[int, Field(ge=0)]
+    """
+    HTTP/2 connection window announced.
+    """
+    h2_stream_window: Annotated[int, Field(ge=0)]
+    """
+    HTTP/2 `SETTINGS_INITIAL_WINDOW_SIZE` sent.
+    """
+    http_port: Annotated[int, Field(ge=0, le=65535)]
+    """
+    Cleartext port.
+    """
+    https_port: Annotated[int, Field(ge=0, le=65535)]
+    """
+    TLS / QUIC port.
+    """
+    manifest: str
+    """
+    Manifest file as given.
+    """
+    mode: str
+    """
+    Mode as written (`h2-parallel:2`; see the mode registry).
+    """
+    page: str
+    """
+    Page name from the manifest.
+    """
+    qlog_dir: str | None = None
+    """
+    qlog directory (null = no qlog).
+    """
+    quic_ack_eliciting_threshold: Annotated[int | None, Field(ge=0)] = None
+    """
+    ACK frequency asked of the peer: ack-eliciting threshold (null = not asked).
+    """
+    quic_cc: str
+    """
+    The controller as given (`gquic39`, `cubic:c=0.8`).
+    """
+    quic_cc_canonical: str
+    """
+    The controller with every parameter (`cubic:c=0.4,beta=0.7,n=2,...`).
+    """
+    quic_initial_window: Annotated[int | None, Field(ge=0)] = None
+    """
+    Initial window in bytes, if set apart from the controller (null = the controller's).
+    """
+    quic_max_ack_delay_ms: float | None = None
+    """
+    ACK frequency asked of the peer: maximum ACK delay, ms (null = not asked).
+    """
+    quic_packet_threshold: Annotated[int | None, Field(ge=0)] = None
+    """
+    Loss detection packet threshold (null = quinn's 3).
+    """
+    quic_time_threshold: float | None = None
+    """
+    Loss detection time threshold, RTT multiple (null = quinn's 1.125).
+    """
+    sample_interval_ms: float
+    """
+    Sampling interval, ms.
+    """
+    samples_dir: str | None = None
+    """
+    Samples directory (null = no samples).
+    """
+    scheduler: Scheduler
+    """
+    Request assignment in modes with several connections per origin.
+    """
+    source_port_seed: Annotated[int | None, Field(ge=0)] = None
+    """
+    Seed of the source ports (null = the kernel's choice).
+    """
+    tcp_cc: str | None = None
+    """
+    TCP congestion control (null = namespace default).
+    """
+    tcp_rcvbuf: Annotated[int | None, Field(ge=0)] = None
+    """
+    `SO_RCVBUF` of TCP/MPTCP sockets, bytes (null = autotuned).
+    """
+    timeout_ms: Annotated[int, Field(ge=0)]
+    """
+    Load timeout, ms.
+    """
+    warm: bool
+    """
+    Warm load: TLS sessions resumed, QUIC 0-RTT (`--warm`).
+    """
+    client: Literal['engine']
+
+
 class ConnectionResult(BaseModel):
     """
     One connection of the result.
@@ -216,9 +461,10 @@ class ConnectionResult(BaseModel):
     Its id in sample and qlog file names: `<transport>-<client addr>-<server addr>`; the
     server's files of the same connection carry the same id (docs/samples.md).
     """
-    connect_start_ms: float
+    connect_start_ms: float | None = None
     """
-    When the connection attempt began, ms since the root request.
+    When the connection attempt began, ms since the root request (null: the client did
+    not say, as Chromium for a connection it opened before the page's requests).
     """
     error: str | None = None
     """
@@ -289,7 +535,7 @@ class ConnectionResult(BaseModel):
 
 class LoadConfig(BaseModel):
     """
-    The effective configuration of a load, carried into its result.
+    The effective configuration of an engine load, carried into its result.
     """
 
     model_config = ConfigDict(
@@ -407,13 +653,17 @@ class LoadResult(BaseModel):
         extra='forbid',
         use_attribute_docstrings=True,
     )
+    browser: BrowserExtras | None = None
+    """
+    A browser load's extras (absent for the engine).
+    """
     bytes: Annotated[int, Field(ge=0)]
     """
     Body bytes received in all.
     """
-    config: LoadConfig
+    config: ClientConfig1 | ClientConfig2
     """
-    Effective configuration.
+    Who loaded the page and its effective configuration.
     """
     connections: list[ConnectionResult]
     """
