@@ -2,7 +2,7 @@
 
 use anyhow::bail;
 use clap::Subcommand;
-use serde_json::{json, Value};
+use contract::controllers::{CcEntry, CcParam, CcRegistry, CcRegistrySchema, CcSpec, REGISTRY_SCHEMA_VERSION};
 
 #[derive(Subcommand)]
 pub enum CcCommand {
@@ -23,37 +23,39 @@ pub enum CcCommand {
     },
 }
 
-fn entry_json(entry: &cc::registry::Entry) -> Value {
-    json!({
-        "name": entry.name,
-        "doc": entry.doc,
-        "profile": entry.profile,
-        "params": entry.params.iter().map(|p| json!({
-            "key": p.key,
-            "default": p.default,
-            "accepts": p.kind.expected(),
-            "doc": p.doc,
-        })).collect::<Vec<_>>(),
-    })
+fn entry_document(entry: &cc::registry::Entry) -> CcEntry {
+    CcEntry {
+        name: entry.name.to_string(),
+        doc: entry.doc.to_string(),
+        profile: entry.profile.map(str::to_string),
+        params: entry
+            .params
+            .iter()
+            .map(|p| CcParam { key: p.key.to_string(), default: p.default.map(str::to_string), accepts: p.kind.expected(), doc: p.doc.to_string() })
+            .collect(),
+    }
 }
 
-fn spec_json(spec: &cc::ControllerSpec) -> Value {
-    let params: serde_json::Map<String, Value> = spec.params.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect();
-    json!({
-        "given": spec.given,
-        "name": spec.name,
-        "base": spec.base.name,
-        "canonical": spec.canonical(),
-        "params": params,
-    })
+fn spec_document(spec: &cc::ControllerSpec) -> CcSpec {
+    CcSpec {
+        given: spec.given.clone(),
+        name: spec.name.to_string(),
+        base: spec.base.name.to_string(),
+        canonical: spec.canonical(),
+        params: spec.params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    }
 }
 
 pub fn command(command: CcCommand) -> anyhow::Result<()> {
     match command {
         CcCommand::List { json } => {
             if json {
-                let entries: Vec<Value> = cc::REGISTRY.iter().map(entry_json).collect();
-                println!("{}", json!({ "schema": "protolab.cc-registry", "schema_version": 1, "controllers": entries }));
+                let registry = CcRegistry {
+                    schema: CcRegistrySchema::CcRegistry,
+                    schema_version: REGISTRY_SCHEMA_VERSION,
+                    controllers: cc::REGISTRY.iter().map(entry_document).collect(),
+                };
+                println!("{}", serde_json::to_string(&registry)?);
                 return Ok(());
             }
             for entry in cc::REGISTRY {
@@ -76,7 +78,8 @@ pub fn command(command: CcCommand) -> anyhow::Result<()> {
                 }
             }
             if json {
-                println!("{}", Value::Array(checked.iter().map(spec_json).collect()));
+                let documents: Vec<CcSpec> = checked.iter().map(spec_document).collect();
+                println!("{}", serde_json::to_string(&documents)?);
             } else {
                 for spec in &checked {
                     println!("{} = {}", spec.given, spec.canonical());

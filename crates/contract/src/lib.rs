@@ -13,6 +13,7 @@
 
 pub mod bulk;
 pub mod control;
+pub mod controllers;
 pub mod events;
 pub mod link;
 pub mod load;
@@ -72,6 +73,7 @@ pub fn documents() -> Vec<Document> {
         events::documents,
         link::documents,
         control::documents,
+        controllers::documents,
     ] {
         all.extend(part());
     }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use contract::bulk::BulkResult;
+use contract::controllers::{CcRegistry, CcSpec};
 use contract::events::{Listening, Ready, UnfitDocument};
 use contract::load::{ClientConfig, LoadResult};
 use contract::modes::ModeRegistry;
@@ -135,4 +136,17 @@ fn mode_registry() {
     let registry = contract::modes::registry();
     let line = serde_json::to_string(&registry).unwrap();
     assert_eq!(round_trips_line::<ModeRegistry>("mode-registry", &line), registry);
+}
+
+#[test]
+fn controller_registry() {
+    let text = fixture("cc-list.json");
+    let registry: CcRegistry = round_trips_line("cc-list.json", text.trim_end());
+    assert!(registry.controllers.iter().any(|c| c.name == "cubic" && !c.params.is_empty()));
+    // `cc check` lists each spec's parameters as an object; its keys come back sorted.
+    let text = fixture("cc-check.json");
+    let specs: Vec<CcSpec> = serde_json::from_str(&text).unwrap();
+    assert_eq!(specs.iter().map(|s| s.base.as_str()).collect::<Vec<_>>(), ["cubic", "cubic", "fixed", "bbr"]);
+    let again: serde_json::Value = serde_json::to_value(&specs).unwrap();
+    assert_eq!(again, serde_json::from_str::<serde_json::Value>(&text).unwrap());
 }

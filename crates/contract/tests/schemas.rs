@@ -40,6 +40,8 @@ fn document_names_are_unique_and_file_safe() {
     let names: Vec<&str> = documents.iter().map(|d| d.name).collect();
     for expected in [
         "bulk-result",
+        "cc-check",
+        "cc-registry",
         "event-listening",
         "event-ready",
         "load-result",
