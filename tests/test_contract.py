@@ -169,3 +169,45 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The Chromium driver writes the same document as the engine.
+
+
+def _devtools(rec: Any, request_id: str, url: str, t: float, size: int, connection: int, protocol: str = "h2") -> None:
+    rec.will_be_sent({"requestId": request_id, "request": {"url": url}, "timestamp": t, "wallTime": 1.0})
+    rec.response({"requestId": request_id, "response": {
+        "url": url, "status": 200, "protocol": protocol, "connectionId": connection, "connectionReused": False,
+        "remoteIPAddress": "10.99.0.1", "remotePort": 443,
+        "timing": {"requestTime": t, "connectStart": 0.5, "connectEnd": 20.5, "sendStart": 21.0,
+                   "receiveHeadersEnd": 40.0}}})
+    rec.data({"requestId": request_id, "dataLength": size})
+    rec.finished({"requestId": request_id, "timestamp": t + 0.05})
+
+
+def test_the_chromium_drivers_document_is_a_load_result() -> None:
+    from protolab.browser.driver import Outcome, Recorder, result_document
+    from protolab.results.generated.load_result import LoadResult
+
+    manifest = {"name": "p", "objects": [
+        {"origin": "www.p.test", "path": "/", "size": 1000},
+        {"origin": "www.p.test", "path": "/a.css", "size": 300, "parent": "//www.p.test/", "delay_ms": 7}]}
+    rec = Recorder()
+    _devtools(rec, "1", "https://www.p.test/", 10.0, 1000, 5)
+    _devtools(rec, "2", "https://www.p.test/a.css", 10.06, 300, 5)
+    _devtools(rec, "3", "https://www.p.test/favicon.ico", 10.1, 40, 5)
+    config = {"client": "chromium", "manifest": "p.json", "page": "p", "mode": "h2", "url": "https://www.p.test/",
+              "warm": False, "timeout_ms": 60000, "chromium_version": "156.0"}
+    result = result_document(rec, manifest, config, Outcome("ok", None, 120.5, {"loadEventEnd": 120.5}, 1), {})
+    assert isinstance(result, LoadResult) and result.status == "ok" and result.plt_ms == 120.5
+    assert [(o.path, o.delay_ms, o.connection, o.bytes) for o in result.objects] == [("/", 0, 5, 1000), ("/a.css", 7, 5, 300)]
+    (conn,) = result.connections
+    assert (conn.id, conn.protocol, conn.requests, conn.bytes, conn.handshake_ms) == (5, "h2", 2, 1300, 20.0)
+    assert result.browser is not None and [e.url for e in result.browser.extra_requests] == [
+        "https://www.p.test/favicon.ico"]
+    # What the driver writes reads back as the same model, and gives the store its rows.
+    again = LoadResult.model_validate_json(result.model_dump_json(by_alias=True))
+    assert again == result
+    rows = load.load_rows(again)
+    assert rows["page_loads"][0]["mode"] == "h2" and len(rows["objects"]) == 2

@@ -24,14 +24,17 @@ import asyncio
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from protolab.browser.modes import CHROMIUM_MODES, chromium_flags
 from protolab.browser.netlog import annotate, session_facts
+from protolab.results.generated.load_result import LoadResult
 
-RESULT_SCHEMA_VERSION = 1
+# The load result's version (schemas/load-result.json): the same document as the engine's.
+RESULT_SCHEMA_VERSION = 2
 CDP_PROTOCOL = {"http/1.1": "h1", "h2": "h2", "h3": "h3"}
 
 
@@ -113,13 +116,12 @@ def _objects_and_connections(rec: Recorder, manifest: dict[str, Any], mode: str)
         conn_key = (r.get("connection"), r.get("remote"))
         objects.append({
             "origin": u.hostname, "path": path,
-            "parent": known.get("parent"),
+            "parent": known.get("parent"), "delay_ms": known.get("delay_ms", 0), "queue_position": None,
             "connection": None if r.get("connection") is None else int(r["connection"]),
             "status": r.get("status"), "expected_bytes": known["size"], "bytes": r["bytes"],
             "discovered_ms": _ms(r["sent"], t0), "queued_ms": _ms(r["sent"], t0), "started_ms": _ms(send, t0),
             "first_byte_ms": _ms(head, t0), "finished_ms": _ms(r.get("finished"), t0),
             "error": r.get("error"),
-            "protocol": CDP_PROTOCOL.get(r.get("protocol", ""), r.get("protocol")),
         })
         if r.get("connection") is None:
             continue
@@ -136,7 +138,9 @@ def _objects_and_connections(rec: Recorder, manifest: dict[str, Any], mode: str)
                 "id": int(r["connection"]), "origin": u.hostname, "protocol": protocol,
                 "transport": "quic" if protocol == "h3" else ("mptcp" if mode == "h2-mptcp" else "tcp"),
                 "local": None, "remote": r.get("remote"),
-                "connect_start_ms": _ms(connect_start, t0), "handshake_ms": handshake, "requests": 0, "bytes": 0,
+                "connect_start_ms": _ms(connect_start, t0), "tcp_connect_ms": None, "handshake_ms": handshake,
+                "requests": 0, "bytes": 0, "subflows": None, "subflow_details": None, "error": None, "conn_id": None,
+                "samples_file": None, "qlog_file": None, "resumed": None, "zero_rtt": None,
             }
         c["requests"] += 1
         c["bytes"] += r["bytes"]
@@ -157,15 +161,14 @@ async def _prime(context: Any, page: Any, a: argparse.Namespace) -> None:
         await internals.close()
 
 
-async def load(a: argparse.Namespace) -> dict[str, Any]:
+async def load(a: argparse.Namespace) -> LoadResult:
     from playwright.async_api import Error as PlaywrightError
     from playwright.async_api import TimeoutError as PlaywrightTimeout
     from playwright.async_api import async_playwright
 
     manifest = json.loads(Path(a.manifest).read_text())
     rec = Recorder()
-    config: dict[str, Any] = {"client": "chromium", "mode": a.mode, "page": manifest.get("name"), "url": a.url,
-                              "warm": a.warm}
+    config = _config(a, manifest.get("name"))
     status, error, plt_ms, navigation = "ok", None, None, {}
     start_unix_ns = time.time_ns()
     # The NetLog tells which TLS sessions were resumed and whether QUIC 0-RTT was accepted (not
@@ -206,23 +209,58 @@ async def load(a: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(0.2)  # the last DevTools events
         finally:
             await context.close()  # writes the HAR
-    objects, connections, extra = _objects_and_connections(rec, manifest, a.mode)
     try:
-        annotate(connections, session_facts(json.loads(netlog.read_text())))
+        facts = session_facts(json.loads(netlog.read_text()))
     except (OSError, ValueError):
-        pass  # no NetLog (the browser died): the connections stay without these facts
+        facts = {}  # no NetLog (the browser died): the connections stay without these facts
+    outcome = Outcome(status, error, plt_ms, navigation, start_unix_ns)
+    return result_document(rec, manifest, config, outcome, facts)
+
+
+@dataclass
+class Outcome:
+    """How the navigation ended: status, why not ok, Navigation Timing's PLT and entry, start."""
+
+    status: str
+    error: str | None
+    plt_ms: float | None
+    navigation: dict[str, Any]
+    start_unix_ns: int
+
+
+def result_document(rec: Recorder, manifest: dict[str, Any], config: dict[str, Any], outcome: Outcome,
+                    facts: dict[int, Any]) -> LoadResult:
+    """The load result (schemas/load-result.json) of what the browser did: the engine's objects
+    and connections, Chromium's configuration and its extras in `browser`. Pure."""
+    objects, connections, extra = _objects_and_connections(rec, manifest, config["mode"])
+    annotate(connections, facts)
     missing = len(manifest.get("objects", [])) - len({(o["origin"], o["path"]) for o in objects})
+    status, error = outcome.status, outcome.error
     if status == "ok":
         root = objects[0] if objects else None
         if root is None or root.get("status") != 200:
             status, error = "failed", f"root document: status {root.get('status') if root else None}"
-    return {
-        "schema_version": RESULT_SCHEMA_VERSION, "status": status, "error": error,
-        "plt_ms": round(plt_ms, 3) if plt_ms else None, "bytes": sum(o["bytes"] for o in objects),
-        "start_unix_ns": start_unix_ns, "config": config, "objects": objects, "connections": connections,
-        "navigation": {k: v for k, v in navigation.items() if isinstance(v, int | float | str)},
-        "not_requested": missing, "extra_requests": extra,
-    }
+    return LoadResult.model_validate({
+        "schema_version": RESULT_SCHEMA_VERSION, "kind": "page_load", "status": status, "error": error,
+        "plt_ms": round(outcome.plt_ms, 3) if outcome.plt_ms else None, "bytes": sum(o["bytes"] for o in objects),
+        "start_unix_ns": outcome.start_unix_ns, "config": config, "objects": objects, "connections": connections,
+        "browser": {"navigation": {k: v for k, v in outcome.navigation.items() if isinstance(v, int | float | str)},
+                    "not_requested": missing, "extra_requests": extra},
+    })
+
+
+def _config(a: argparse.Namespace, page: str | None) -> dict[str, Any]:
+    """The load's `config` (schemas/load-result.json, `client` = chromium)."""
+    return {"client": "chromium", "manifest": a.manifest, "page": page, "mode": a.mode, "url": a.url, "warm": a.warm,
+            "timeout_ms": a.timeout_ms, "chromium_version": None}
+
+
+def _failed(a: argparse.Namespace, why: str) -> LoadResult:
+    """The result of a load Chromium could not attempt (it did not start, or died)."""
+    return LoadResult.model_validate({
+        "schema_version": RESULT_SCHEMA_VERSION, "kind": "page_load", "status": "failed", "error": why,
+        "plt_ms": None, "bytes": 0, "start_unix_ns": time.time_ns(), "config": _config(a, None), "objects": [],
+        "connections": [], "browser": {"navigation": {}, "not_requested": 0, "extra_requests": []}})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,11 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = asyncio.run(load(a))
     except Exception as exc:  # noqa: BLE001 - the browser did not start or died: a failed load, with why
-        result = {"schema_version": RESULT_SCHEMA_VERSION, "status": "failed", "error": f"chromium: {exc}".splitlines()[0],
-                  "plt_ms": None, "bytes": 0, "start_unix_ns": time.time_ns(),
-                  "config": {"client": "chromium", "mode": a.mode}, "objects": [], "connections": []}
+        result = _failed(a, f"chromium: {exc}".splitlines()[0])
     tmp = Path(a.out + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
+    tmp.write_text(result.model_dump_json(indent=1, by_alias=True))
     tmp.replace(a.out)
     return 0
 
