@@ -211,3 +211,27 @@ def test_the_chromium_drivers_document_is_a_load_result() -> None:
     assert again == result
     rows = load.load_rows(again)
     assert rows["page_loads"][0]["mode"] == "h2" and len(rows["objects"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# One mode registry: the binary's.
+
+
+def test_the_spec_takes_the_modes_the_engine_runs(emu_binary: Path) -> None:
+    """A spec accepts exactly the modes `protolab-net load` accepts (the registry is the
+    binary's: `protolab-net modes --json`), e.g. h2-parallel:32, which a copied table refused."""
+    from protolab.plan.modes import check_mode, registry
+
+    top = registry().max_parallel
+    for mode, ok in (("h2-parallel:32", True), (f"h3-parallel:{top}", True), (f"h2-parallel:{top + 1}", False),
+                     ("h2", True), ("h2:2", False), ("h4", False)):
+        refused = subprocess.run([str(emu_binary), "load", "--mode", mode, "--manifest", "/nonexistent"],
+                                 capture_output=True, text=True, check=False)
+        engine_refuses_mode = refused.stderr.startswith("error: --mode")
+        try:
+            check_mode(mode)
+            python_ok = True
+        except ValueError:
+            python_ok = False
+        assert python_ok == ok, mode
+        assert engine_refuses_mode != ok, (mode, refused.stderr)

@@ -97,7 +97,7 @@ def write_package(directory: Path, files: dict[str, str]) -> None:
 # The stage packages in the order their imports point: each imports only stages before it. The
 # runner drives a run through analysis into the store, so those sit below it although their data
 # comes after the run's; the commands (`<stage>.cli`) sit above every stage and are not checked.
-STAGES = ("plan", "results", "analysis", "store", "run", "validate", "report", "reproduce")
+STAGES = ("results", "plan", "analysis", "store", "run", "validate", "report", "reproduce")
 
 
 def stage_of(module: str) -> int | None:

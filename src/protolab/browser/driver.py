@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from protolab.browser.modes import CHROMIUM_MODES, chromium_flags
+from protolab.browser.modes import chromium_flags, chromium_modes
 from protolab.browser.netlog import annotate, session_facts
 from protolab.results.generated.load_result import LoadResult
 
@@ -266,7 +266,7 @@ def _failed(a: argparse.Namespace, why: str) -> LoadResult:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="protolab.browser.driver", description=__doc__.split("\n\n")[0])
     p.add_argument("--url", required=True, help="the page's root URL")
-    p.add_argument("--mode", choices=sorted(CHROMIUM_MODES), required=True)
+    p.add_argument("--mode", choices=sorted(chromium_modes()), required=True)
     p.add_argument("--spki", required=True, help="SPKI hash(es) of the lab's certificates, comma-separated")
     p.add_argument("--map", action="append", default=[], help="HOST=ADDR (host resolver rule)")
     p.add_argument("--manifest", required=True, help="the page's manifest (expected sizes and parents)")

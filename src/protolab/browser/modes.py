@@ -1,9 +1,16 @@
-"""How Chromium is made to speak each page-load mode (docs/browser.md). Pure: no I/O."""
+"""How Chromium is made to speak each page-load mode (docs/browser.md).
+
+The modes are the binary's (`protolab.plan.modes`); what is Chromium's own is how to force each
+HTTP version (its flags and URL scheme) and that a mode over MPTCP runs Chromium under
+`mptcpize`. Modes with N connections per origin are the engine's: Chromium opens one.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from protolab.plan.modes import entry, registry
 
 
 @dataclass(frozen=True)
@@ -17,13 +24,19 @@ class ChromiumMode:
     force_quic: bool = False
 
 
-CHROMIUM_MODES: dict[str, ChromiumMode] = {
+# How Chromium is made to speak each HTTP version of the registry's modes.
+PROTOCOL_FLAGS: dict[str, ChromiumMode] = {
     "h1c": ChromiumMode(("--disable-http2", "--disable-quic"), scheme="http"),
     "h1": ChromiumMode(("--disable-http2", "--disable-quic")),
     "h2": ChromiumMode(("--disable-quic",)),
-    "h2-mptcp": ChromiumMode(("--disable-quic",), mptcpize=True),
     "h3": ChromiumMode(("--enable-quic",), force_quic=True),
 }
+
+
+def chromium_modes() -> list[str]:
+    """The registry's modes Chromium can be made to speak (one connection per origin)."""
+    return [m.name for m in registry().modes if not m.takes_count and str(m.protocol) in PROTOCOL_FLAGS]
+
 
 # Flags of every load: no sandbox (root in a namespace), nothing in the background that would
 # add requests or CPU load, no first-run UI.
@@ -37,13 +50,14 @@ class UnsupportedMode(ValueError):
 
 
 def chromium_mode(mode: str) -> ChromiumMode:
-    try:
-        return CHROMIUM_MODES[mode]
-    except KeyError:
-        why = ("Chromium opens one connection per origin for HTTP/2 and HTTP/3; N parallel connections "
-               "are an engine mode") if "parallel" in mode else "not a page-load mode"
+    found = entry(mode.partition(":")[0])
+    if found is None or found.takes_count or str(found.protocol) not in PROTOCOL_FLAGS:
+        why = ("Chromium opens one connection per origin for HTTP/2 and HTTP/3; N connections per origin "
+               "are an engine mode") if found is not None and found.takes_count else "not a page-load mode"
         raise UnsupportedMode(f"mode {mode!r} cannot be loaded by Chromium ({why}); "
-                              f"Chromium modes: {', '.join(CHROMIUM_MODES)}") from None
+                              f"Chromium modes: {', '.join(chromium_modes())}")
+    flags = PROTOCOL_FLAGS[str(found.protocol)]
+    return ChromiumMode(flags.flags, scheme=flags.scheme, mptcpize=found.mptcp, force_quic=flags.force_quic)
 
 
 def chromium_flags(mode: str, spki: str, maps: Sequence[str]) -> list[str]:

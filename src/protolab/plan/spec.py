@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from protolab.errors import ProtolabError
+from protolab.plan.modes import check_mode, check_scheduler
 
 SCHEMA_VERSION = 1
 MTU_BYTES = 1500
@@ -50,59 +51,11 @@ def quoted(value: Any) -> str:
 # ---------------------------------------------------------------------- registries
 
 
-@dataclass(frozen=True)
-class ModeInfo:
-    """A protocol mode of the page-load engine (docs/load.md)."""
-
-    description: str
-    parallel: bool = False  # takes ":N" (connections per origin)
-    mptcp: bool = False  # needs MPTCP listeners and the lab's `ip mptcp` set-up
-
-
-MODES: dict[str, ModeInfo] = {
-    "h1c": ModeInfo("HTTP/1.1 cleartext, up to h1_connections per origin"),
-    "h1": ModeInfo("HTTP/1.1 over TLS, up to h1_connections per origin"),
-    "h2": ModeInfo("HTTP/2 over TLS, one connection per origin"),
-    "h2-parallel": ModeInfo("HTTP/2 over TLS, N connections per origin", parallel=True),
-    "h2-mptcp": ModeInfo("HTTP/2 over MPTCP + TLS, one connection per origin, two subflows", mptcp=True),
-    "h3": ModeInfo("HTTP/3 over QUIC, one connection per origin"),
-    "h3-parallel": ModeInfo("HTTP/3 over QUIC, N connections per origin", parallel=True),
-}
-MAX_PARALLEL = 16
-
 TCP_CONGESTION_CONTROLS: dict[str, str] = {
     "cubic": "CUBIC (the seeds' controller)",
     "reno": "NewReno",
     "bbr": "BBR (the kernel default here)",
 }
-SCHEDULERS: dict[str, str] = {
-    "round-robin": "requests assigned to the N connections in turn (001)",
-    "least-outstanding": "request goes to the connection with the fewest outstanding response bytes",
-}
-
-
-def uses_mptcp(modes: Iterable[str]) -> bool:
-    """Whether any of these (checked) modes runs over MPTCP."""
-    return any(MODES[mode.partition(":")[0]].mptcp for mode in modes)
-
-
-def known_modes() -> str:
-    return ", ".join(f"{name}:N" if info.parallel else name for name, info in MODES.items())
-
-
-def check_mode(value: str) -> str:
-    """`h2-parallel:2` -> itself; raise ValueError for an unknown mode or a bad N."""
-    base, sep, count = value.partition(":")
-    info = MODES.get(base)
-    if info is None:
-        raise ValueError(f"unknown mode {quoted(value)} (known: {known_modes()})")
-    if info.parallel:
-        if not sep or not count.isdigit() or not 1 <= int(count) <= MAX_PARALLEL:
-            raise ValueError(f"mode {quoted(value)}: {base} needs a connection count, {base}:N with N in 1..{MAX_PARALLEL}")
-        return f"{base}:{int(count)}"
-    if sep:
-        raise ValueError(f"mode {quoted(value)}: {base} takes no connection count")
-    return value
 
 
 def _registry_check(registry: Mapping[str, str], what: str) -> Callable[[str], str]:
@@ -205,7 +158,7 @@ Loss = Annotated[float, AfterValidator(_check_loss)]
 PageName = Annotated[str, AfterValidator(_check_page)]
 TcpCC = Annotated[str, AfterValidator(_registry_check(TCP_CONGESTION_CONTROLS, "TCP congestion control"))]
 QuicCC = Annotated[str, Field(min_length=1, max_length=500)]  # checked against the Rust registry in stage 2
-Scheduler = Annotated[str, AfterValidator(_registry_check(SCHEDULERS, "scheduler"))]
+Scheduler = Annotated[str, AfterValidator(check_scheduler)]
 
 
 def _nonempty(values: list[Any] | None) -> list[Any] | None:

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protolab.errors import LabError
+from protolab.plan import modes
 from protolab.report import figures
 from protolab.store import ResultsStore
 
-MODE_ORDER = ("h1c", "h1", "h2", "h2-parallel", "h2-mptcp", "h3", "h3-parallel")
 NO_PAGE = "-"  # runs that load no page (bulk transfers)
 
 
@@ -62,8 +63,13 @@ def sort_key(value: Any) -> tuple[int, Any]:
 
 
 def mode_sort_key(mode: str) -> tuple[int, str]:
-    base, _, n = mode.partition(":")
-    rank = MODE_ORDER.index(base) if base in MODE_ORDER else len(MODE_ORDER)
+    """Modes in the registry's order (the binary's `protolab-net modes`), N ascending; bulk
+    protocols and pairs, which are no page-load modes, after them by name."""
+    _, _, n = mode.partition(":")
+    try:
+        rank = modes.order_of(mode)
+    except LabError:
+        rank = 0  # no binary to ask: by name alone
     return (rank, f"{int(n):06d}" if n.isdigit() else (n or mode))
 
 

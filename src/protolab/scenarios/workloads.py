@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from protolab.plan import controllers
-from protolab.plan.spec import check_mode, uses_mptcp
+from protolab.plan.modes import check_mode, uses_mptcp
 
 # Bulk transfers (docs/bulk.md): the raw protocol on TCP, HTTP/1.1 cleartext or TLS, HTTP/2, HTTP/3.
 BULK_PROTOCOLS: dict[str, str] = {

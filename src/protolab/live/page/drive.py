@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from protolab.browser.modes import CHROMIUM_MODES, chromium_flags
+from protolab.browser.modes import chromium_flags, chromium_modes
 from protolab.files import write_text_atomically
 
 VIEWPORT = {"width": 1000, "height": 1000}
@@ -167,7 +167,7 @@ async def drive(a: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="protolab.live.page.drive", description=__doc__.split("\n\n")[0])
     p.add_argument("--url", required=True, help="the page's URL (with ?autostart=1)")
-    p.add_argument("--mode", choices=sorted(CHROMIUM_MODES), default="h3")
+    p.add_argument("--mode", choices=sorted(chromium_modes()), default="h3")
     p.add_argument("--spki", required=True, help="SPKI hash(es) of the lab's certificates, comma-separated")
     p.add_argument("--map", action="append", default=[],
                    help="HOST=ADDR (host resolver rule; the page's origin and each load origin)")
