@@ -235,3 +235,9 @@ def test_the_spec_takes_the_modes_the_engine_runs(emu_binary: Path) -> None:
             python_ok = False
         assert python_ok == ok, mode
         assert engine_refuses_mode != ok, (mode, refused.stderr)
+
+
+def test_the_store_documentation_lists_the_columns_of_the_code() -> None:
+    from protolab.store import doc
+
+    assert doc.render(doc.DOC.read_text()) == doc.DOC.read_text(), "run python -m protolab.store.doc"

@@ -379,6 +379,30 @@ def test_version_1_store_is_migrated(tmp_path: Path, read_only: bool) -> None:
         assert row == {"goodput_mbps": 5.0, "workload": "bulk"}
 
 
+def test_version_4_store_is_migrated_and_reported(tmp_path: Path) -> None:
+    """A store of schema 4 (connections.conn_id the result's integer index, no document columns
+    of 5) opens read-only, is migrated (conn_id -> idx, the new columns NULL) and reported."""
+    from protolab.report.build import build_report
+
+    fill_store(tmp_path / "res")
+    con = duckdb.connect(str(tmp_path / "res" / "results.duckdb"))
+    indexes = con.execute("SELECT run_key, idx FROM connections ORDER BY run_key, idx").fetchall()
+    con.execute("ALTER TABLE connections DROP COLUMN conn_id")
+    con.execute("ALTER TABLE connections RENAME COLUMN idx TO conn_id")
+    for table, column in (("objects", "delay_ms"), ("objects", "queue_position"), ("connections", "samples_file"),
+                          ("page_loads", "browser"), ("bulk_intervals", "total_bytes")):
+        con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.execute("UPDATE meta SET schema_version = 4")
+    con.close()
+    with ResultsStore(tmp_path / "res", read_only=True) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        rows = store.query("SELECT run_key, idx, conn_id FROM connections ORDER BY run_key, idx")
+        assert [(r["run_key"], r["idx"]) for r in rows] == indexes
+        assert all(r["conn_id"] is None for r in rows)
+        assert all(r["delay_ms"] is None for r in store.query("SELECT delay_ms FROM objects"))
+    assert "wifi-loss" in build_report(tmp_path / "res").read_text()
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_export(tmp_path: Path, fmt: str) -> None:
     recorded = fill_store(tmp_path / "res")

@@ -355,7 +355,7 @@ class ReportBuilder(Builder):
         for run in ok:
             counts[(run.page, run.mode)].append(run.n_connections)  # type: ignore[arg-type]
         conn_rows = self.store.query(
-            "SELECT run_key, bytes FROM connections WHERE experiment_id = ? ORDER BY run_key, conn_id", [exp.id])
+            "SELECT run_key, bytes FROM connections WHERE experiment_id = ? ORDER BY run_key, idx", [exp.id])
         by_run: dict[str, list[int]] = defaultdict(list)
         for row in conn_rows:
             by_run[row["run_key"]].append(row["bytes"] or 0)
