@@ -25,7 +25,7 @@ CLASSIFY_BENCH_ARGS ?=
 # `make cleanup LAB=name` cleans one lab; without LAB, every protolab lab on this machine.
 LAB ?=
 
-.PHONY: help setup build demo validate test bench cleanup
+.PHONY: help setup build demo validate test bench cleanup schemas
 
 help: ## list the targets
 	@echo "protolab make targets (run as root):"
@@ -56,6 +56,11 @@ bench: setup ## set up, then run the benchmarks (emulator throughput; endpoints 
 	$(PYTHON) benches/traffic_classify.py $(CLASSIFY_BENCH_ARGS)
 	@if [[ -f $(RESULTS)/demo/results.duckdb ]]; then $(PYTHON) benches/analysis.py $(RESULTS)/demo; \
 	  else echo "bench: no $(RESULTS)/demo (make demo): the analysis benchmark is skipped"; fi
+
+schemas: setup ## after changing a document in crates/contract: rewrite schemas/, the Python models and docs/store.md's tables
+	$(NET) schema --out schemas
+	$(PYTHON) scripts/generate_models.py
+	$(PYTHON) -m protolab.store.doc
 
 cleanup: ## remove what crashed labs left behind (all labs, or LAB=name)
 	@if [[ ! -x $(NET) ]]; then \

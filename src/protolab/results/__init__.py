@@ -8,6 +8,6 @@ documents into those models (errors name the file and the field), say where each
 (`placement`), and turn one run's documents into the rows of the store's tables (`record`).
 
 Pure: no database, no lab, no subprocess; the only I/O is reading a document or samples file.
-Stage: after `plan` and `run` (it may use their value types), before `store`, which only stores
-what `RunRecord.rows()` gives it.
+Stage: the first (docs/architecture.md): it imports no other stage, every stage may import it;
+the store only stores what `RunRecord.rows()` gives it.
 """
