@@ -240,7 +240,12 @@ TRANSPORT_AXES = tuple(Transport.model_fields)
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 # Condition axes a space-filling design can range over (buffer: in multiples of the BDP);
 # checked in stage 2, with a message naming them.
-RANGED_AXES = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer")
+# The axes that make a run's network condition (protolab.scenarios.Condition), as a spec
+# writes them, and as the store keeps them (runs' columns; the buffer in bytes).
+CONDITION_AXES = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer")
+CONDITION_COLUMNS = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes")
+# A design's ranges span the condition's axes.
+RANGED_AXES = CONDITION_AXES
 
 
 class Design(BaseModel):

@@ -16,6 +16,7 @@ import numpy as np
 
 from protolab.errors import ProtolabError
 from protolab.measure.stats import clopper_pearson
+from protolab.plan.spec import CONDITION_COLUMNS
 from protolab.report import analysis as ga
 from protolab.report import calibration as cal
 from protolab.report import fidelity as fid
@@ -28,9 +29,9 @@ from protolab.report.section import CSS, NO_PAGE, Builder, Experiment, Run, cond
 from protolab.report.stats import CI_LEVEL, improvement_pct, median, speedup, summarize
 from protolab.store import KNOWN_PARAMS, SCHEMA_VERSION, ResultsStore
 
-CONDITION_FIELDS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "tcp_cc", "quic_cc", "client",
+CONDITION_FIELDS = ("scenario", *CONDITION_COLUMNS, "tcp_cc", "quic_cc", "client",
                     "warm")
-PRIMARY_CONDITIONS = ("scenario", "bandwidth_mbps", "rtt_ms", "loss_pct", "tcp_cc", "quic_cc", "client", "warm")
+PRIMARY_CONDITIONS = ("scenario", *CONDITION_COLUMNS[:3], "tcp_cc", "quic_cc", "client", "warm")
 PAGE_FIELDS = {"page_ref", "page_bytes", "page_digest"}  # describe the page, shown with the pages
 NOT_CONDITIONS = {"mode", "page", "repetition", "seed", "order_index", "workload", "transport_axes",
                   "quic_cc_resolved"}

@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 from protolab.errors import ProtolabError
+from protolab.plan.spec import CONDITION_COLUMNS
 from protolab.store import ResultsStore
 
-RUN_COLUMNS = ("run_key", "mode", "page", "bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "quic_cc", "tcp_cc",
+RUN_COLUMNS = ("run_key", "mode", "page", *CONDITION_COLUMNS, "quic_cc", "tcp_cc",
                "repetition", "plt_ms", "goodput_mbps")
 
 

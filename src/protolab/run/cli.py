@@ -26,6 +26,7 @@ from rich.table import Table
 from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.plan.experiment import Experiment, load_spec
+from protolab.plan.spec import CONDITION_AXES
 from protolab.run.executors import EXECUTORS
 from protolab.run.runner import (
     Events,
@@ -43,7 +44,6 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 DEMO_SPEC = REPO_ROOT / "specs" / "demo.toml"
 DEMO_RESULTS = Path("results") / "demo"
 DRY_RUN_ROWS = 60
-CONDITION_AXES = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer")
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "timeout": "yellow"}
 
 

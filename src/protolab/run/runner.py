@@ -38,14 +38,13 @@ from protolab.measure.transport import connection_summaries
 from protolab.plan import controllers
 from protolab.plan.design import converged, derived_seed
 from protolab.plan.experiment import Experiment, Page
-from protolab.plan.spec import STANDARD_AXES, TRANSPORT_AXES
+from protolab.plan.spec import CONDITION_AXES, STANDARD_AXES, TRANSPORT_AXES
 from protolab.scenarios import Condition
 from protolab.results.documents import plain
 from protolab.results.record import Fidelity, RunRecord
 from protolab.store import ResultsStore
 
 KEY_LENGTH = 16
-_CONDITION_AXES = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer")
 
 
 class RunnerError(ProtolabError):
@@ -81,7 +80,7 @@ def run_key(key_params: dict[str, Any]) -> str:
 
 
 def _sweep_conditions(experiment: Experiment, sweep: dict[str, list[Any]]) -> list[Condition]:
-    names = [*_CONDITION_AXES, *experiment.extra_axes]
+    names = [*CONDITION_AXES, *experiment.extra_axes]
     product = itertools.product(*(sweep[name] for name in names))
     return [Condition.from_axes(dict(zip(names, values, strict=True))) for values in product]
 

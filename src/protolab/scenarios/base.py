@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from protolab.lab import Lab, ideal_link, mbps_to_bps, ms_to_ns
-from protolab.plan.spec import Buffer, parse_buffer
+from protolab.plan.spec import CONDITION_AXES, Buffer, parse_buffer
 from protolab.scenarios.workloads import PAGE_LOADS, Workload
 
 CLIENT = "client"
@@ -67,7 +67,7 @@ class Condition:
         return text + "".join(f", {k}={v}" for k, v in self.extras)
 
 
-_CONDITION_KEYS = {"bandwidth_mbps", "rtt_ms", "loss_pct", "buffer", "mode", "page"}
+_CONDITION_KEYS = {*CONDITION_AXES, "mode", "page"}
 
 
 def rate_bps(bandwidth_mbps: float | None) -> int | None:

@@ -22,12 +22,13 @@ from rich.markup import escape
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
 from protolab.lab.binary import find_binary
+from protolab.plan.spec import CONDITION_COLUMNS
 from protolab.store import ResultsStore
 
 CORPUS_SCHEMA = "protolab.traffic.corpus"
 CORPUS_SCHEMA_VERSION = 1
 # Run columns every corpus row carries (the condition it was measured in).
-RUN_COLUMNS = ("mode", "page", "bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "repetition")
+RUN_COLUMNS = ("mode", "page", *CONDITION_COLUMNS, "repetition")
 
 
 class CorpusError(ProtolabError):
