@@ -3,7 +3,7 @@
 //!
 //! Parsing checks everything (unknown names and keys, values out of range) and yields a
 //! [`ControllerSpec`] with every parameter's effective value and the [`Config`] it stands for.
-//! The registry knows nothing of quinn: [`crate::adapter::Factory::for_spec`] turns a spec into
+//! The registry knows nothing of quinn: the adapter's `Factory::for_spec` turns a spec into
 //! a quinn controller factory.
 
 use std::fmt;
