@@ -15,6 +15,7 @@ mod cc_cmd;
 mod contract_cmd;
 mod flows;
 mod load;
+mod manifest_cmd;
 mod options;
 mod rpm;
 
@@ -47,6 +48,9 @@ enum Command {
     Modes(contract_cmd::ModesArgs),
     /// Write the JSON Schema of every document protolab produces (results, sample rows, events, registries) into schemas/, or `--check` them.
     Schema(contract_cmd::SchemaArgs),
+    /// Page manifests: check files against docs/manifest.md (Python asks this instead of keeping the rules).
+    #[command(subcommand)]
+    Manifest(manifest_cmd::ManifestCommand),
 }
 
 /// TCP congestion controls the lab uses.
@@ -378,6 +382,10 @@ fn main() -> ExitCode {
         Command::Cc(c) => cc_cmd::command(c),
         Command::Modes(args) => contract_cmd::modes(args),
         Command::Schema(args) => match contract_cmd::schema(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Manifest(c) => match manifest_cmd::command(c) {
             Ok(code) => return code,
             Err(e) => Err(e),
         },
