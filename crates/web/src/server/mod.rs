@@ -515,10 +515,7 @@ where
             r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             r
         }
-        rpm::CONFIG_PATH => match rpm_config_response(&req, secure) {
-            Ok(r) => cross_origin(head_of(r, is_head)),
-            Err(r) => r,
-        },
+        rpm::CONFIG_PATH => rpm_config_response(&req, secure, is_head),
         rpm::SMALL_PATH | rpm::LARGE_PATH => {
             let n = if path == rpm::SMALL_PATH { 1 } else { rpm::LARGE_BYTES };
             let mut r = reply(StatusCode::OK, ResponseBody::pattern(&ctx.bytes_block, 0, n));
@@ -558,20 +555,20 @@ fn bytes_response(query: Option<&str>, ctx: &Ctx, is_head: bool) -> Response<Res
     head_of(r, is_head)
 }
 
-/// The responsiveness configuration document, naming this server as the request reached it;
-/// `Err`: the answer to a request without a host.
-fn rpm_config_response<B>(req: &Request<B>, secure: bool) -> Result<Response<ResponseBody>, Response<ResponseBody>> {
+/// The responsiveness configuration document, naming this server as the request reached it
+/// (cross-origin; 400 without a host).
+fn rpm_config_response<B>(req: &Request<B>, secure: bool, is_head: bool) -> Response<ResponseBody> {
     let authority = req.uri().authority().map(|a| a.as_str().to_string()).or_else(|| {
         req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).and_then(|h| h.parse::<http::uri::Authority>().ok()).map(|a| a.as_str().to_string())
     });
     let Some(authority) = authority else {
-        return Err(text(StatusCode::BAD_REQUEST, "the configuration document names this server: send a Host"));
+        return text(StatusCode::BAD_REQUEST, "the configuration document names this server: send a Host");
     };
     let doc = rpm::config_document(if secure { "https" } else { "http" }, &authority);
     let mut r = reply(StatusCode::OK, ResponseBody::full(Bytes::from(doc)));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(r)
+    cross_origin(head_of(r, is_head))
 }
 
 /// A manifest object, by host and request target: its body and headers (404 if none).
