@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use serde_json::{json, Value};
+use contract::manifests::{CheckedManifest, ManifestCheck, ManifestCheckSchema, CHECK_SCHEMA_VERSION};
 
 #[derive(Subcommand)]
 pub enum ManifestCommand {
@@ -40,13 +40,11 @@ fn check_one(file: &str, stdin_name: &str) -> Result<web::Manifest, (String, Str
     Ok(manifest)
 }
 
-fn check_json(file: &str, result: &Result<web::Manifest, (String, String, String)>) -> Value {
+fn checked(file: &str, result: &Result<web::Manifest, (String, String, String)>) -> CheckedManifest {
+    let entry = CheckedManifest { file: file.to_string(), ok: result.is_ok(), name: None, origins: None, objects: None, bytes: None, field: None, message: None };
     match result {
-        Ok(m) => json!({
-            "file": file, "ok": true, "name": m.name, "origins": m.origins.len(),
-            "objects": m.objects.len(), "bytes": m.total_size(),
-        }),
-        Err((_, field, message)) => json!({"file": file, "ok": false, "field": field, "message": message}),
+        Ok(m) => CheckedManifest { name: Some(m.name.clone()), origins: Some(m.origins.len()), objects: Some(m.objects.len()), bytes: Some(m.total_size()), ..entry },
+        Err((_, field, message)) => CheckedManifest { field: Some(field.clone()), message: Some(message.clone()), ..entry },
     }
 }
 
@@ -57,8 +55,9 @@ pub fn command(command: ManifestCommand) -> anyhow::Result<ExitCode> {
     }
     let results: Vec<_> = files.iter().map(|file| check_one(file, &stdin_name)).collect();
     if json {
-        let entries: Vec<Value> = files.iter().zip(&results).map(|(file, result)| check_json(file, result)).collect();
-        println!("{}", json!({ "schema": "protolab.manifest-check", "schema_version": 1, "manifests": entries }));
+        let manifests = files.iter().zip(&results).map(|(file, result)| checked(file, result)).collect();
+        let answer = ManifestCheck { schema: ManifestCheckSchema::ManifestCheck, schema_version: CHECK_SCHEMA_VERSION, manifests };
+        println!("{}", serde_json::to_string(&answer)?);
     } else {
         for (file, result) in files.iter().zip(&results) {
             let name = if file == "-" { &stdin_name } else { file };

@@ -84,7 +84,8 @@ def valid_header_value(value: str) -> bool:
 
 
 def _run_check(arguments: Sequence[str], stdin: str | None = None) -> list[dict[str, Any]]:
-    """`protolab-net manifest check --json ARGUMENTS`: one entry per manifest."""
+    """`protolab-net manifest check --json ARGUMENTS`: one entry per manifest
+    (schemas/manifest-check.json; read as plain JSON, as the plan reads `cc check`)."""
     binary = str(find_binary())
     try:
         done = subprocess.run([binary, "manifest", "check", "--json", *arguments], input=stdin, capture_output=True,
@@ -111,7 +112,7 @@ def check_manifest_files(files: Sequence[str | os.PathLike[str]],
     results: list[ManifestError | None] = []
     for name, entry in zip(names, entries, strict=True):
         label = (labels or {}).get(name, name)
-        results.append(None if entry.get("ok") else ManifestError(label, entry["field"], entry["message"]))
+        results.append(None if entry["ok"] else ManifestError(label, entry["field"], entry["message"]))
     return results
 
 
@@ -137,7 +138,7 @@ def validate_manifest(data: Any, file: str | os.PathLike[str] = "manifest.json")
     except (TypeError, ValueError) as exc:
         raise ManifestError(label, "(document)", f"not JSON: {exc}") from None
     (entry,) = _run_check(["--stdin-name", label, "-"], stdin=text)
-    if not entry.get("ok"):
+    if not entry["ok"]:
         raise ManifestError(label, entry["field"], entry["message"])
     return _typed(data, label)
 
