@@ -16,7 +16,7 @@ use quinn_proto::RttEstimator;
 use crate::cubic::Cubic;
 use crate::fast::Fast;
 use crate::fixed::Fixed;
-use crate::registry::Config;
+use crate::registry::{Config, ControllerSpec, SpecError};
 use crate::reno::Reno;
 use crate::sprout::SproutEwma;
 use crate::{Ack, Algorithm, RttSample, State};
@@ -292,8 +292,7 @@ impl Controller for Adapter {
     }
 }
 
-/// Builds an [`Adapter`] per connection from a checked configuration
-/// ([`crate::ControllerSpec::factory`]).
+/// Builds an [`Adapter`] per connection from a checked configuration ([`Factory::for_spec`]).
 #[derive(Debug)]
 pub struct Factory {
     controller: Arc<str>,
@@ -302,8 +301,11 @@ pub struct Factory {
 }
 
 impl Factory {
-    pub(crate) fn new(controller: &str, config: Config, initial_window_bytes: Option<u64>) -> Factory {
-        Factory { controller: Arc::from(controller), config, initial_window_bytes }
+    /// The factory of a checked spec; `initial_window_bytes` overrides the initial window (an
+    /// error when the spec sets `iw` too).
+    pub fn for_spec(spec: &ControllerSpec, initial_window_bytes: Option<u64>) -> Result<Arc<Factory>, SpecError> {
+        let config = spec.config_with_initial_window(initial_window_bytes)?;
+        Ok(Arc::new(Factory { controller: Arc::from(spec.name), config, initial_window_bytes }))
     }
 
     /// The controller's name as configured.

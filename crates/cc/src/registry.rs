@@ -2,16 +2,15 @@
 //! `--quic-cc` and a spec's `quic_cc` share (docs/congestion.md).
 //!
 //! Parsing checks everything (unknown names and keys, values out of range) and yields a
-//! [`ControllerSpec`] with every parameter's effective value; [`ControllerSpec::factory`] turns
-//! it into a quinn controller factory.
+//! [`ControllerSpec`] with every parameter's effective value and the [`Config`] it stands for.
+//! The registry knows nothing of quinn: the adapter's `Factory::for_spec` turns a spec into
+//! a quinn controller factory.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use contract::units::{format_rate, parse_duration, parse_rate, Bare};
 
-use crate::adapter::Factory;
 use crate::cubic::CubicConfig;
 use crate::fast::FastConfig;
 use crate::fixed::FixedConfig;
@@ -520,9 +519,9 @@ impl ControllerSpec {
         &self.config
     }
 
-    /// A quinn controller factory; `initial_window_bytes` overrides the initial window (an
-    /// error when the spec sets `iw` too).
-    pub fn factory(&self, initial_window_bytes: Option<u64>) -> Result<Arc<Factory>, SpecError> {
+    /// What the spec configures with `initial_window_bytes` (`--quic-initial-window`) as the
+    /// initial window: an error when the spec sets `iw` too.
+    pub fn config_with_initial_window(&self, initial_window_bytes: Option<u64>) -> Result<Config, SpecError> {
         let mut config = self.config.clone();
         if let Some(bytes) = initial_window_bytes {
             if self.params.is_explicit("iw") {
@@ -530,7 +529,7 @@ impl ControllerSpec {
             }
             config.set_initial_window_bytes(bytes);
         }
-        Ok(Arc::new(Factory::new(self.name, config, initial_window_bytes)))
+        Ok(config)
     }
 }
 
@@ -657,9 +656,12 @@ mod tests {
         let e = ControllerSpec::parse("cubic:c").unwrap_err().to_string();
         assert!(e.contains("not key=value") && e.contains("syntax"), "{e}");
         assert!(matches!(ControllerSpec::parse(":c=1"), Err(SpecError::Syntax { .. })));
-        let e = ControllerSpec::parse("gquic39").unwrap().factory(Some(20_000)).unwrap_err().to_string();
+        let e = ControllerSpec::parse("gquic39").unwrap().config_with_initial_window(Some(20_000)).unwrap_err().to_string();
         assert!(e.contains("initial window is set twice"), "{e}");
-        assert!(ControllerSpec::parse("cubic").unwrap().factory(Some(20_000)).is_ok());
+        let Config::Cubic(cubic) = ControllerSpec::parse("cubic").unwrap().config_with_initial_window(Some(20_000)).unwrap() else {
+            panic!("cubic configures Cubic")
+        };
+        assert_eq!(cubic.initial_window_bytes, Some(20_000));
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod cc_cmd;
 mod contract_cmd;
 mod flows;
 mod load;
+mod manifest_cmd;
 mod options;
 mod rpm;
 
@@ -47,6 +48,9 @@ enum Command {
     Modes(contract_cmd::ModesArgs),
     /// Write the JSON Schema of every document protolab produces (results, sample rows, events, registries) into schemas/, or `--check` them.
     Schema(contract_cmd::SchemaArgs),
+    /// Page manifests: check files against docs/manifest.md (Python asks this instead of keeping the rules).
+    #[command(subcommand)]
+    Manifest(manifest_cmd::ManifestCommand),
 }
 
 /// TCP congestion controls the lab uses.
@@ -142,18 +146,11 @@ fn parse_raw_port(text: &str) -> Result<RawPort, String> {
     text.parse::<u16>().map(|p| RawPort(Some(p))).map_err(|_| format!("{text:?} is neither a port number nor \"off\""))
 }
 
-fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
-    if args.max_header_bytes < 8192 {
-        bail!("--max-header-bytes: {} is less than 8192", args.max_header_bytes);
-    }
-    if args.max_requests_per_second == 0 {
-        bail!("--max-requests-per-second: must be at least 1");
-    }
-    let quic = args.quic.options()?;
-    let quic_cc_canonical = quic.controller.canonical();
-    let instrument = args.instrument.options()?;
+/// The manifests served together, and the documents too small for all their references (each
+/// warned about on stderr).
+fn load_site(paths: &[PathBuf]) -> anyhow::Result<(web::Site, Vec<UnfitDocument>)> {
     let mut manifests = Vec::new();
-    for path in &args.manifests {
+    for path in paths {
         manifests.push((path.display().to_string(), web::Manifest::load(path)?));
     }
     let site = web::Site::new(&manifests)?;
@@ -175,22 +172,12 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
             }
         })
         .collect();
-    let mut listen = args.listen.clone();
-    if listen.is_empty() {
-        listen = site.origins().values().copied().collect();
-        listen.sort();
-        listen.dedup();
-    }
-    if listen.is_empty() {
-        bail!("nothing to listen on: give --listen or a manifest with origins");
-    }
-    let mut origins: Vec<(String, Vec<IpAddr>)> = site.origins().iter().map(|(h, a)| (h.clone(), vec![*a])).collect();
-    origins.sort();
-    let mut default_sans = vec!["localhost".to_string()];
-    default_sans.extend(listen.iter().filter(|a| !a.is_unspecified()).map(IpAddr::to_string));
-    let material = web::TlsMaterial::generate(&args.lab, &origins, &default_sans)?;
-    let tls = material.server_config(&[b"h2", b"http/1.1"])?;
-    let options = web::ServeOptions {
+    Ok((site, unfit))
+}
+
+/// The server's options from the command line.
+fn serve_options(args: &ServeArgs, listen: Vec<IpAddr>, quic: web::transport::QuicOptions, instrument: web::instrument::InstrumentOptions) -> web::ServeOptions {
+    web::ServeOptions {
         listen,
         http_port: args.http_port,
         https_port: args.https_port,
@@ -209,7 +196,36 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
             max_request_burst: args.max_requests_per_second,
             ..web::Limits::default()
         },
-    };
+    }
+}
+
+fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
+    if args.max_header_bytes < 8192 {
+        bail!("--max-header-bytes: {} is less than 8192", args.max_header_bytes);
+    }
+    if args.max_requests_per_second == 0 {
+        bail!("--max-requests-per-second: must be at least 1");
+    }
+    let quic = args.quic.options()?;
+    let quic_cc_canonical = quic.controller.canonical();
+    let instrument = args.instrument.options()?;
+    let (site, unfit) = load_site(&args.manifests)?;
+    let mut listen = args.listen.clone();
+    if listen.is_empty() {
+        listen = site.origins().values().copied().collect();
+        listen.sort();
+        listen.dedup();
+    }
+    if listen.is_empty() {
+        bail!("nothing to listen on: give --listen or a manifest with origins");
+    }
+    let mut origins: Vec<(String, Vec<IpAddr>)> = site.origins().iter().map(|(h, a)| (h.clone(), vec![*a])).collect();
+    origins.sort();
+    let mut default_sans = vec!["localhost".to_string()];
+    default_sans.extend(listen.iter().filter(|a| !a.is_unspecified()).map(IpAddr::to_string));
+    let material = web::TlsMaterial::generate(&args.lab, &origins, &default_sans)?;
+    let tls = material.server_config(&[b"h2", b"http/1.1"])?;
+    let options = serve_options(&args, listen, quic, instrument);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let server = web::Server::bind(&options, Arc::new(site), tls)?;
@@ -378,6 +394,10 @@ fn main() -> ExitCode {
         Command::Cc(c) => cc_cmd::command(c),
         Command::Modes(args) => contract_cmd::modes(args),
         Command::Schema(args) => match contract_cmd::schema(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Manifest(c) => match manifest_cmd::command(c) {
             Ok(code) => return code,
             Err(e) => Err(e),
         },

@@ -17,6 +17,7 @@ pub mod controllers;
 pub mod events;
 pub mod link;
 pub mod load;
+pub mod manifests;
 pub mod modes;
 pub mod rpm;
 pub mod samples;
@@ -74,6 +75,7 @@ pub fn documents() -> Vec<Document> {
         link::documents,
         control::documents,
         controllers::documents,
+        manifests::documents,
     ] {
         all.extend(part());
     }

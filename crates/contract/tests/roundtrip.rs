@@ -9,6 +9,7 @@ use contract::bulk::BulkResult;
 use contract::controllers::{CcRegistry, CcSpec};
 use contract::events::{Listening, Ready, UnfitDocument};
 use contract::load::{ClientConfig, LoadResult};
+use contract::manifests::ManifestCheck;
 use contract::modes::ModeRegistry;
 use contract::rpm::RpmResult;
 use contract::samples::{QuicSample, SampleHeader, StateSample, TcpSample};
@@ -136,6 +137,15 @@ fn mode_registry() {
     let registry = contract::modes::registry();
     let line = serde_json::to_string(&registry).unwrap();
     assert_eq!(round_trips_line::<ModeRegistry>("mode-registry", &line), registry);
+}
+
+#[test]
+fn manifest_check() {
+    let text = fixture("manifest-check.json");
+    let check: ManifestCheck = round_trips_line("manifest-check.json", text.trim_end());
+    let refused: Vec<(&str, Option<&str>)> = check.manifests.iter().filter(|m| !m.ok).map(|m| (m.file.as_str(), m.field.as_deref())).collect();
+    assert_eq!(refused, [("bad.json", Some("objects[1].size")), ("missing.json", Some("(file)"))]);
+    assert_eq!(check.manifests[0].objects, Some(3));
 }
 
 #[test]

@@ -45,6 +45,7 @@ fn document_names_are_unique_and_file_safe() {
         "event-listening",
         "event-ready",
         "load-result",
+        "manifest-check",
         "mode-registry",
         "quic-sample",
         "rpm-result",

@@ -126,6 +126,9 @@ pub struct Manifest {
 /// An object's identity: (hostname, path).
 pub type ObjectKey = (String, String);
 
+/// A refused field: (field path, why).
+pub type Refusal = (String, String);
+
 /// Whether `name` is an acceptable hostname: lowercase LDH labels, at least one dot not
 /// required (`localhost` is fine), at most 253 characters, not an IP literal.
 pub fn valid_hostname(name: &str) -> bool {
@@ -152,6 +155,18 @@ fn valid_path(path: &str) -> bool {
 /// The path part of a request target (without the query).
 pub fn path_only(target: &str) -> &str {
     target.split_once('?').map_or(target, |(p, _)| p)
+}
+
+/// The field a serde error is about. serde names a missing field only in its message, and the
+/// path stops at the object that lacks it: the field is appended.
+fn error_field(path: &str, message: &str) -> String {
+    let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')).map(|(name, _)| name);
+    match (path, missing) {
+        (".", Some(name)) => name.to_string(),
+        (".", None) => "(document)".to_string(),
+        (_, Some(name)) => format!("{path}.{name}"),
+        (_, None) => path.to_string(),
+    }
 }
 
 impl Object {
@@ -199,9 +214,13 @@ impl Manifest {
         let err = |field: String, message: String| ManifestError { file: file.to_string(), field, message };
         let de = &mut serde_json::Deserializer::from_str(text);
         let manifest: Manifest = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let field = if path == "." { "(document)".to_string() } else { path };
-            err(field, e.inner().to_string())
+            let message = e.inner().to_string();
+            let field = if e.inner().is_syntax() || e.inner().is_eof() {
+                "(document)".to_string() // not JSON: the line and column say where
+            } else {
+                error_field(&e.path().to_string(), &message)
+            };
+            err(field, message)
         })?;
         manifest.validate().map_err(|(field, message)| err(field, message))?;
         Ok(manifest)
@@ -223,13 +242,21 @@ impl Manifest {
     }
 
     /// Checks what serde does not; errors are (field path, message).
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), Refusal> {
         if self.schema_version != SCHEMA_VERSION {
             return Err((
                 "schema_version".into(),
                 format!("version {} is not supported (this build reads {SCHEMA_VERSION})", self.schema_version),
             ));
         }
+        let hostnames = self.validate_origins()?;
+        let index = self.validate_objects(&hostnames)?;
+        let parents = self.resolve_parents(&hostnames, &index)?;
+        self.check_no_cycle(&parents)
+    }
+
+    /// At least one origin; hostnames valid and unique, addresses usable. The hostnames.
+    fn validate_origins(&self) -> Result<HashSet<&str>, Refusal> {
         if self.origins.is_empty() {
             return Err(("origins".into(), "a page needs at least one origin".into()));
         }
@@ -249,6 +276,11 @@ impl Manifest {
                 return Err((format!("origins[{i}].address"), format!("{a} cannot be an origin address")));
             }
         }
+        Ok(hostnames)
+    }
+
+    /// Every object's own fields, (origin, path) unique, exactly one root. The objects by key.
+    fn validate_objects(&self, hostnames: &HashSet<&str>) -> Result<HashMap<ObjectKey, usize>, Refusal> {
         if self.objects.is_empty() {
             return Err(("objects".into(), "a page needs at least one object (the root)".into()));
         }
@@ -256,42 +288,7 @@ impl Manifest {
         let mut root = None;
         for (i, o) in self.objects.iter().enumerate() {
             let at = |f: &str| format!("objects[{i}].{f}");
-            if !valid_path(&o.path) {
-                return Err((at("path"), format!("{:?} must start with '/' and be printable ASCII without '#'", o.path)));
-            }
-            if RESERVED_PATHS.contains(&path_only(&o.path)) {
-                return Err((at("path"), format!("{:?} is reserved for the server's synthetic endpoints", o.path)));
-            }
-            if !hostnames.contains(o.origin.as_str()) {
-                return Err((at("origin"), format!("no origin {:?} in origins", o.origin)));
-            }
-            if o.size == 0 || o.size > MAX_OBJECT_SIZE {
-                return Err((at("size"), format!("{} must be between 1 and {MAX_OBJECT_SIZE} bytes", o.size)));
-            }
-            if o.content_type.is_empty() || http::HeaderValue::from_str(&o.content_type).is_err() {
-                return Err((at("content_type"), format!("{:?} is not a header value", o.content_type)));
-            }
-            for (name, value) in &o.headers {
-                let field = format!("objects[{i}].headers.{name}");
-                let lower = name.to_ascii_lowercase();
-                if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                    return Err((field, "not a header name".into()));
-                }
-                if FORBIDDEN_HEADERS.contains(&lower.as_str()) || lower.starts_with(':') {
-                    return Err((field, "set by the server; a manifest cannot set it".into()));
-                }
-                if http::HeaderValue::from_str(value).is_err() {
-                    return Err((field, format!("{value:?} is not a header value")));
-                }
-            }
-            if let Some(body) = &o.body {
-                if !valid_body_path(body) {
-                    return Err((at("body"), format!("{body:?} must be a relative path inside the manifest's directory")));
-                }
-            }
-            if o.delay_ms > MAX_DELAY_MS {
-                return Err((at("delay_ms"), format!("{} is more than {MAX_DELAY_MS} ms", o.delay_ms)));
-            }
+            o.validate_fields(hostnames).map_err(|(field, message)| (at(&field), message))?;
             if let Some(previous) = index.insert(o.key(), i) {
                 return Err((at("path"), format!("{:?} on {:?} is already objects[{previous}]", o.path, o.origin)));
             }
@@ -311,24 +308,33 @@ impl Manifest {
         if root.is_none() {
             return Err(("objects".into(), "no root: exactly one object (the main HTML document) has no parent".into()));
         }
+        Ok(index)
+    }
+
+    /// Each object's parent as an index into `objects` (None for the root).
+    fn resolve_parents(&self, hostnames: &HashSet<&str>, index: &HashMap<ObjectKey, usize>) -> Result<Vec<Option<usize>>, Refusal> {
         let mut parents = vec![None; self.objects.len()];
         for (i, o) in self.objects.iter().enumerate() {
-            if let Some(parent) = o.parent_key() {
-                let (host, path) = parent.map_err(|m| (format!("objects[{i}].parent"), m))?;
-                if !hostnames.contains(host.as_str()) {
-                    return Err((format!("objects[{i}].parent"), format!("no origin {host:?} in origins")));
-                }
-                match index.get(&(host.clone(), path.clone())) {
-                    Some(&p) if p == i => return Err((format!("objects[{i}].parent"), "an object cannot discover itself".into())),
-                    Some(&p) => parents[i] = Some(p),
-                    None if host == o.origin => return Err((format!("objects[{i}].parent"), format!("no object {path:?}"))),
-                    None => return Err((format!("objects[{i}].parent"), format!("no object {path:?} on origin {host:?}"))),
-                }
+            let Some(parent) = o.parent_key() else { continue };
+            let field = format!("objects[{i}].parent");
+            let (host, path) = parent.map_err(|m| (field.clone(), m))?;
+            if !hostnames.contains(host.as_str()) {
+                return Err((field, format!("no origin {host:?} in origins")));
+            }
+            match index.get(&(host.clone(), path.clone())) {
+                Some(&p) if p == i => return Err((field, "an object cannot discover itself".into())),
+                Some(&p) => parents[i] = Some(p),
+                None if host == o.origin => return Err((field, format!("no object {path:?}"))),
+                None => return Err((field, format!("no object {path:?} on origin {host:?}"))),
             }
         }
-        // Every object must lead to the root by following parents; one that does not sits in
-        // a cycle (or hangs from one). At most n steps per object: bounded.
-        let n = self.objects.len();
+        Ok(parents)
+    }
+
+    /// Every object must lead to the root by following parents; one that does not sits in a
+    /// cycle (or hangs from one). At most n steps per object: bounded.
+    fn check_no_cycle(&self, parents: &[Option<usize>]) -> Result<(), Refusal> {
+        let n = parents.len();
         let mut reaches_root = vec![false; n];
         for start in 0..n {
             let mut chain = vec![start];
@@ -363,6 +369,56 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+impl Object {
+    /// The object's own fields, alone; the field path is relative to the object (`size`,
+    /// `headers.x-a`).
+    fn validate_fields(&self, hostnames: &HashSet<&str>) -> Result<(), Refusal> {
+        let refuse = |field: &str, message: String| Err((field.to_string(), message));
+        if !valid_path(&self.path) {
+            return refuse("path", format!("{:?} must start with '/' and be printable ASCII without '#'", self.path));
+        }
+        if RESERVED_PATHS.contains(&path_only(&self.path)) {
+            return refuse("path", format!("{:?} is reserved for the server's synthetic endpoints", self.path));
+        }
+        if !hostnames.contains(self.origin.as_str()) {
+            return refuse("origin", format!("no origin {:?} in origins", self.origin));
+        }
+        if self.size == 0 || self.size > MAX_OBJECT_SIZE {
+            return refuse("size", format!("{} must be between 1 and {MAX_OBJECT_SIZE} bytes", self.size));
+        }
+        if self.content_type.is_empty() || http::HeaderValue::from_str(&self.content_type).is_err() {
+            return refuse("content_type", format!("{:?} is not a header value", self.content_type));
+        }
+        for (name, value) in &self.headers {
+            check_header(name, value).map_err(|message| (format!("headers.{name}"), message))?;
+        }
+        if let Some(body) = &self.body {
+            if !valid_body_path(body) {
+                return refuse("body", format!("{body:?} must be a relative path inside the manifest's directory"));
+            }
+        }
+        if self.delay_ms > MAX_DELAY_MS {
+            return refuse("delay_ms", format!("{} is more than {MAX_DELAY_MS} ms", self.delay_ms));
+        }
+        Ok(())
+    }
+}
+
+/// An extra response header a manifest sets: a valid name the server does not write, a valid value.
+fn check_header(name: &str, value: &str) -> Result<(), String> {
+    let lower = name.to_ascii_lowercase();
+    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Err("not a header name".into());
+    }
+    if FORBIDDEN_HEADERS.contains(&lower.as_str()) || lower.starts_with(':') {
+        return Err("set by the server; a manifest cannot set it".into());
+    }
+    if http::HeaderValue::from_str(value).is_err() {
+        return Err(format!("{value:?} is not a header value"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

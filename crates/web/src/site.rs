@@ -53,6 +53,18 @@ fn recorded_body(file: &str, body: &str, size: u64) -> Result<Bytes, String> {
     Ok(Bytes::from(bytes))
 }
 
+/// Checks that every recorded body of `manifest` (file `file`) can be read and has exactly its
+/// object's size, as [`Site::new`] does when it serves the manifest.
+pub fn check_recorded_bodies(file: &str, manifest: &Manifest) -> Result<(), SiteError> {
+    for (i, o) in manifest.objects.iter().enumerate() {
+        if let Some(body) = &o.body {
+            recorded_body(file, body, o.size)
+                .map_err(|message| SiteError { file: file.to_string(), field: format!("objects[{i}].body"), message })?;
+        }
+    }
+    Ok(())
+}
+
 /// The merged objects of every manifest a server serves.
 #[derive(Debug, Default)]
 pub struct Site {
@@ -208,9 +220,11 @@ mod tests {
         };
         let file = dir.join("p.json").display().to_string();
         let m = Manifest::parse(&text(21, "p.bodies/root"), &file).unwrap();
+        check_recorded_bodies(&file, &m).unwrap();
         let site = Site::new(&[(file.clone(), m)]).unwrap();
         assert_eq!(site.body("www.a.test", "/").unwrap(), b"<html>recorded</html>");
         let m = Manifest::parse(&text(20, "p.bodies/root"), &file).unwrap();
+        assert_eq!(check_recorded_bodies(&file, &m).unwrap_err(), Site::new(&[(file.clone(), m.clone())]).unwrap_err());
         let e = Site::new(&[(file.clone(), m)]).unwrap_err();
         assert_eq!(e.field, "objects[0].body");
         assert!(e.message.ends_with("has 21 bytes, but size is 20"), "{e}");

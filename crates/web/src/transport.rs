@@ -209,9 +209,7 @@ impl QuicOptions {
                 return Err(TransportError::QuicOption { option: "initial_window", why: format!("{w} bytes is below two 1200-byte datagrams") });
             }
         }
-        let factory = self
-            .controller
-            .factory(self.initial_window)
+        let factory = cc::Factory::for_spec(&self.controller, self.initial_window)
             .map_err(|e| TransportError::QuicOption { option: "initial_window", why: e.to_string() })?;
         transport.congestion_controller_factory(factory);
         if let Some(t) = self.packet_threshold {

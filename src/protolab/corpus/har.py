@@ -16,19 +16,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import SplitResult, quote, urlsplit
 
 from protolab.corpus.build import AddressPlan, check_seed
-from protolab.corpus.errors import CorpusError, HarError, read_json_file
+from protolab.corpus.errors import CorpusError, HarError, ManifestError, read_json_file
 from protolab.corpus.manifest import (
     MAX_DELAY_MS,
     MAX_OBJECT_SIZE,
     RESERVED_PATHS,
     SCHEMA_VERSION,
-    path_only,
     valid_header_value,
-    valid_hostname,
-    valid_path,
+    validate_manifest,
 )
 
 DEFAULT_NETWORK = "10.98.0.0/16"  # addresses for origins whose HAR address is unusable
@@ -220,9 +218,26 @@ def import_har_file(path: str | os.PathLike[str], name: str | None = None, seed:
 
 def import_har(har: Any, file: str, name: str, seed: int = 1,
                network: str | AddressPlan = DEFAULT_NETWORK) -> HarImport:
-    """Convert parsed HAR JSON to a manifest; `file` names the HAR in errors."""
+    """Convert parsed HAR JSON to a manifest; `file` names the HAR in errors. The manifest is
+    checked by `protolab-net manifest check`: one the lab cannot serve is refused, naming the
+    HAR entry its field came from."""
     plan = network if isinstance(network, AddressPlan) else AddressPlan.parse(network)
     check_seed(seed)
+    raw_entries, first_page = _log_entries(har, file)
+    result = HarImport(manifest={}, entries=len(raw_entries), kept=0)
+    reader = _EntryReader(file, first_page, result)
+    entries = [e for start_ms, i, raw in _by_start(raw_entries, file) if (e := reader.read(i, start_ms, raw))]
+    reader.warn_about(entries)
+    parents = _parents(entries, result)
+    result.kept = len(entries)
+    result.manifest = {"schema_version": SCHEMA_VERSION, "name": name, "seed": seed,
+                       "origins": _origins(entries, plan), "objects": _objects(entries, parents, result)}
+    _check_servable(result.manifest, entries, file)
+    return result
+
+
+def _log_entries(har: Any, file: str) -> tuple[list[Any], str | None]:
+    """The entries of the HAR's log, and the id of its first page (None if it names none)."""
     if not isinstance(har, dict):
         raise HarError(file, "(document)", "a HAR file is a JSON object with a \"log\"")
     log = har.get("log")
@@ -235,117 +250,151 @@ def import_har(har: Any, file: str, name: str, seed: int = 1,
     first_page: str | None = None
     if isinstance(pages, list) and pages and isinstance(pages[0], dict) and isinstance(pages[0].get("id"), str):
         first_page = pages[0]["id"]
+    return raw_entries, first_page
 
-    result = HarImport(manifest={}, entries=len(raw_entries), kept=0)
-    seen: dict[tuple[str, str], int] = {}
-    entries: list[_Entry] = []
-    ports: set[str] = set()
-    cached = 0
+
+def _by_start(raw_entries: list[Any], file: str) -> list[tuple[float, int, dict[str, Any]]]:
+    """(start in ms, index, entry), by start time: HAR order is usually, not always, by start."""
     started: list[tuple[float, int, dict[str, Any]]] = []
     for i, raw in enumerate(raw_entries):
         where = f"log.entries[{i}]"
         if not isinstance(raw, dict):
             raise HarError(file, where, "must be an object")
         started.append((_parse_time(raw.get("startedDateTime"), f"{where}.startedDateTime", file), i, raw))
-    started.sort(key=lambda item: (item[0], item[1]))  # HAR order is usually, not always, by start
+    started.sort(key=lambda item: (item[0], item[1]))
+    return started
 
-    for start_ms, i, raw in started:
+
+def _request_fields(raw: dict[str, Any], where: str, file: str) -> tuple[dict[str, Any], str, str, int]:
+    """(response, url, method, status) of an entry; HarError naming the missing or mistyped one."""
+    request = raw.get("request")
+    response = raw.get("response")
+    if not isinstance(request, dict):
+        raise HarError(file, f"{where}.request", "missing or not an object")
+    if not isinstance(response, dict):
+        raise HarError(file, f"{where}.response", "missing or not an object")
+    url = request.get("url")
+    if not isinstance(url, str) or not url:
+        raise HarError(file, f"{where}.request.url", "missing or not a string")
+    method = request.get("method")
+    if not isinstance(method, str):
+        raise HarError(file, f"{where}.request.method", "missing or not a string")
+    status = response.get("status")
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise HarError(file, f"{where}.response.status", "missing or not an integer")
+    return response, url, method, status
+
+
+def _http_url(url: str, where: str, file: str) -> SplitResult | None:
+    """The parts of an http(s) URL with a host; None for another scheme (data:, blob:, ...)."""
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme not in ("http", "https"):
+        if not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
+            raise HarError(file, f"{where}.request.url", f"{url[:200]!r} is not an absolute URL")
+        return None
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port  # .port raises ValueError when out of range
+    except ValueError as exc:
+        raise HarError(file, f"{where}.request.url", f"{url[:200]!r}: {exc}") from None
+    if not host:
+        raise HarError(file, f"{where}.request.url", f"{url[:200]!r} has no host")
+    return parts
+
+
+def _status_skip(method: str, status: int) -> str | None:
+    """Why a response cannot be an object of the page, if it cannot."""
+    if method.upper() != "GET":
+        return SKIP_METHOD
+    if status <= 0:
+        return SKIP_FAILED
+    if 300 <= status < 400 and status != 304:
+        return SKIP_REDIRECT
+    if status >= 400:
+        return SKIP_ERROR
+    return None
+
+
+@dataclass
+class _EntryReader:
+    """Reads HAR entries, in start order, into the objects to serve; counts what it skips."""
+
+    file: str
+    first_page: str | None
+    result: HarImport
+    seen: set[tuple[str, str]] = field(default_factory=set)
+    ports: set[str] = field(default_factory=set)
+    cached: int = 0
+
+    def read(self, i: int, start_ms: float, raw: dict[str, Any]) -> _Entry | None:
+        """The entry as an object, or None if it is skipped."""
         where = f"log.entries[{i}]"
-        request = raw.get("request")
-        response = raw.get("response")
-        if not isinstance(request, dict):
-            raise HarError(file, f"{where}.request", "missing or not an object")
-        if not isinstance(response, dict):
-            raise HarError(file, f"{where}.response", "missing or not an object")
-        url = request.get("url")
-        if not isinstance(url, str) or not url:
-            raise HarError(file, f"{where}.request.url", "missing or not a string")
-        method = request.get("method")
-        if not isinstance(method, str):
-            raise HarError(file, f"{where}.request.method", "missing or not a string")
-        status = response.get("status")
-        if isinstance(status, bool) or not isinstance(status, int):
-            raise HarError(file, f"{where}.response.status", "missing or not an integer")
+        response, url, method, status = _request_fields(raw, where, self.file)
         pageref = raw.get("pageref")
-        if first_page is not None and isinstance(pageref, str) and pageref != first_page:
-            result.skipped[SKIP_OTHER_PAGE] += 1
-            continue
-        scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-        if scheme not in ("http", "https"):
-            if not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
-                raise HarError(file, f"{where}.request.url", f"{url[:200]!r} is not an absolute URL")
-            result.skipped[SKIP_SCHEME] += 1
-            continue
-        try:
-            parts = urlsplit(url)
-            host = parts.hostname
-            port = parts.port
-        except ValueError as exc:
-            raise HarError(file, f"{where}.request.url", f"{url[:200]!r}: {exc}") from None
-        if not host:
-            raise HarError(file, f"{where}.request.url", f"{url[:200]!r} has no host")
-        if method.upper() != "GET":
-            result.skipped[SKIP_METHOD] += 1
-            continue
-        if status <= 0:
-            result.skipped[SKIP_FAILED] += 1
-            continue
-        if 300 <= status < 400 and status != 304:
-            result.skipped[SKIP_REDIRECT] += 1
-            continue
-        if status >= 400:
-            result.skipped[SKIP_ERROR] += 1
-            continue
-        host, address = manifest_host(host)
-        if not valid_hostname(host):
-            raise HarError(file, f"{where}.request.url", f"host {host!r} is not a DNS name the lab can serve")
-        default_port = 443 if parts.scheme == "https" else 80
-        if port is not None and port != default_port:
-            ports.add(f"{host}:{port}")
+        if self.first_page is not None and isinstance(pageref, str) and pageref != self.first_page:
+            return self._skip(SKIP_OTHER_PAGE)
+        parts = _http_url(url, where, self.file)
+        if parts is None:
+            return self._skip(SKIP_SCHEME)
+        skip = _status_skip(method, status)
+        if skip is not None:
+            return self._skip(skip)
+        host, address = manifest_host(parts.hostname or "")
+        if parts.port is not None and parts.port != (443 if parts.scheme == "https" else 80):
+            self.ports.add(f"{host}:{parts.port}")
         target = _target(parts.path, parts.query)
-        if not valid_path(target) or len(target) > 2048:
-            raise HarError(file, f"{where}.request.url", f"path {target[:200]!r} is longer than 2048 characters")
-        if path_only(target) in RESERVED_PATHS:
-            result.skipped[SKIP_RESERVED] += 1
-            result.warnings.append(f"{where}: {target} skipped: reserved for the server's synthetic endpoints")
-            continue
-        if (host, target) in seen:
-            result.skipped[SKIP_DUPLICATE] += 1
-            continue
-        seen[(host, target)] = len(entries)
+        if (parts.path or "/") in RESERVED_PATHS:
+            self.result.warnings.append(f"{where}: {target} skipped: reserved for the server's synthetic endpoints")
+            return self._skip(SKIP_RESERVED)
+        if (host, target) in self.seen:
+            return self._skip(SKIP_DUPLICATE)
+        self.seen.add((host, target))
         if status == 304 or raw.get("_fromCache"):
-            cached += 1
-        size, source = _size(response)
-        if size is None:
-            size = 1
-            result.warnings.append(f"{where}: no body size (content.size, bodySize, _transferSize); "
-                                   "size set to 1 byte")
-        elif source == "_transferSize":
-            result.warnings.append(f"{where}: size from _transferSize (includes headers)")
-        if size > MAX_OBJECT_SIZE:
-            result.warnings.append(f"{where}: size {size} capped at {MAX_OBJECT_SIZE} bytes")
-            size = MAX_OBJECT_SIZE
+            self.cached += 1
         server_ip = raw.get("serverIPAddress")
         if address is None and isinstance(server_ip, str):
             address = _usable_ipv4(server_ip)
-        duration = _duration_ms(raw, where, file)
-        entries.append(_Entry(index=i, url=_url_key(url), host=host, path=target, start_ms=start_ms,
-                              finish_ms=start_ms + duration, size=size, content_type=_content_type(response),
-                              address=address, initiator=raw.get("_initiator")))
+        duration = _duration_ms(raw, where, self.file)
+        return _Entry(index=i, url=_url_key(url), host=host, path=target, start_ms=start_ms,
+                      finish_ms=start_ms + duration, size=self._size(response, where),
+                      content_type=_content_type(response), address=address, initiator=raw.get("_initiator"))
 
-    if not entries:
-        raise HarError(file, "log.entries", "no entry can be served (all were skipped: "
-                       + ", ".join(f"{n} {r}" for r, n in result.skipped.items()) + ")")
-    if cached:
-        result.warnings.append(f"{cached} entries came from the browser cache (304 or _fromCache): kept as "
-                               "objects, but their timings say little about the network")
-    for host_port in sorted(ports):
-        result.warnings.append(f"{host_port}: non-default port dropped (the lab serves 80 and 443)")
-    root = entries[0]
-    if not _is_parent_type(root.content_type) or not root.content_type.startswith("text/html"):
-        result.warnings.append(f"log.entries[{root.index}]: the root (first entry) is {root.content_type}, "
-                               "not an HTML document")
+    def _skip(self, reason: str) -> None:
+        self.result.skipped[reason] += 1
 
+    def _size(self, response: dict[str, Any], where: str) -> int:
+        size, source = _size(response)
+        if size is None:
+            self.result.warnings.append(f"{where}: no body size (content.size, bodySize, _transferSize); "
+                                        "size set to 1 byte")
+            return 1
+        if source == "_transferSize":
+            self.result.warnings.append(f"{where}: size from _transferSize (includes headers)")
+        if size > MAX_OBJECT_SIZE:
+            self.result.warnings.append(f"{where}: size {size} capped at {MAX_OBJECT_SIZE} bytes")
+            return MAX_OBJECT_SIZE
+        return size
+
+    def warn_about(self, entries: list[_Entry]) -> None:
+        """What the whole read tells: nothing servable (an error), cached entries, dropped ports,
+        a root that is not HTML."""
+        if not entries:
+            raise HarError(self.file, "log.entries", "no entry can be served (all were skipped: "
+                           + ", ".join(f"{n} {r}" for r, n in self.result.skipped.items()) + ")")
+        if self.cached:
+            self.result.warnings.append(f"{self.cached} entries came from the browser cache (304 or _fromCache): "
+                                        "kept as objects, but their timings say little about the network")
+        for host_port in sorted(self.ports):
+            self.result.warnings.append(f"{host_port}: non-default port dropped (the lab serves 80 and 443)")
+        root = entries[0]
+        if not _is_parent_type(root.content_type) or not root.content_type.startswith("text/html"):
+            self.result.warnings.append(f"log.entries[{root.index}]: the root (first entry) is {root.content_type}, "
+                                        "not an HTML document")
+
+
+def _parents(entries: list[_Entry], result: HarImport) -> list[int | None]:
+    """Each entry's parent (None for the root, the first): the earliest initiator URL that is an
+    earlier entry; else the parent-type entry that finished last before it started; else the root."""
     by_url: dict[str, int] = {}
     for k, entry in enumerate(entries):
         by_url.setdefault(entry.url, k)
@@ -370,8 +419,11 @@ def import_har(har: Any, file: str, name: str, seed: int = 1,
                 parent = 0
                 result.parents["root (nothing finished before it)"] += 1
         parents.append(parent)
+    return parents
 
-    origins = _origins(entries, plan)
+
+def _objects(entries: list[_Entry], parents: list[int | None], result: HarImport) -> list[dict[str, Any]]:
+    """The manifest's objects: the entries with their parent references and discovery delays."""
     objects: list[dict[str, Any]] = []
     for k, entry in enumerate(entries):
         obj: dict[str, Any] = {"path": entry.path, "origin": entry.host, "size": entry.size,
@@ -387,10 +439,31 @@ def import_har(har: Any, file: str, name: str, seed: int = 1,
             if delay:
                 obj["delay_ms"] = delay
         objects.append(obj)
-    result.kept = len(entries)
-    result.manifest = {"schema_version": SCHEMA_VERSION, "name": name, "seed": seed,
-                       "origins": origins, "objects": objects}
-    return result
+    return objects
+
+
+_MANIFEST_FIELD = re.compile(r"(?P<list>objects|origins)\[(?P<k>\d+)\](?:\.(?P<field>\w+))?")
+# The part of a HAR entry a manifest field is made of.
+_HAR_FIELD = {"hostname": "request.url", "path": "request.url", "address": "serverIPAddress",
+              "content_type": "response.content.mimeType"}
+
+
+def _check_servable(manifest: dict[str, Any], entries: list[_Entry], file: str) -> None:
+    """The manifest must be one the lab serves; a refused field is traced to its HAR entry."""
+    try:
+        validate_manifest(manifest, file)
+    except ManifestError as exc:
+        match = _MANIFEST_FIELD.fullmatch(exc.field)
+        if match is None:
+            raise HarError(file, "(manifest)", f"cannot be served ({exc.field}: {exc.message})") from None
+        k = int(match["k"])
+        if match["list"] == "objects":
+            entry = entries[k]
+        else:
+            entry = next(e for e in entries if e.host == manifest["origins"][k]["hostname"])
+        part = _HAR_FIELD.get(match["field"] or "")
+        where = f"log.entries[{entry.index}]" + (f".{part}" if part else "")
+        raise HarError(file, where, f"cannot be served ({exc.field}: {exc.message})") from None
 
 
 def _usable_ipv4(text: str) -> str | None:

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from protolab.corpus.errors import CorpusError
 from protolab.corpus.har import HarImport, import_har, manifest_host, target_of
-from protolab.corpus.manifest import FORBIDDEN_HEADERS, valid_header_value
+from protolab.corpus.manifest import FORBIDDEN_HEADERS, check_manifest_files, valid_header_value
 
 RECORD_SCHEMA_VERSION = 1
 # Response headers not replayed: the server's own (dates, its protocol advertisement), hop-by-hop
@@ -231,7 +231,12 @@ def write_recording(rec: Recording, out: Path, name: str, network: str, seed: in
         (staging / bodies_dir).mkdir()
         for digest, body in files.items():
             (staging / bodies_dir / digest).write_bytes(body)
-        (staging / f"{name}.json").write_text(json.dumps(imported.manifest, indent=1) + "\n")
+        staged_manifest = staging / f"{name}.json"
+        staged_manifest.write_text(json.dumps(imported.manifest, indent=1) + "\n")
+        # Checked with its headers and bodies in place, before anything is moved into `out`.
+        (error,) = check_manifest_files([staged_manifest], {str(staged_manifest): str(out / f"{name}.json")})
+        if error is not None:
+            raise error
         (staging / f"{name}.record.json").write_text(json.dumps(description, indent=1) + "\n")
         target_bodies = out / bodies_dir
         if target_bodies.exists():

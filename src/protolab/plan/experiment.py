@@ -22,7 +22,8 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from protolab.browser.modes import UnsupportedMode, chromium_mode
-from protolab.corpus.manifest import valid_body_path
+from protolab.corpus.errors import ManifestError
+from protolab.corpus.manifest import read_manifest
 from protolab.plan import controllers
 from protolab.plan.design import WSP_MAX_POINTS, design_points, design_seed
 from protolab.plan.spec import (
@@ -374,43 +375,10 @@ def resolve_page(
         return Page(ref, manifest["name"], "corpus", manifest, canonical_digest(manifest))
     file = Path(ref) if Path(ref).is_absolute() else base / ref
     try:
-        manifest = json.loads(file.read_text())
-    except OSError as exc:
-        raise ValueError(f"manifest {file}: cannot read: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"manifest {file}: not valid JSON: {exc}") from exc
-    _check_manifest_shape(file, manifest)
+        manifest = read_manifest(file)  # checked by protolab-net: every rule, and the recorded bodies
+    except ManifestError as exc:
+        raise ValueError(f"manifest {exc}") from exc
     return Page(ref, manifest["name"], str(file), manifest, canonical_digest(manifest))
-
-
-def _check_manifest_shape(file: Path, manifest: Any) -> None:
-    """Only what the runner needs; `protolab-net serve` validates the manifest fully at start."""
-    if not isinstance(manifest, dict):
-        raise ValueError(f"manifest {file}: must be a JSON object")
-    if not isinstance(manifest.get("name"), str):
-        raise ValueError(f"manifest {file}: name: required string")
-    origins = manifest.get("origins")
-    if not isinstance(origins, list) or not origins or not all(
-        isinstance(o, dict) and isinstance(o.get("address"), str) and isinstance(o.get("hostname"), str)
-        for o in origins
-    ):
-        raise ValueError(f"manifest {file}: origins: a non-empty list of {{hostname, address}}")
-    objects = manifest.get("objects")
-    if not isinstance(objects, list) or not objects:
-        raise ValueError(f"manifest {file}: objects: a non-empty list")
-    for i, obj in enumerate(objects):
-        body = obj.get("body") if isinstance(obj, dict) else None
-        if body is None:
-            continue
-        if not isinstance(body, str) or not valid_body_path(body):
-            raise ValueError(f"manifest {file}: objects[{i}].body: {body!r} must be a relative path inside "
-                             "the manifest's directory")
-        try:
-            length = (file.parent / body).stat().st_size
-        except OSError as exc:
-            raise ValueError(f"manifest {file}: objects[{i}].body: cannot read {body}: {exc.strerror or exc}") from exc
-        if length != obj.get("size"):
-            raise ValueError(f"manifest {file}: objects[{i}].body: {body} has {length} bytes, size is {obj.get('size')}")
 
 
 def corpus_manifest(name: str, *, seed: int) -> dict[str, Any]:

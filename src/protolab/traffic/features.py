@@ -216,82 +216,23 @@ def read_flows(path: Path | str, features: list[str], *, bytes_basis: str = "aut
     and the field. Rows without a label are kept (`label_known` False) unless `need_labels`
     finds none at all; `want_labels=False` skips reading them. `group_columns` (any columns, e.g.
     the lab corpus' `rtt_ms` or `page`) are read as text into `groups`."""
-    import duckdb
-
     path = Path(path)
     check_feature_names(features)
     types = describe_parquet(path)
-    src = f"read_parquet('{_sql_path(path)}')"
     whose = f" (model {model_name})" if model_name else ""
 
     # Which optional columns exist decides the bytes basis and the duration's source.
     with _connect() as con:
         basis = _file_bytes_basis(con, path, types, bytes_basis)
-        needs = flow_columns_for(features, basis)
-        use_ns = "duration_s" in needs and "duration_s" not in types and {"first_ns", "last_ns"} <= set(types)
-        if use_ns:
-            needs.setdefault("first_ns", []).extend(needs["duration_s"])
-            needs.setdefault("last_ns", []).extend(needs.pop("duration_s"))
-        for column, users in needs.items():
-            if column not in types:
-                hint = ""
-                if column in _BYTE_COLUMNS["ip"] and basis == "ip":
-                    hint = ("; the model counts IP bytes: retrain it with --bytes payload" if model_name else
-                            "; the bytes basis is IP bytes (use payload bytes: --bytes payload)")
-                raise ClassifyError(f"{path}: field '{column}' is missing; feature(s) {', '.join(users)}{whose} "
-                                    f"need it{hint}")
-            base = types[column].split("(")[0]
-            if base not in _NUMERIC_TYPES:
-                raise ClassifyError(f"{path}: field '{column}' has type {types[column]}, expected a number")
-        for name, wanted in ((LABEL_COLUMN, need_labels), (DOMAIN_COLUMN, want_domains)):
-            if wanted and name in types and types[name] != "VARCHAR":
-                raise ClassifyError(f"{path}: field '{name}' has type {types[name]}, expected VARCHAR")
-        for name in group_columns:
-            if name not in types:
-                raise ClassifyError(f"{path}: field '{name}' is missing (asked for as a group column)")
-        if need_labels and LABEL_COLUMN not in types:
-            raise ClassifyError(f"{path}: field '{LABEL_COLUMN}' is missing: training and evaluation need labelled flows")
-
+        needs, use_ns = _columns_needed(features, basis, types)
+        _check_columns(path, types, needs, basis, whose, model_name)
+        _check_text_columns(path, types, need_labels, want_domains, group_columns)
         flags = [c for c in needs if c in ("syn", "fin", "rst", "ack")]
         counted = [c for c in needs if c not in flags]
-        checks = [f"count(*) - count({c})" for c in counted]
-        checks += [f"count(*) FILTER (WHERE {c} < 0)" for c in counted]
-        checks += [f"count(*) FILTER (WHERE NOT isfinite({c}::DOUBLE))" for c in counted if c == "duration_s"]
-        try:
-            row = con.execute(f"SELECT count(*){''.join(', ' + c for c in checks)} FROM {src}").fetchone()
-        except duckdb.Error as exc:
-            raise ClassifyError(f"{path}: cannot read the flows ({str(exc).strip().splitlines()[0]})") from exc
-        n = int(row[0])
-        k = len(counted)
-        for i, column in enumerate(counted):
-            if row[1 + i]:
-                extra = ""
-                if column in _BYTE_COLUMNS["ip"] and bytes_basis == "ip":
-                    extra = (" (IP bytes unknown: the model counts IP bytes; retrain it with --bytes payload)"
-                             if model_name else " (IP bytes unknown: use payload bytes, --bytes payload)")
-                raise ClassifyError(f"{path}: field '{column}' is NULL in {row[1 + i]} of {n} flows{extra}; "
-                                    f"feature(s) {', '.join(needs[column])}{whose} need it")
-            if row[1 + k + i]:
-                raise ClassifyError(f"{path}: field '{column}' is negative in {row[1 + k + i]} flows")
-        if "duration_s" in counted and row[1 + 2 * k]:
-            raise ClassifyError(f"{path}: field 'duration_s' is not finite in {row[1 + 2 * k]} flows")
-        if n == 0:
-            raise ClassifyError(f"{path}: no flows")
-
-        select = []
-        for c in counted:
-            select.append(f"{c}::DOUBLE AS {c}")
-        for c in flags:
-            select.append(f"coalesce({c}::DOUBLE, 0) AS {c}")
+        n = _check_values(con, path, needs, counted, whose, bytes_basis, model_name)
         has_labels = (need_labels or want_labels) and LABEL_COLUMN in types and types[LABEL_COLUMN] == "VARCHAR"
         has_domains = want_domains and DOMAIN_COLUMN in types and types[DOMAIN_COLUMN] == "VARCHAR"
-        if has_labels:
-            select.append(f"{LABEL_COLUMN}")
-        if has_domains:
-            select.append(f"{DOMAIN_COLUMN}")
-        for i, name in enumerate(group_columns):
-            select.append(f'CAST("{name.replace(chr(34), chr(34) * 2)}" AS VARCHAR) AS group_{i}')
-        fetched = con.execute(f"SELECT {', '.join(select)} FROM {src}").fetchnumpy()
+        fetched = _fetch(con, path, counted, flags, has_labels, has_domains, group_columns)
 
     columns: dict[str, np.ndarray] = {}
     for c in counted + flags:
@@ -300,26 +241,110 @@ def read_flows(path: Path | str, features: list[str], *, bytes_basis: str = "aut
         columns["duration_s"] = np.maximum(columns.pop("last_ns") - columns.pop("first_ns"), 0.0) / 1e9
     labels = known = domains = None
     if has_labels:
-        raw = fetched[LABEL_COLUMN]
-        mask = np.ma.getmaskarray(raw)
-        labels = np.asarray(np.ma.getdata(raw), dtype=object)
-        labels[mask] = None
-        known = ~mask
+        labels = _text_column(fetched[LABEL_COLUMN])
+        known = ~np.ma.getmaskarray(fetched[LABEL_COLUMN])
         if need_labels and not known.any():
             raise ClassifyError(f"{path}: field '{LABEL_COLUMN}' is NULL in every flow: nothing to learn from")
     if has_domains:
-        raw = fetched[DOMAIN_COLUMN]
-        domains = np.asarray(np.ma.getdata(raw), dtype=object)
-        domains[np.ma.getmaskarray(raw)] = None
-    groups = {}
-    for i, name in enumerate(group_columns):
-        raw = fetched[f"group_{i}"]
-        groups[name] = np.asarray(np.ma.getdata(raw), dtype=object)
-        groups[name][np.ma.getmaskarray(raw)] = None
+        domains = _text_column(fetched[DOMAIN_COLUMN])
+    groups = {name: _text_column(fetched[f"group_{i}"]) for i, name in enumerate(group_columns)}
     info = {"file": str(path), "flows": n, "bytes_basis": basis,
             "duration_from": "first_ns/last_ns" if use_ns else "duration_s"}
     return FlowData(path=str(path), n=n, bytes_basis=basis, columns=columns, labels=labels, label_known=known,
                     domains=domains, info=info, groups=groups)
+
+
+def _columns_needed(features: list[str], basis: str, types: dict[str, str]) -> tuple[dict[str, list[str]], bool]:
+    """Column -> the features that need it, and whether the duration comes from first_ns/last_ns
+    (a file without duration_s)."""
+    needs = flow_columns_for(features, basis)
+    use_ns = "duration_s" in needs and "duration_s" not in types and {"first_ns", "last_ns"} <= set(types)
+    if use_ns:
+        needs.setdefault("first_ns", []).extend(needs["duration_s"])
+        needs.setdefault("last_ns", []).extend(needs.pop("duration_s"))
+    return needs, use_ns
+
+
+def _check_columns(path: Path, types: dict[str, str], needs: dict[str, list[str]], basis: str, whose: str,
+                   model_name: str | None) -> None:
+    """Every needed column exists and holds numbers."""
+    for column, users in needs.items():
+        if column not in types:
+            hint = ""
+            if column in _BYTE_COLUMNS["ip"] and basis == "ip":
+                hint = ("; the model counts IP bytes: retrain it with --bytes payload" if model_name else
+                        "; the bytes basis is IP bytes (use payload bytes: --bytes payload)")
+            raise ClassifyError(f"{path}: field '{column}' is missing; feature(s) {', '.join(users)}{whose} "
+                                f"need it{hint}")
+        base = types[column].split("(")[0]
+        if base not in _NUMERIC_TYPES:
+            raise ClassifyError(f"{path}: field '{column}' has type {types[column]}, expected a number")
+
+
+def _check_text_columns(path: Path, types: dict[str, str], need_labels: bool, want_domains: bool,
+                        group_columns: tuple[str, ...] | list[str]) -> None:
+    """Labels and domains, when wanted, are text; group columns exist; labels exist when needed."""
+    for name, wanted in ((LABEL_COLUMN, need_labels), (DOMAIN_COLUMN, want_domains)):
+        if wanted and name in types and types[name] != "VARCHAR":
+            raise ClassifyError(f"{path}: field '{name}' has type {types[name]}, expected VARCHAR")
+    for name in group_columns:
+        if name not in types:
+            raise ClassifyError(f"{path}: field '{name}' is missing (asked for as a group column)")
+    if need_labels and LABEL_COLUMN not in types:
+        raise ClassifyError(f"{path}: field '{LABEL_COLUMN}' is missing: training and evaluation need labelled flows")
+
+
+def _check_values(con: Any, path: Path, needs: dict[str, list[str]], counted: list[str], whose: str,
+                  bytes_basis: str, model_name: str | None) -> int:
+    """No NULL or negative count, a finite duration, at least one flow: the number of flows."""
+    import duckdb
+
+    checks = [f"count(*) - count({c})" for c in counted]
+    checks += [f"count(*) FILTER (WHERE {c} < 0)" for c in counted]
+    checks += [f"count(*) FILTER (WHERE NOT isfinite({c}::DOUBLE))" for c in counted if c == "duration_s"]
+    try:
+        row = con.execute(f"SELECT count(*){''.join(', ' + c for c in checks)} "
+                          f"FROM read_parquet('{_sql_path(path)}')").fetchone()
+    except duckdb.Error as exc:
+        raise ClassifyError(f"{path}: cannot read the flows ({str(exc).strip().splitlines()[0]})") from exc
+    n = int(row[0])
+    k = len(counted)
+    for i, column in enumerate(counted):
+        if row[1 + i]:
+            extra = ""
+            if column in _BYTE_COLUMNS["ip"] and bytes_basis == "ip":
+                extra = (" (IP bytes unknown: the model counts IP bytes; retrain it with --bytes payload)"
+                         if model_name else " (IP bytes unknown: use payload bytes, --bytes payload)")
+            raise ClassifyError(f"{path}: field '{column}' is NULL in {row[1 + i]} of {n} flows{extra}; "
+                                f"feature(s) {', '.join(needs[column])}{whose} need it")
+        if row[1 + k + i]:
+            raise ClassifyError(f"{path}: field '{column}' is negative in {row[1 + k + i]} flows")
+    if "duration_s" in counted and row[1 + 2 * k]:
+        raise ClassifyError(f"{path}: field 'duration_s' is not finite in {row[1 + 2 * k]} flows")
+    if n == 0:
+        raise ClassifyError(f"{path}: no flows")
+    return n
+
+
+def _fetch(con: Any, path: Path, counted: list[str], flags: list[str], has_labels: bool, has_domains: bool,
+           group_columns: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """The columns as numpy arrays: counts as doubles, flags with NULL as 0, text columns."""
+    select = [f"{c}::DOUBLE AS {c}" for c in counted]
+    select += [f"coalesce({c}::DOUBLE, 0) AS {c}" for c in flags]
+    if has_labels:
+        select.append(f"{LABEL_COLUMN}")
+    if has_domains:
+        select.append(f"{DOMAIN_COLUMN}")
+    for i, name in enumerate(group_columns):
+        select.append(f'CAST("{name.replace(chr(34), chr(34) * 2)}" AS VARCHAR) AS group_{i}')
+    return dict(con.execute(f"SELECT {', '.join(select)} FROM read_parquet('{_sql_path(path)}')").fetchnumpy())
+
+
+def _text_column(raw: Any) -> np.ndarray:
+    """A fetched text column as an object array, None where NULL."""
+    values = np.asarray(np.ma.getdata(raw), dtype=object)
+    values[np.ma.getmaskarray(raw)] = None
+    return values
 
 
 def compute_feature(data: FlowData, name: str) -> np.ndarray:

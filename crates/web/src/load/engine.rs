@@ -612,18 +612,46 @@ impl<'a> Engine<'a> {
     fn finish(mut self, status: LoadStatus, start_unix_ns: u64) -> LoadResult {
         let timeout_ms = self.loader.options.timeout.as_millis();
         if status == LoadStatus::Timeout {
-            for o in self.objects.iter_mut().filter(|o| !o.resolved) {
-                o.error = Some(if o.started.is_some() {
-                    format!("timeout after {timeout_ms} ms: response incomplete")
-                } else if o.queued.is_some() {
-                    format!("timeout after {timeout_ms} ms: queued, never sent")
-                } else {
-                    format!("timeout after {timeout_ms} ms: not yet discovered")
-                });
-            }
+            self.mark_timed_out(timeout_ms);
         }
         // Last subflow reading, then stop everything this load started.
-        let mut subflow_details: Vec<Option<Vec<SubflowResult>>> = Vec::with_capacity(self.conns.len());
+        let subflow_details = self.read_subflows();
+        self.stop();
+        let objects = self.object_results();
+        let connections = self.connection_results(subflow_details);
+        let plt_ms = if status == LoadStatus::Ok { objects.iter().filter_map(|o| o.finished_ms).reduce(f64::max) } else { None };
+        LoadResult {
+            schema_version: SCHEMA_VERSION,
+            kind: LoadKind::PageLoad,
+            config: contract::load::ClientConfig::Engine(self.loader.config()),
+            status,
+            error: load_error(status, &objects, timeout_ms),
+            start_unix_ns,
+            plt_ms,
+            bytes: objects.iter().map(|o| o.bytes).sum(),
+            objects,
+            connections,
+            browser: None,
+        }
+    }
+
+    /// Says why each object left unresolved at the timeout is incomplete.
+    fn mark_timed_out(&mut self, timeout_ms: u128) {
+        for o in self.objects.iter_mut().filter(|o| !o.resolved) {
+            o.error = Some(if o.started.is_some() {
+                format!("timeout after {timeout_ms} ms: response incomplete")
+            } else if o.queued.is_some() {
+                format!("timeout after {timeout_ms} ms: queued, never sent")
+            } else {
+                format!("timeout after {timeout_ms} ms: not yet discovered")
+            });
+        }
+    }
+
+    /// Per connection, its MPTCP subflows as the kernel reports them now (None without MPTCP);
+    /// the subflow count is raised to what is read.
+    fn read_subflows(&self) -> Vec<Option<Vec<SubflowResult>>> {
+        let mut subflow_details = Vec::with_capacity(self.conns.len());
         for conn in &self.conns {
             let mut details = None;
             if let (Some(fd), Some(count)) = (&conn.mptcp_fd, &conn.subflows) {
@@ -644,6 +672,11 @@ impl<'a> Engine<'a> {
             }
             subflow_details.push(details);
         }
+        subflow_details
+    }
+
+    /// Stops every task, connection driver and QUIC endpoint this load started.
+    fn stop(&mut self) {
         self.tasks.abort_all();
         for conn in &mut self.conns {
             conn.sender = None;
@@ -654,10 +687,12 @@ impl<'a> Engine<'a> {
                 e.close(quinn::VarInt::from_u32(0), b"page loaded");
             }
         }
+    }
+
+    fn object_results(&self) -> Vec<ObjectResult> {
         let start = self.start;
         let m = &self.loader.manifest;
-        let objects: Vec<ObjectResult> = self
-            .objects
+        self.objects
             .iter()
             .zip(&m.objects)
             .map(|(o, mo)| ObjectResult {
@@ -677,11 +712,14 @@ impl<'a> Engine<'a> {
                 finished_ms: ms(o.finished, start),
                 error: o.error.clone(),
             })
-            .collect();
+            .collect()
+    }
+
+    fn connection_results(&self, subflow_details: Vec<Option<Vec<SubflowResult>>>) -> Vec<ConnectionResult> {
+        let start = self.start;
         let protocol = self.loader.options.mode.protocol;
         let transport = self.loader.options.mode.transport;
-        let connections = self
-            .conns
+        self.conns
             .iter()
             .zip(subflow_details)
             .enumerate()
@@ -710,29 +748,19 @@ impl<'a> Engine<'a> {
                     _ => None,
                 }),
             })
-            .collect();
-        let failed: Vec<&ObjectResult> = objects.iter().filter(|o| o.error.is_some()).collect();
-        let error = match status {
-            LoadStatus::Ok => None,
-            LoadStatus::Timeout => Some(format!("timeout after {timeout_ms} ms: {} of {} objects incomplete", failed.len(), objects.len())),
-            LoadStatus::Failed => Some(match failed.first() {
-                Some(f) => format!("{} of {} objects failed; first: //{}{}: {}", failed.len(), objects.len(), f.origin, f.path, f.error.as_deref().unwrap_or("")),
-                None => "no root object".into(),
-            }),
-        };
-        let plt_ms = if status == LoadStatus::Ok { objects.iter().filter_map(|o| o.finished_ms).reduce(f64::max) } else { None };
-        LoadResult {
-            schema_version: SCHEMA_VERSION,
-            kind: LoadKind::PageLoad,
-            config: contract::load::ClientConfig::Engine(self.loader.config()),
-            status,
-            error,
-            start_unix_ns,
-            plt_ms,
-            bytes: objects.iter().map(|o| o.bytes).sum(),
-            objects,
-            connections,
-            browser: None,
-        }
+            .collect()
+    }
+}
+
+/// The load's error: the timeout, or the first failed object (None when it loaded).
+fn load_error(status: LoadStatus, objects: &[ObjectResult], timeout_ms: u128) -> Option<String> {
+    let failed: Vec<&ObjectResult> = objects.iter().filter(|o| o.error.is_some()).collect();
+    match status {
+        LoadStatus::Ok => None,
+        LoadStatus::Timeout => Some(format!("timeout after {timeout_ms} ms: {} of {} objects incomplete", failed.len(), objects.len())),
+        LoadStatus::Failed => Some(match failed.first() {
+            Some(f) => format!("{} of {} objects failed; first: //{}{}: {}", failed.len(), objects.len(), f.origin, f.path, f.error.as_deref().unwrap_or("")),
+            None => "no root object".into(),
+        }),
     }
 }

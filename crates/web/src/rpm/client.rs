@@ -462,47 +462,136 @@ async fn load_connection(ctx: Arc<Ctx>, dir: Dir, moved: Arc<AtomicU64>, pool: A
     }
 }
 
+/// The load-generating connections of one direction and the bytes they moved.
+struct Load {
+    ctx: Arc<Ctx>,
+    dir: Dir,
+    moved: Arc<AtomicU64>,
+    /// The connections the probes can use (registered once connected).
+    pool: Arc<Mutex<Vec<Loaded>>>,
+    tasks: JoinSet<Result<(), String>>,
+}
+
+impl Load {
+    fn new(ctx: Arc<Ctx>, dir: Dir) -> Load {
+        Load { ctx, dir, moved: Arc::new(AtomicU64::new(0)), pool: Arc::new(Mutex::new(Vec::new())), tasks: JoinSet::new() }
+    }
+
+    /// Starts `n` more connections.
+    fn spawn(&mut self, n: usize) {
+        for _ in 0..n {
+            self.tasks.spawn(load_connection(self.ctx.clone(), self.dir, self.moved.clone(), self.pool.clone()));
+        }
+    }
+
+    /// Why each connection that ended since the last call ended.
+    fn collect_ended(&mut self, errors: &mut Vec<String>) {
+        while let Some(done) = self.tasks.try_join_next() {
+            errors.push(match done {
+                Ok(Ok(())) => "ended".to_string(),
+                Ok(Err(e)) => e,
+                Err(e) => format!("task: {e}"),
+            });
+        }
+    }
+
+    /// Connections running and registered with the probes.
+    fn connections(&self) -> usize {
+        self.pool.lock().map(|p| p.len()).unwrap_or(0).min(self.tasks.len())
+    }
+
+    fn bytes(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
+    }
+
+    async fn stop(&mut self) {
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Launches probe pairs (foreign and self, on a random load-generating connection) at the rate
+/// in `rate_bits` per second, at most [`MAX_PROBES_IN_FLIGHT`] probes at once; results go to `probe_tx`.
+fn spawn_probe_launcher(ctx: Arc<Ctx>, pool: Arc<Mutex<Vec<Loaded>>>, rate_bits: Arc<AtomicU64>, probe_tx: mpsc::UnboundedSender<Probe>, t0: Instant) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let in_flight = Arc::new(Semaphore::new(MAX_PROBES_IN_FLIGHT));
+        let mut probes = JoinSet::new();
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(crate::instrument::unix_ns());
+        loop {
+            let rate = f64::from_bits(rate_bits.load(Ordering::Relaxed)).max(0.1);
+            tokio::time::sleep(Duration::from_secs_f64(1.0 / rate)).await;
+            let target = pool.lock().ok().and_then(|p| (!p.is_empty()).then(|| p[rng.random_range(0..p.len())].clone()));
+            let Some(target) = target else { continue };
+            let Ok(permit) = in_flight.clone().try_acquire_many_owned(2) else { continue };
+            let (ctx, tx) = (ctx.clone(), probe_tx.clone());
+            probes.spawn(async move {
+                let (f, s) = tokio::join!(foreign_probe(&ctx, t0), self_probe(&ctx, &target, t0));
+                let _ = tx.send(f);
+                let _ = tx.send(s);
+                drop(permit);
+            });
+            while probes.try_join_next().is_some() {}
+        }
+    })
+}
+
+/// Ends the stages' next interval, in which the load moved `bytes`: its record and the verdict.
+fn end_interval(stages: &mut Stages, p: &Parameters, bytes: u64, probes: &[Probe], connections: usize) -> (Interval, Verdict) {
+    let index = stages.intervals();
+    let end_s = (index + 1) as f64 * p.interval_s;
+    let from_s = end_s - p.mad as f64 * p.interval_s;
+    let window = probe_times(probes.iter().filter(|pr| pr.t_s > from_s));
+    let verdict = stages.end_interval(bytes, &window);
+    let capacity = stages.capacity_bps();
+    let responsiveness = if verdict == Verdict::Ramping { None } else { stages.responsiveness.last().copied().filter(|_| stages.saturated_at.is_some()) };
+    let state = match verdict {
+        Verdict::Ramping => IntervalState::Ramping,
+        Verdict::Saturated => IntervalState::Saturated,
+        Verdict::Done => IntervalState::Done,
+    };
+    let completed = probes.iter().filter(|pr| pr.t_s > end_s - p.interval_s && pr.t_s <= end_s).count();
+    let interval = Interval {
+        index,
+        t_s: end_s,
+        bytes,
+        goodput_bps: bytes as f64 * 8.0 / p.interval_s,
+        moving_goodput_bps: capacity.unwrap_or(0.0),
+        connections,
+        probes: completed,
+        probe_rate: p.probe_rate(capacity),
+        state,
+        responsiveness,
+    };
+    (interval, verdict)
+}
+
+/// The progress line of an interval.
+fn progress_line(dir: Dir, i: &Interval) -> String {
+    format!(
+        "{:<8} {:>5.1} s  {:>9.2} Mbit/s (moving {:>8.2})  {:>2} conns  {:>4} probes  {}{}",
+        dir.name(),
+        i.t_s,
+        i.goodput_bps / 1e6,
+        i.moving_goodput_bps / 1e6,
+        i.connections,
+        i.probes,
+        i.state,
+        i.responsiveness.map_or_else(String::new, |r| format!("  RPM {:.0}", r.rpm)),
+    )
+}
+
 async fn run_direction(ctx: &Ctx, dir: Dir, max_duration: Duration, progress: &(dyn Fn(String) + Sync)) -> DirectionResult {
     let p = ctx.params;
     let ctx = Arc::new(Ctx { dialer: ctx.dialer.clone(), paths: ctx.paths.clone(), params: p, probe_timeout: ctx.probe_timeout });
     let t0 = Instant::now();
     let id = Duration::from_secs_f64(p.interval_s);
-    let moved = Arc::new(AtomicU64::new(0));
-    let pool: Arc<Mutex<Vec<Loaded>>> = Arc::new(Mutex::new(Vec::new()));
-    let mut loads: JoinSet<Result<(), String>> = JoinSet::new();
-    let add = |loads: &mut JoinSet<Result<(), String>>, n: usize| {
-        for _ in 0..n {
-            loads.spawn(load_connection(ctx.clone(), dir, moved.clone(), pool.clone()));
-        }
-    };
-    add(&mut loads, p.inp);
+    let mut load = Load::new(ctx.clone(), dir);
+    load.spawn(p.inp);
     let mut opened = p.inp;
     // Probes: pairs launched at `rate` per second, results through a channel.
     let rate_bits = Arc::new(AtomicU64::new(p.probe_rate(None).to_bits()));
     let (probe_tx, mut probe_rx) = mpsc::unbounded_channel::<Probe>();
-    let launcher = {
-        let (ctx, pool, rate_bits) = (ctx.clone(), pool.clone(), rate_bits.clone());
-        tokio::spawn(async move {
-            let in_flight = Arc::new(Semaphore::new(MAX_PROBES_IN_FLIGHT));
-            let mut probes = JoinSet::new();
-            let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(crate::instrument::unix_ns());
-            loop {
-                let rate = f64::from_bits(rate_bits.load(Ordering::Relaxed)).max(0.1);
-                tokio::time::sleep(Duration::from_secs_f64(1.0 / rate)).await;
-                let target = pool.lock().ok().and_then(|p| (!p.is_empty()).then(|| p[rng.random_range(0..p.len())].clone()));
-                let Some(target) = target else { continue };
-                let Ok(permit) = in_flight.clone().try_acquire_many_owned(2) else { continue };
-                let (ctx, tx) = (ctx.clone(), probe_tx.clone());
-                probes.spawn(async move {
-                    let (f, s) = tokio::join!(foreign_probe(&ctx, t0), self_probe(&ctx, &target, t0));
-                    let _ = tx.send(f);
-                    let _ = tx.send(s);
-                    drop(permit);
-                });
-                while probes.try_join_next().is_some() {}
-            }
-        })
-    };
+    let launcher = spawn_probe_launcher(ctx.clone(), load.pool.clone(), rate_bits.clone(), probe_tx, t0);
     let mut stages = Stages::new(p);
     let mut intervals = Vec::new();
     let mut probes: Vec<Probe> = Vec::new();
@@ -514,73 +603,29 @@ async fn run_direction(ctx: &Ctx, dir: Dir, max_duration: Duration, progress: &(
         while let Ok(pr) = probe_rx.try_recv() {
             probes.push(pr);
         }
-        while let Some(done) = loads.try_join_next() {
-            let e = match done {
-                Ok(Ok(())) => "ended".to_string(),
-                Ok(Err(e)) => e,
-                Err(e) => format!("task: {e}"),
-            };
-            errors.push(e);
-        }
-        let index = stages.intervals();
-        let end_s = (index + 1) as f64 * p.interval_s;
-        let total = moved.load(Ordering::Relaxed);
-        let bytes = total - last_total;
+        load.collect_ended(&mut errors);
+        let total = load.bytes();
+        let (interval, verdict) = end_interval(&mut stages, &p, total - last_total, &probes, load.connections());
         last_total = total;
-        let from_s = end_s - p.mad as f64 * p.interval_s;
-        let window = probe_times(probes.iter().filter(|pr| pr.t_s > from_s));
-        let verdict = stages.end_interval(bytes, &window);
-        let capacity = stages.capacity_bps();
-        let rate = p.probe_rate(capacity);
-        rate_bits.store(rate.to_bits(), Ordering::Relaxed);
-        let connections = pool.lock().map(|p| p.len()).unwrap_or(0).min(loads.len());
-        let responsiveness = if verdict == Verdict::Ramping { None } else { stages.responsiveness.last().copied().filter(|_| stages.saturated_at.is_some()) };
-        let state = match verdict {
-            Verdict::Ramping => IntervalState::Ramping,
-            Verdict::Saturated => IntervalState::Saturated,
-            Verdict::Done => IntervalState::Done,
-        };
-        let completed = probes.iter().filter(|pr| pr.t_s > end_s - p.interval_s && pr.t_s <= end_s).count();
-        progress(format!(
-            "{:<8} {:>5.1} s  {:>9.2} Mbit/s (moving {:>8.2})  {:>2} conns  {:>4} probes  {}{}",
-            dir.name(),
-            end_s,
-            bytes as f64 * 8.0 / p.interval_s / 1e6,
-            capacity.unwrap_or(0.0) / 1e6,
-            connections,
-            completed,
-            state,
-            responsiveness.map_or_else(String::new, |r| format!("  RPM {:.0}", r.rpm)),
-        ));
-        intervals.push(Interval {
-            index,
-            t_s: end_s,
-            bytes,
-            goodput_bps: bytes as f64 * 8.0 / p.interval_s,
-            moving_goodput_bps: capacity.unwrap_or(0.0),
-            connections,
-            probes: completed,
-            probe_rate: rate,
-            state,
-            responsiveness,
-        });
+        rate_bits.store(interval.probe_rate.to_bits(), Ordering::Relaxed);
+        progress(progress_line(dir, &interval));
+        intervals.push(interval);
         if verdict == Verdict::Done || t0.elapsed() + Duration::from_millis(1) >= max_duration {
             break;
         }
         if verdict == Verdict::Ramping && opened < p.mnp {
             let n = p.inc.min(p.mnp - opened);
-            add(&mut loads, n);
+            load.spawn(n);
             opened += n;
         }
         // A connection that failed is replaced, within MNP.
-        let lost = opened.saturating_sub(loads.len());
+        let lost = opened.saturating_sub(load.tasks.len());
         if lost > 0 && verdict != Verdict::Ramping {
-            add(&mut loads, lost);
+            load.spawn(lost);
         }
     }
     launcher.abort();
-    loads.abort_all();
-    while loads.join_next().await.is_some() {}
+    load.stop().await;
     while let Ok(pr) = probe_rx.try_recv() {
         probes.push(pr);
     }
@@ -593,7 +638,7 @@ async fn run_direction(ctx: &Ctx, dir: Dir, max_duration: Duration, progress: &(
         responsiveness: final_r,
         confidence: Confidences { capacity: stages.capacity_confidence(), rpm: stages.rpm_confidence() },
         load_connections,
-        bytes: moved.load(Ordering::Relaxed),
+        bytes: load.bytes(),
         duration_s: t0.elapsed().as_secs_f64(),
         saturated_at: stages.saturated_at,
         intervals,

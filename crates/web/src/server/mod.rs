@@ -496,102 +496,109 @@ where
     if req.method() == Method::OPTIONS && rpm::is_endpoint(req.uri().path()) {
         return preflight();
     }
-    match req.uri().path() {
-        "/bytes" => {
-            if !is_get {
-                return method_not_allowed("GET, HEAD");
-            }
-            let n = match req.uri().query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("n="))) {
-                None => return text(StatusCode::BAD_REQUEST, "/bytes needs ?n=<bytes>"),
-                Some(v) => match v.parse::<u64>() {
-                    Ok(n) if n <= MAX_BYTES_N => n,
-                    _ => return text(StatusCode::BAD_REQUEST, &format!("n must be an integer from 0 to {MAX_BYTES_N}")),
-                },
-            };
-            // Optional application pacing of the body (docs/bulk.md, "Pacing").
-            let rate = match req.uri().query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("rate="))) {
-                None => None,
-                Some(v) => match v.parse::<u64>().map_err(|_| format!("rate {v:?} is not an integer")).and_then(crate::pace::check_rate) {
-                    Ok(r) => Some(r),
-                    Err(e) => return text(StatusCode::BAD_REQUEST, &format!("{e} (rate= is in bit/s)")),
-                },
-            };
-            let body = match rate {
-                Some(r) => ResponseBody::paced(&ctx.bytes_block, 0, n, r),
-                None => ResponseBody::pattern(&ctx.bytes_block, 0, n),
-            };
-            let mut r = reply(StatusCode::OK, body);
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-            r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            head_of(r, is_head)
-        }
+    let path = req.uri().path();
+    match path {
+        "/upload" => return upload_sink(req).await,
+        // The responsiveness endpoints answer cross-origin fetches: a browser test page spreads
+        // its load over several origins (one connection each), as the draft's client does.
+        rpm::UPLOAD_PATH => return cross_origin(upload_sink(req).await),
+        _ => {}
+    }
+    let synthetic = matches!(path, "/bytes" | "/empty" | rpm::CONFIG_PATH | rpm::SMALL_PATH | rpm::LARGE_PATH);
+    if synthetic && !is_get {
+        return method_not_allowed("GET, HEAD");
+    }
+    match path {
+        "/bytes" => bytes_response(req.uri().query(), ctx, is_head),
         "/empty" => {
-            if !is_get {
-                return method_not_allowed("GET, HEAD");
-            }
             let mut r = reply(StatusCode::OK, ResponseBody::Empty);
             r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             r
         }
-        "/upload" => upload_sink(req).await,
-        // The responsiveness endpoints answer cross-origin fetches: a browser test page spreads
-        // its load over several origins (one connection each), as the draft's client does.
-        rpm::UPLOAD_PATH => cross_origin(upload_sink(req).await),
-        rpm::CONFIG_PATH => {
-            if !is_get {
-                return method_not_allowed("GET, HEAD");
-            }
-            let authority = req.uri().authority().map(|a| a.as_str().to_string()).or_else(|| {
-                req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).and_then(|h| h.parse::<http::uri::Authority>().ok()).map(|a| a.as_str().to_string())
-            });
-            let Some(authority) = authority else {
-                return text(StatusCode::BAD_REQUEST, "the configuration document names this server: send a Host");
-            };
-            let doc = rpm::config_document(if secure { "https" } else { "http" }, &authority);
-            let mut r = reply(StatusCode::OK, ResponseBody::full(Bytes::from(doc)));
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            cross_origin(head_of(r, is_head))
-        }
+        rpm::CONFIG_PATH => rpm_config_response(&req, secure, is_head),
         rpm::SMALL_PATH | rpm::LARGE_PATH => {
-            if !is_get {
-                return method_not_allowed("GET, HEAD");
-            }
-            let n = if req.uri().path() == rpm::SMALL_PATH { 1 } else { rpm::LARGE_BYTES };
+            let n = if path == rpm::SMALL_PATH { 1 } else { rpm::LARGE_BYTES };
             let mut r = reply(StatusCode::OK, ResponseBody::pattern(&ctx.bytes_block, 0, n));
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
             r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             cross_origin(head_of(r, is_head))
         }
-        _ => {
-            let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
-            let found = request_host(&req, &ctx.site, local_ip).and_then(|h| ctx.site.object(&h, target));
-            let Some(object) = found else {
-                return text(StatusCode::NOT_FOUND, "not found");
-            };
-            if !is_get {
-                return method_not_allowed("GET, HEAD");
-            }
-            let Some(block) = ctx.site.block(object.seed) else {
-                // Site::new creates a block for every seed it stores; kept as a 500, not a panic.
-                return text(StatusCode::INTERNAL_SERVER_ERROR, "no body block");
-            };
-            let body = match &object.document {
-                Some(document) => ResponseBody::full(document.clone()),
-                None => ResponseBody::pattern(block, object.offset, object.size),
-            };
-            let mut r = reply(StatusCode::OK, body);
-            r.headers_mut().insert(header::CONTENT_TYPE, object.content_type.clone());
-            for (name, value) in &object.headers {
-                r.headers_mut().append(name.clone(), value.clone());
-            }
-            // Cross-origin fonts and script-inserted objects of a real page need CORS.
-            if !r.headers().contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
-                r.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-            }
-            head_of(r, is_head)
-        }
+        _ => object_response(&req, ctx, local_ip, is_get, is_head),
     }
+}
+
+/// `GET /bytes?n=N[&rate=R]`: N generated bytes, optionally paced at R bit/s.
+fn bytes_response(query: Option<&str>, ctx: &Ctx, is_head: bool) -> Response<ResponseBody> {
+    let param = |name: &str| query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix(name)));
+    let n = match param("n=") {
+        None => return text(StatusCode::BAD_REQUEST, "/bytes needs ?n=<bytes>"),
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if n <= MAX_BYTES_N => n,
+            _ => return text(StatusCode::BAD_REQUEST, &format!("n must be an integer from 0 to {MAX_BYTES_N}")),
+        },
+    };
+    // Optional application pacing of the body (docs/bulk.md, "Pacing").
+    let rate = match param("rate=") {
+        None => None,
+        Some(v) => match v.parse::<u64>().map_err(|_| format!("rate {v:?} is not an integer")).and_then(crate::pace::check_rate) {
+            Ok(r) => Some(r),
+            Err(e) => return text(StatusCode::BAD_REQUEST, &format!("{e} (rate= is in bit/s)")),
+        },
+    };
+    let body = match rate {
+        Some(r) => ResponseBody::paced(&ctx.bytes_block, 0, n, r),
+        None => ResponseBody::pattern(&ctx.bytes_block, 0, n),
+    };
+    let mut r = reply(StatusCode::OK, body);
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    head_of(r, is_head)
+}
+
+/// The responsiveness configuration document, naming this server as the request reached it
+/// (cross-origin; 400 without a host).
+fn rpm_config_response<B>(req: &Request<B>, secure: bool, is_head: bool) -> Response<ResponseBody> {
+    let authority = req.uri().authority().map(|a| a.as_str().to_string()).or_else(|| {
+        req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).and_then(|h| h.parse::<http::uri::Authority>().ok()).map(|a| a.as_str().to_string())
+    });
+    let Some(authority) = authority else {
+        return text(StatusCode::BAD_REQUEST, "the configuration document names this server: send a Host");
+    };
+    let doc = rpm::config_document(if secure { "https" } else { "http" }, &authority);
+    let mut r = reply(StatusCode::OK, ResponseBody::full(Bytes::from(doc)));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    cross_origin(head_of(r, is_head))
+}
+
+/// A manifest object, by host and request target: its body and headers (404 if none).
+fn object_response<B>(req: &Request<B>, ctx: &Ctx, local_ip: Option<IpAddr>, is_get: bool, is_head: bool) -> Response<ResponseBody> {
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let found = request_host(req, &ctx.site, local_ip).and_then(|h| ctx.site.object(&h, target));
+    let Some(object) = found else {
+        return text(StatusCode::NOT_FOUND, "not found");
+    };
+    if !is_get {
+        return method_not_allowed("GET, HEAD");
+    }
+    let Some(block) = ctx.site.block(object.seed) else {
+        // Site::new creates a block for every seed it stores; kept as a 500, not a panic.
+        return text(StatusCode::INTERNAL_SERVER_ERROR, "no body block");
+    };
+    let body = match &object.document {
+        Some(document) => ResponseBody::full(document.clone()),
+        None => ResponseBody::pattern(block, object.offset, object.size),
+    };
+    let mut r = reply(StatusCode::OK, body);
+    r.headers_mut().insert(header::CONTENT_TYPE, object.content_type.clone());
+    for (name, value) in &object.headers {
+        r.headers_mut().append(name.clone(), value.clone());
+    }
+    // Cross-origin fonts and script-inserted objects of a real page need CORS.
+    if !r.headers().contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
+        r.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    }
+    head_of(r, is_head)
 }
 
 /// `access-control-allow-origin: *` on a response, and `timing-allow-origin: *` so that a
