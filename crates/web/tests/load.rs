@@ -283,7 +283,7 @@ async fn every_mode_loads_the_page() {
         }
         // The result is the documented JSON.
         let json = serde_json::to_value(&r).unwrap();
-        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["schema_version"], 2);
         assert_eq!(json["kind"], "page_load");
         assert_eq!(json["status"], "ok");
         assert_eq!(json["config"]["mode"], mode);
