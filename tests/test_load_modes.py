@@ -38,7 +38,7 @@ def served(emu_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "tm" + str(int(time.time() * 1000) % 10**7),
         [host("client", "left", ["10.77.0.1"])],
         [host("server", "right", [*addresses, MPTCP_SIGNAL_ADDRESS])],
-        paths=[path("p0", forward=link("100mbit", delay="5ms"), reverse=link("100mbit", delay="5ms"))],
+        paths=[path("p0", forward=link(100_000_000, delay_ns=5_000_000), reverse=link(100_000_000, delay_ns=5_000_000))],
         tcp_congestion="cubic",
     )
     with Lab(topology, binary=emu_binary) as lab:
