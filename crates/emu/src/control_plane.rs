@@ -19,7 +19,7 @@ use contract::control::{
 use netmodel::{HostId, LinkId, Network};
 
 use crate::dataplane::{link_counters, Command, Outcome};
-use crate::engine::Clock;
+use crate::clock::Clock;
 use crate::params::link_config;
 use crate::topology::{path_selection, pins_for, Topology};
 use crate::writer::{self, PendingSummary};

@@ -8,35 +8,15 @@ use std::num::NonZeroU64;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::Receiver;
 use netmodel::Nanos;
 use rustix::event::{epoll, Timespec};
 use tun_rs::SyncDevice;
 
+use crate::clock::Clock;
 use crate::control::Envelope;
 use crate::dataplane::DataPlane;
-
-/// Monotonic model clock paired with the Unix time at its zero.
-#[derive(Debug, Clone, Copy)]
-pub struct Clock {
-    start: Instant,
-    /// Unix ns at model time 0.
-    pub start_unix_ns: u64,
-}
-
-impl Clock {
-    /// A clock starting now.
-    pub fn start() -> Self {
-        let start_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        Clock { start: Instant::now(), start_unix_ns }
-    }
-    /// Model time now.
-    pub fn now(&self) -> Nanos {
-        self.start.elapsed().as_nanos() as Nanos
-    }
-}
 
 const TOKEN_WAKE: u64 = u64::MAX - 1;
 const TOKEN_SIGNAL: u64 = u64::MAX - 2;

@@ -3,6 +3,7 @@
 //! socket. See docs/emulator.md, docs/topology.md and docs/control.md.
 #![deny(unsafe_code)]
 
+pub mod clock;
 pub mod control;
 pub mod control_plane;
 pub mod dataplane;
@@ -29,7 +30,8 @@ use rustix::event::{eventfd, EventfdFlags};
 use crate::control::LoopChannel;
 use crate::control_plane::ControlPlane;
 use crate::dataplane::DataPlane;
-use crate::engine::{Clock, Engine};
+use crate::clock::Clock;
+use crate::engine::Engine;
 use crate::state::LabState;
 use crate::system::{HostSetup, SystemError};
 use crate::topology::{Topology, TopologyError};
