@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,37 @@ def test_every_package_says_what_it_owns() -> None:
     assert len(packages) > 10
     silent = [str(p.relative_to(SRC)) for p in packages if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not silent, f"packages whose __init__ has no docstring: {silent}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rust: no import cycle between the modules of a crate (scripts/rust_module_cycles.py).
+
+RUST_CYCLES = SRC.parent / "scripts" / "rust_module_cycles.py"
+
+
+def _rust_cycles(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(RUST_CYCLES), str(root)], capture_output=True, text=True, check=False)
+
+
+def test_no_rust_crate_has_an_import_cycle() -> None:
+    done = _rust_cycles(SRC.parent)
+    assert done.returncode == 0, done.stdout
+
+
+def test_a_rust_import_cycle_is_found(tmp_path: Path) -> None:
+    src = tmp_path / "crates" / "demo" / "src"
+    files = {
+        "lib.rs": "pub mod a;\npub mod b;\npub mod c;\n",
+        "a.rs": "use crate::b::B;\npub struct A;\n",
+        "b.rs": "use crate::{c::C, a as _};\npub struct B;\n",
+        # `a` named only in a comment, a string and a test: no dependency of `c`
+        "c.rs": "// crate::a::A\nconst S: &str = \"crate::a\";\npub struct C;\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n",
+    }
+    write_package(src, files)
+    found = _rust_cycles(tmp_path)
+    assert found.returncode == 1 and "a -> b -> a" in found.stdout, found.stdout  # b names a in its use group
+    write_package(src, {**files, "b.rs": "use crate::{c::C};\npub struct B;\n"})
+    assert _rust_cycles(tmp_path).returncode == 0
+    write_package(src, {**files, "b.rs": "use crate::{c::C};\npub struct B;\n", "c.rs": "fn f() -> crate::a::A { todo!() }\n"})
+    found = _rust_cycles(tmp_path)
+    assert found.returncode == 1 and "demo:" in found.stdout, found.stdout
