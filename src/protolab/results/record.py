@@ -75,7 +75,8 @@ class RunRecord:
         if self.status != "ok" or not self.bulk or any(t.side is not None for t in self.bulk):
             return None
         rates = [t.result.goodput_bps for t in self.bulk]
-        return sum(rates) / 1e6 if all(r is not None for r in rates) else None  # type: ignore[misc]
+        known = [r for r in rates if r is not None]
+        return sum(known) / 1e6 if len(known) == len(rates) else None
 
     def link_rows(self) -> list[dict[str, Any]]:
         return link_rows(self.link_config, self.link_counters, self.duration_s)

@@ -408,18 +408,17 @@ def build_run_rows(experiment_id: str, run: RunRecord) -> dict[str, list[dict[st
         if table not in rows:
             raise StoreError(f"{where}: {table}: not a table of a run")
         for i, item in enumerate(items):
-            values = _split_params(item, where) if table == "runs" else item
+            values = {**_split_params(item), "recorded": _utc_now()} if table == "runs" else item
             rows[table].append({**ids, **_typed(table, values, f"{where}: {table}[{i}]")})
-    rows["runs"][0]["recorded"] = _convert(_utc_now(), "TIMESTAMP", f"{where}: recorded")
     return rows
 
 
-def _split_params(runs_row: dict[str, Any], where: str) -> dict[str, Any]:
+def _split_params(runs_row: dict[str, Any]) -> dict[str, Any]:
     """The runs row with the known parameters in their own columns, the others in `params`."""
     known = {name for name, _, _ in KNOWN_PARAMS}
     params = runs_row["params"]
     return {**{k: v for k, v in runs_row.items() if k != "params"},
-            **{f"{name}": params.get(name) for name in known},
+            **{name: params.get(name) for name in known},
             "params": {k: v for k, v in params.items() if k not in known}}
 
 
@@ -429,8 +428,8 @@ def _typed(table: str, values: dict[str, Any], where: str) -> dict[str, Any]:
     unknown = sorted(set(values) - set(types))
     if unknown:
         raise StoreError(f"{where}: {', '.join(unknown)}: no such column in table {table}")
-    missing = [name for name, sql_type in types.items() if "NOT NULL" in sql_type and name not in _RUN_KEYS
-               and values.get(name) is None and name != "recorded"]
+    missing = [name for name, sql_type in types.items()
+               if "NOT NULL" in sql_type and name not in _RUN_KEYS and values.get(name) is None]
     if missing:
         raise StoreError(f"{where}.{missing[0]}: missing")
     return {name: _convert(value, types[name], f"{where}.{name}") for name, value in values.items()}
