@@ -370,6 +370,13 @@ pub struct DropCounts {
     pub aqm: u64,
 }
 
+impl DropCounts {
+    /// Sum over causes.
+    pub fn total(&self) -> u64 {
+        self.queue_full + self.random_loss + self.aqm
+    }
+}
+
 /// Both directions of a path.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PathCounters {

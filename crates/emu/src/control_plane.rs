@@ -18,7 +18,7 @@ use contract::control::{
 };
 use netmodel::{HostId, LinkId, Network};
 
-use crate::dataplane::{link_counters, Command, Outcome};
+use crate::dataplane::{Command, Outcome};
 use crate::clock::Clock;
 use crate::params::link_config;
 use crate::topology::{path_selection, pins_for, Topology};
@@ -160,11 +160,11 @@ impl<L: PacketLoop> ControlPlane<L> {
             Outcome::Refused(e) => return Err(e),
             Outcome::Done | Outcome::Finishing(_) => return Err("the packet loop answered out of turn".into()),
         };
-        let of = |id: LinkId| links.get(id.0 as usize).map(link_counters).unwrap_or_default();
+        let of = |id: LinkId| links.get(id.0 as usize).copied().unwrap_or_default();
         let paths = self.paths.iter().map(|(name, f, r)| (name.clone(), PathCounters { forward: of(*f), reverse: of(*r) }));
         Ok(done(Done::Counters(Counters {
             now_ns: self.clock.start_unix_ns + self.clock.now(),
-            links: self.link_names.iter().zip(&links).map(|(name, c)| (name.clone(), link_counters(c))).collect(),
+            links: self.link_names.iter().zip(&links).map(|(name, c)| (name.clone(), *c)).collect(),
             paths: paths.collect(),
             emulator,
         })))

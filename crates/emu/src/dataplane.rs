@@ -277,22 +277,5 @@ fn finishing<T: Send + 'static>(taken: Option<Writer<T>>) -> Outcome {
     taken.map_or(Outcome::Refused("nothing is being written".into()), |w| Outcome::Finishing(w.finish()))
 }
 
-/// Counters of a link direction in the contract's form.
-pub fn link_counters(c: &LinkCounters) -> contract::control::LinkCounters {
-    let drops = |d: &netmodel::DropCounts| contract::control::DropCounts { queue_full: d.queue_full, random_loss: d.random_loss, aqm: d.aqm };
-    contract::control::LinkCounters {
-        enqueued_packets: c.enqueued_packets,
-        enqueued_bytes: c.enqueued_bytes,
-        delivered_packets: c.delivered_packets,
-        delivered_bytes: c.delivered_bytes,
-        dropped_packets: drops(&c.dropped_packets),
-        dropped_bytes: drops(&c.dropped_bytes),
-        queue_packets: c.queue_packets,
-        queue_bytes: c.queue_bytes,
-        max_queue_packets: c.max_queue_packets,
-        max_queue_bytes: c.max_queue_bytes,
-    }
-}
-
 #[cfg(test)]
 mod tests;

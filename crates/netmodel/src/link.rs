@@ -56,55 +56,17 @@ pub struct Event {
     pub ip_id: u16,
 }
 
-/// Packet and byte counts per drop cause.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct DropCounts {
-    /// Queue limit.
-    pub queue_full: u64,
-    /// Random loss.
-    pub random_loss: u64,
-    /// AQM.
-    pub aqm: u64,
-}
+// The counters are a document of the contract (the emulator's `counters` reply): the model
+// counts straight into that type.
+pub use contract::control::{DropCounts, LinkCounters};
 
-impl DropCounts {
-    fn add(&mut self, cause: DropCause, n: u64) {
-        match cause {
-            DropCause::QueueFull => self.queue_full += n,
-            DropCause::RandomLoss => self.random_loss += n,
-            DropCause::Aqm => self.aqm += n,
-        }
+/// Counts `n` (packets or bytes) against the cause of a drop.
+fn count_drop(counts: &mut DropCounts, cause: DropCause, n: u64) {
+    match cause {
+        DropCause::QueueFull => counts.queue_full += n,
+        DropCause::RandomLoss => counts.random_loss += n,
+        DropCause::Aqm => counts.aqm += n,
     }
-
-    /// Sum over causes.
-    pub fn total(&self) -> u64 {
-        self.queue_full + self.random_loss + self.aqm
-    }
-}
-
-/// Counters of one link direction.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct LinkCounters {
-    /// Packets that entered the queue.
-    pub enqueued_packets: u64,
-    /// Bytes that entered the queue.
-    pub enqueued_bytes: u64,
-    /// Packets that left the link.
-    pub delivered_packets: u64,
-    /// Bytes that left the link.
-    pub delivered_bytes: u64,
-    /// Dropped packets per cause.
-    pub dropped_packets: DropCounts,
-    /// Dropped bytes per cause.
-    pub dropped_bytes: DropCounts,
-    /// Packets waiting now.
-    pub queue_packets: u64,
-    /// Bytes waiting now.
-    pub queue_bytes: u64,
-    /// Largest number of packets waiting since the last reset.
-    pub max_queue_packets: u64,
-    /// Largest number of bytes waiting since the last reset.
-    pub max_queue_bytes: u64,
 }
 
 /// Where recorded events go; recording is off unless enabled.
@@ -335,8 +297,8 @@ impl<P> Link<P> {
     }
 
     fn count_drop(&mut self, now: Nanos, cause: DropCause, packet: &Packet<P>, events: &mut EventLog) {
-        self.counters.dropped_packets.add(cause, 1);
-        self.counters.dropped_bytes.add(cause, u64::from(packet.size));
+        count_drop(&mut self.counters.dropped_packets, cause, 1);
+        count_drop(&mut self.counters.dropped_bytes, cause, u64::from(packet.size));
         events.record(now, EventKind::Drop(cause), self.id, packet);
     }
 
