@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import statistics
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from awaiting import await_listening
 
 from protolab.corpus import (
     DEMO_PAGES,
@@ -476,14 +476,11 @@ def _start_server(ns: _Namespace, binary: Path, manifests: list[Path], tls: Path
     for manifest in manifests:
         args += ["--manifest", str(manifest)]
     server = subprocess.Popen(ns.exec(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    ready, _, _ = select.select([server.stdout], [], [], 30)
-    line = server.stdout.readline() if ready else ""
-    if not line:
-        server.kill()
-        _, err = server.communicate(timeout=10)
-        pytest.fail(f"server did not start: {err}")
-    return server, json.loads(line)
+    try:
+        return server, dict(await_listening(server))
+    except BaseException:
+        _stop(server)
+        raise
 
 
 def _stop(server: subprocess.Popen[str]) -> None:
