@@ -2,7 +2,8 @@
 
 - `await_listening`: a `protolab-net serve` process prints one typed JSON line on stdout once
   every socket is bound, `{"event": "listening", "http": [...], "https": [...], "h3": [...],
-  "raw": [...], ...}` (docs/server.md); wait for it and return it.
+  "raw": [...], ...}` (docs/server.md; the contract's `Listening`); wait for it and return it
+  as the contract's model.
 - `await_line`: the same for any line a process announces itself with (`protolab serve-live`).
 - `await_port`: a third-party server (nginx, caddy, iperf3) prints nothing we can wait for; wait
   until the kernel of its namespace shows it listening.
@@ -28,7 +29,11 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Literal, TypedDict, TypeVar
+from typing import IO, Any, Literal, TypeVar
+
+from pydantic import ValidationError
+
+from protolab.results.generated.event_listening import Listening
 
 READY_WITHIN_S = 30.0
 """How long a server may take to start: generous, only a hung or failed start exceeds it."""
@@ -44,28 +49,6 @@ Stream = Literal["stdout", "stderr"]
 
 class NotReady(AssertionError):
     """A process did not announce itself, or a condition did not hold, in time."""
-
-
-class ListeningEvent(TypedDict, total=False):
-    """`protolab-net serve`'s ready line (crates/cli/src/main.rs; docs/server.md). The address
-    lists are always there (checked); the rest as the binary prints them (`spki`: the SPKI
-    hashes of the certificates, comma-separated)."""
-
-    event: str
-    http: list[str]
-    https: list[str]
-    h3: list[str]
-    raw: list[str]
-    tcp_cc: str
-    mptcp: bool
-    quic_cc: str
-    quic_cc_canonical: str
-    tls_dir: str
-    spki: str
-    real_page_unfit: list[dict[str, Any]]
-
-
-_ADDRESS_LISTS = ("http", "https", "h3", "raw")
 
 
 class _Drain:
@@ -181,24 +164,24 @@ def await_line(process: subprocess.Popen[Any], matches: Callable[[str], T | None
             drain.changed.wait(remaining)
 
 
-def _listening_event(line: str) -> ListeningEvent | None:
+def _listening_event(line: str) -> Listening | None:
     try:
         data = json.loads(line)
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("event") != "listening":
         return None
-    bad = [k for k in _ADDRESS_LISTS if not isinstance(data.get(k), list)]
-    if bad:
-        raise NotReady(f"the listening event lacks the address lists {bad}: {line}")
-    event: ListeningEvent = data  # type: ignore[assignment]  # shape checked just above
-    return event
+    try:
+        return Listening.model_validate(data)
+    except ValidationError as exc:
+        raise NotReady(f"the listening event breaks the contract (schemas/event-listening.json): {exc}\n{line}") from None
 
 
 def await_listening(process: subprocess.Popen[Any], *, within: float = READY_WITHIN_S,
-                    stderr_file: Path | None = None) -> ListeningEvent:
+                    stderr_file: Path | None = None) -> Listening:
     """Waits for `protolab-net serve`'s `listening` event on the process's stdout (a pipe) and
-    returns it: from then on every socket it lists accepts connections."""
+    returns it, read as the contract's model: from then on every socket it lists accepts
+    connections."""
     return await_line(process, _listening_event, what="its listening event", within=within, stderr_file=stderr_file)
 
 

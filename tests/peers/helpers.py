@@ -24,6 +24,8 @@ from typing import Any
 
 from awaiting import NotReady, await_listening, await_port
 
+from protolab.results.generated.event_listening import Listening
+
 REPO = Path(__file__).resolve().parents[2]
 NET = Path(os.environ.get("PROTOLAB_NET", REPO / "target" / "release" / "protolab-net"))
 TEMPLATES = Path(__file__).parent
@@ -161,7 +163,7 @@ def manifest_urls(m: dict[str, Any]) -> list[tuple[str, str, int]]:
 @dataclass
 class Served:
     proc: subprocess.Popen[str]
-    ready: dict[str, Any]
+    ready: Listening
     tls_dir: Path
 
 
@@ -176,7 +178,7 @@ def serve(ns: Netns, manifests: Sequence[Path], tls_dir: Path, extra: Sequence[s
         ready = await_listening(p)
     except NotReady as exc:
         raise PeerError(str(exc)) from None
-    return Served(p, dict(ready), tls_dir)
+    return Served(p, ready, tls_dir)
 
 
 def curl_args(tls_dir: Path, ports: Sequence[int] = (80, 443)) -> list[str]:

@@ -1,5 +1,6 @@
 //! What the tests of the `protolab-net` binary share: starting it, and waiting for the typed
-//! event a server prints when it is ready instead of polling its ports.
+//! event a server prints when it is ready (`contract::events::Listening`) instead of polling its
+//! ports.
 #![allow(dead_code)] // each test file uses its own subset
 
 use std::io::{BufRead, BufReader, Read};
@@ -13,19 +14,7 @@ use std::time::{Duration, Instant};
 /// How long a server may take to start: generous, only a hung or failed start exceeds it.
 pub const READY_WITHIN: Duration = Duration::from_secs(30);
 
-/// `protolab-net serve`'s `listening` event (docs/server.md), printed on stdout once every
-/// socket is bound.
-#[derive(Debug)]
-pub struct Listening {
-    pub http: Vec<SocketAddr>,
-    pub https: Vec<SocketAddr>,
-    /// HTTP/3 (UDP).
-    pub h3: Vec<SocketAddr>,
-    /// The raw bulk protocol (TCP).
-    pub raw: Vec<SocketAddr>,
-    /// The whole event as printed.
-    pub event: serde_json::Value,
-}
+pub use contract::events::Listening;
 
 /// A `protolab-net` process of a test, killed when dropped. Its stdout is read line by line
 /// and its stderr kept by two threads, so it never blocks on a full pipe.
@@ -63,8 +52,9 @@ pub fn start(args: &[&str]) -> Process {
 }
 
 impl Process {
-    /// Reads stdout until the `listening` event and returns it. Fails, with what the process
-    /// wrote on stderr, when its stdout ends first (it exited) or after `within`.
+    /// Reads stdout until the `listening` event (docs/server.md) and returns it. Fails, with
+    /// what the process wrote on stderr, when its stdout ends first (it exited) or after
+    /// `within`, or when the event does not read as the contract's.
     pub fn await_listening(&mut self, within: Duration) -> Result<Listening, String> {
         let deadline = Instant::now() + within;
         let mut printed = Vec::new();
@@ -73,7 +63,7 @@ impl Process {
                 Ok(line) => {
                     if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) {
                         if event["event"] == "listening" {
-                            return listening(event);
+                            return serde_json::from_value(event).map_err(|e| format!("the listening event breaks the contract: {e}: {line}"));
                         }
                     }
                     printed.push(line);
@@ -105,14 +95,9 @@ impl Drop for Process {
     }
 }
 
-fn listening(event: serde_json::Value) -> Result<Listening, String> {
-    let addresses = |key: &str| -> Result<Vec<SocketAddr>, String> {
-        let list = event[key].as_array().ok_or_else(|| format!("listening event without a list `{key}`: {event}"))?;
-        list.iter()
-            .map(|a| a.as_str().and_then(|a| a.parse().ok()).ok_or_else(|| format!("`{key}`: not an address: {a}")))
-            .collect()
-    };
-    Ok(Listening { http: addresses("http")?, https: addresses("https")?, h3: addresses("h3")?, raw: addresses("raw")?, event: event.clone() })
+/// The socket addresses of one of the event's lists (`addr:port` strings).
+pub fn addresses(list: &[String]) -> Vec<SocketAddr> {
+    list.iter().map(|a| a.parse().unwrap_or_else(|e| panic!("not a socket address: {a}: {e}"))).collect()
 }
 
 /// A fresh directory for one test.
