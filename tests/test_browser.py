@@ -9,12 +9,12 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
+from awaiting import wait_until
 from conftest import lab_namespaces, toml_text
 
 from protolab.browser.modes import chromium_flags
@@ -145,6 +145,20 @@ def _chromium_pids(profile_prefix: str) -> list[int]:
     return pids
 
 
+# Some of the page, far from all of it (3.7 MB): about 2 s of the 1 Mbit/s link.
+MID_PAGE_BYTES = 250_000
+
+
+def _path_bytes(binary: Path, lab: str) -> int:
+    """Bytes the running lab's paths have delivered (both directions; 0 while it is not up)."""
+    done = subprocess.run([str(binary), "emu", "ctl", "--lab", lab, '{"cmd": "counters"}'],
+                          capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        return 0
+    paths = json.loads(done.stdout).get("paths", {})
+    return sum(d["delivered_bytes"] for p in paths.values() for d in (p["forward"], p["reverse"]))
+
+
 @pytest.mark.lab
 @needs_chromium
 def test_a_runner_killed_during_a_browser_load_leaves_nothing(emu_binary: Path, lab_name: Any, tmp_path: Path) -> None:
@@ -155,17 +169,16 @@ def test_a_runner_killed_during_a_browser_load_leaves_nothing(emu_binary: Path, 
     runner = subprocess.Popen([sys.executable, "-m", "protolab", "run", str(spec), "--results", str(tmp_path / "r"),
                                "--lab", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 90
-        while not _chromium_pids(prefix) and time.monotonic() < deadline and runner.poll() is None:
-            time.sleep(0.2)
-        assert _chromium_pids(prefix), "Chromium never started"
-        time.sleep(2.0)  # in the middle of the 3.7 MB page at 1 Mbit/s
+        wait_until(lambda: _chromium_pids(prefix), what="Chromium started", within=90, process=runner)
+        # In the middle of the 3.7 MB page at 1 Mbit/s: Chromium has received a part of it.
+        started = _path_bytes(emu_binary, name)
+        wait_until(lambda: _path_bytes(emu_binary, name) >= started + MID_PAGE_BYTES,
+                   what=f"{MID_PAGE_BYTES} bytes of the page through the lab", within=60, process=runner)
         runner.kill()  # SIGKILL: no handler runs; the emulator sees its owner gone and cleans up
         runner.wait(timeout=10)
-        deadline = time.monotonic() + 30
-        while (lab_namespaces(name) or _chromium_pids(prefix) or list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))) \
-                and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: not (lab_namespaces(name) or _chromium_pids(prefix)
+                                or list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))),
+                   what="the lab, its Chromium and its profile gone", within=30)
         assert lab_namespaces(name) == []
         assert _chromium_pids(prefix) == [], "no Chromium process of the lab is left"
         assert list(Path(tempfile.gettempdir()).glob(f"{prefix}*")) == [], "the profile directory is removed"

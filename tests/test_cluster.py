@@ -9,13 +9,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
+from awaiting import wait_until
 from conftest import toml_text
 
 from protolab.plan.experiment import spec_from_dict
@@ -47,14 +47,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _wait_for(predicate: Any, within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 class Cluster:
@@ -133,7 +125,8 @@ def test_a_cluster_sweep_matches_a_local_one_and_survives_a_killed_worker(
     remote = _run(spec, tmp_path / "cluster", "--cluster", cluster.address)
     runs_dir = tmp_path / "cluster" / "runs"
     # Kill a worker as soon as it is in the middle of a run.
-    _wait_for(lambda: runs_dir.is_dir() and any(runs_dir.iterdir()), 120, "the first run on the cluster")
+    wait_until(lambda: runs_dir.is_dir() and any(runs_dir.iterdir()), what="the first run on the cluster", within=120,
+               process=remote)
     victim = cluster.workers["wa"]
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(timeout=10)
@@ -149,6 +142,6 @@ def test_a_cluster_sweep_matches_a_local_one_and_survives_a_killed_worker(
     assert set(_workers(tmp_path / "local").values()) == {None}
     # The killed worker's lab went with it (its emulator watched its owner).
     listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    _wait_for(lambda: not [ln for ln in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                                                       check=True).stdout.splitlines() if ln.startswith("pl-w")],
-              30, f"the workers' namespaces to go (had: {listing})")
+    wait_until(lambda: not [ln for ln in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                                        check=True).stdout.splitlines() if ln.startswith("pl-w")],
+               what=f"the workers' namespaces gone (had: {listing})", within=30)

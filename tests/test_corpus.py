@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import statistics
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from awaiting import await_listening
 
 from protolab.corpus import (
     DEMO_PAGES,
@@ -31,6 +31,7 @@ from protolab.corpus.errors import CorpusError, HarError
 from protolab.corpus.generate import generate_corpus
 from protolab.corpus.har import import_har, import_har_file
 from protolab.corpus.manifest import check_manifest_files, load_manifest
+from protolab.results.generated.event_listening import Listening
 
 REPO = Path(__file__).resolve().parents[1]
 PROTOLAB = Path(sys.executable).with_name("protolab")
@@ -471,19 +472,16 @@ class _Namespace:
         subprocess.run(["ip", "netns", "del", self.name], check=False)
 
 
-def _start_server(ns: _Namespace, binary: Path, manifests: list[Path], tls: Path) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+def _start_server(ns: _Namespace, binary: Path, manifests: list[Path], tls: Path) -> tuple[subprocess.Popen[str], Listening]:
     args = [str(binary), "serve", "--tls-dir", str(tls)]
     for manifest in manifests:
         args += ["--manifest", str(manifest)]
     server = subprocess.Popen(ns.exec(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    ready, _, _ = select.select([server.stdout], [], [], 30)
-    line = server.stdout.readline() if ready else ""
-    if not line:
-        server.kill()
-        _, err = server.communicate(timeout=10)
-        pytest.fail(f"server did not start: {err}")
-    return server, json.loads(line)
+    try:
+        return server, await_listening(server)
+    except BaseException:
+        _stop(server)
+        raise
 
 
 def _stop(server: subprocess.Popen[str]) -> None:
@@ -526,7 +524,7 @@ def test_rust_server_accepts_generated_manifests(emu_binary: Path, tmp_path: Pat
         _stop(server)
     finally:
         ns.delete()
-    assert event["event"] == "listening" and len(event["https"]) == len(addresses)
+    assert len(event.https) == len(addresses)
 
 
 # Runs inside the namespace: loads the root in Chromium, then requests every other object from
@@ -586,7 +584,7 @@ def test_import_har_recorded_by_chromium(emu_binary: Path, tmp_path: Path) -> No
     try:
         server, event = _start_server(ns, emu_binary, [manifest_path], tmp_path / "tls")
         try:
-            recorder = _run_group(ns.exec(sys.executable, "-c", _RECORDER, str(manifest_path), event["spki"],
+            recorder = _run_group(ns.exec(sys.executable, "-c", _RECORDER, str(manifest_path), event.spki,
                                           str(har_path)), timeout=180)
         finally:
             _stop(server)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from awaiting import await_port, wait_until
 from conftest import lab_namespaces
 
 from protolab.lab import Lab, dumbbell, ideal_link, link, mbps_to_bps, ms_to_ns, path
@@ -89,13 +90,18 @@ TRACE = "1\n1\n3\n3\n3\n5\n7\n7\n9\n10\n"
 TRACE_MBIT = 10 * 1500 * 8 / 0.010 / 1e6
 
 
+IPERF3_PORT = 5201  # iperf3's default
+
+
+def _iperf3_server(lab: Lab) -> subprocess.Popen[Any]:
+    """A one-test iperf3 server in the server host, once it listens."""
+    server = lab.spawn("server", ["iperf3", "-s", "-1", "-B", lab.address("server"), "-p", str(IPERF3_PORT)])
+    await_port(lab.namespace("server"), IPERF3_PORT, address=lab.address("server"), process=server)
+    return server
+
+
 def _iperf3(lab: Lab, seconds: int) -> Any:
-    server = lab.spawn("server", ["iperf3", "-s", "-1", "-B", lab.address("server")])
-    for _ in range(100):
-        listening = lab.run("server", ["ss", "-Hltn", "sport = :5201"], check=False).stdout
-        if listening.strip():
-            break
-        time.sleep(0.05)
+    server = _iperf3_server(lab)
     out = lab.run("client", ["iperf3", "-c", lab.address("server"), "-t", str(seconds), "-O", "1", "-C", "cubic", "-J"],
                   check=False, timeout=seconds + 30)
     server.wait(timeout=10)
@@ -122,18 +128,36 @@ def test_trace_driven_link_delivers_the_trace_rate(emu_binary: Path, lab_name: C
     assert (after - before) * 8 / elapsed / 1e6 <= TRACE_MBIT * 1.01
 
 
-def _ping_under_load(lab: Lab, seconds: int) -> tuple[list[float], dict[str, Any]]:
-    server = lab.spawn("server", ["iperf3", "-s", "-1", "-B", lab.address("server")])
-    time.sleep(0.3)
+# Pings under load: 6 s of them, 10 per second.
+PINGS_UNDER_LOAD = 60
+# A standing queue of a drop-tail link: 60 packets, 72 ms at 10 Mbit/s. Cubic (HyStart leaves slow
+# start before the first loss) grows it by about 40 packets per second, so it stands about 1.5 s
+# into the transfer, and keeps growing while the pings run.
+STANDING_QUEUE_PACKETS = 60
+
+
+def _standing_queue(link: dict[str, Any]) -> bool:
+    """The bottleneck is past the sender's slow start: CoDel has started dropping, or a drop-tail
+    queue stands."""
+    return link["dropped_packets"]["aqm"] > 0 or link["queue_packets"] >= STANDING_QUEUE_PACKETS
+
+
+def _ping_under_load(lab: Lab) -> tuple[list[float], dict[str, Any]]:
+    """Round trips of pings sent once a long TCP transfer has formed its standing queue at p0's
+    bottleneck, and the link's counters; the transfer lasts as long as the pings."""
+    server = _iperf3_server(lab)
     lab.reset_counters()
-    load = lab.spawn("client", ["iperf3", "-c", lab.address("server"), "-t", str(seconds), "-C", "cubic"])
-    time.sleep(1.5)  # past slow start: the standing queue has formed
-    pings = lab.run("client", ["ping", "-n", "-c", str((seconds - 2) * 10), "-i", "0.1", lab.address("server")],
-                    check=False, timeout=seconds + 20).stdout
-    load.wait(timeout=seconds + 20)
+    load = lab.spawn("client", ["iperf3", "-c", lab.address("server"), "-t", "600", "-C", "cubic"])
+    wait_until(lambda: _standing_queue(lab.counters()["links"]["p0.forward"]), what="a standing queue at p0.forward",
+               within=60, process=load)
+    pings = lab.run("client", ["ping", "-n", "-c", str(PINGS_UNDER_LOAD), "-i", "0.1", lab.address("server")],
+                    check=False, timeout=PINGS_UNDER_LOAD * 0.1 + 30).stdout
+    counters = lab.counters()["links"]["p0.forward"]
+    load.terminate()  # iperf3 ends the test with its server, which then exits (-1)
+    load.wait(timeout=10)
     server.wait(timeout=10)
     rtts = [float(word.split("=")[1]) for line in pings.splitlines() for word in line.split() if word.startswith("time=")]
-    return rtts, lab.counters()["links"]["p0.forward"]
+    return rtts, counters
 
 
 def test_codel_keeps_queueing_delay_low_where_droptail_bloats(emu_binary: Path, lab_name: Callable[[], str]) -> None:
@@ -143,10 +167,10 @@ def test_codel_keeps_queueing_delay_low_where_droptail_bloats(emu_binary: Path, 
              reverse=link(delay_ns=ms_to_ns(base_rtt_ms / 2))),
     ])
     with Lab(topology) as lab:
-        droptail_rtts, droptail = _ping_under_load(lab, seconds=8)
+        droptail_rtts, droptail = _ping_under_load(lab)
         lab.set_link("p0.forward", **ideal_link(rate_bps=mbps_to_bps(10), delay_ns=ms_to_ns(base_rtt_ms / 2),
                                                  queue_packets=400, queue_kind="codel"))
-        codel_rtts, codel = _ping_under_load(lab, seconds=8)
+        codel_rtts, codel = _ping_under_load(lab)
     # Drop-tail: cubic fills the 400-packet (480 ms) buffer. CoDel: drops early ("aqm") and keeps
     # the standing queue near its 5 ms target.
     assert statistics.median(droptail_rtts) > base_rtt_ms + 150, statistics.median(droptail_rtts)

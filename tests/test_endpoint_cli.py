@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from awaiting import await_listening
 
 PAGE = {
     "schema_version": 1, "name": "cli", "seed": 1,
@@ -41,15 +42,11 @@ def page(tmp_path: Path) -> Path:
 def ca(tmp_path: Path, emu_binary: Path, page: Path) -> Path:
     """A real CA: the server writes it when it starts (then it is stopped)."""
     tls = tmp_path / "tls"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen([str(emu_binary), "serve", "--listen", "127.0.0.1", "--http-port", "0", "--https-port", str(port),
-                             "--tls-dir", str(tls)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([str(emu_binary), "serve", "--listen", "127.0.0.1", "--http-port", "0", "--https-port", "0",
+                             "--raw-port", "off", "--tls-dir", str(tls)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert json.loads(line)["event"] == "listening", line
+        await_listening(proc)
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -7,12 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from awaiting import await_port, wait_until
 from conftest import lab_namespaces
 
 from protolab.errors import LabError
@@ -164,12 +164,10 @@ def test_cleanup_after_sigkill(emu_binary: Path, lab_name: Callable[[], str], tm
     try:
         assert (state_dir / name / "emu.pid").read_text().strip() == str(lab.pid)
         server = lab.spawn("server", ["iperf3", "-s", "-B", lab.address("server"), "-p", "5201"])
-        time.sleep(0.5)
+        await_port(lab.namespace("server"), 5201, address=lab.address("server"), process=server)
         client = lab.spawn("client", ["iperf3", "-c", lab.address("server"), "-p", "5201", "-t", "60"])
-        deadline = time.monotonic() + 10
-        while lab.counters()["paths"]["p0"]["forward"]["delivered_bytes"] < 1_000_000:
-            assert time.monotonic() < deadline, "no transfer through the lab"
-            time.sleep(0.1)
+        wait_until(lambda: lab.counters()["paths"]["p0"]["forward"]["delivered_bytes"] >= 1_000_000,
+                   what="1 MB through the lab", within=30, process=client)
         os.kill(lab.pid, signal.SIGKILL)
         cleanup_lab(name, state_dir=state_dir)
         assert lab_namespaces(name) == []
@@ -211,9 +209,8 @@ def test_watchdog_cleans_up_after_sigkill_by_itself(emu_binary: Path, lab_name: 
     try:
         sleeper = lab.spawn("server", ["sleep", "600"])
         os.kill(lab.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 15
-        while (lab_namespaces(name) or (state_dir / name).exists()) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: not lab_namespaces(name) and not (state_dir / name).exists(),
+                   what="the watchdog's cleanup", within=30)
         assert lab_namespaces(name) == []
         assert not (state_dir / name).exists()
         sleeper.wait(timeout=10)  # killed by the watchdog's cleanup, reaped by us
@@ -251,10 +248,8 @@ def test_a_sigkilled_runner_leaves_no_lab_behind(emu_binary: Path, lab_name: Cal
         assert lab_namespaces(name) and Path(started["cgroup"]).is_dir()
         runner.kill()
         runner.wait(timeout=10)
-        deadline = time.monotonic() + 20
-        while (lab_namespaces(name) or (state_dir / name).exists() or Path(started["cgroup"]).exists()) \
-                and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: not (lab_namespaces(name) or (state_dir / name).exists() or Path(started["cgroup"]).exists()),
+                   what="the emulator's cleanup after its owner's death", within=30)
         assert lab_namespaces(name) == []
         assert not (state_dir / name).exists()
         assert not Path(started["cgroup"]).exists(), "the lab's CPU-limit cgroup is removed"

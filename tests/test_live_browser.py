@@ -9,13 +9,11 @@ against the CLI's self-probe RPM there."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import secrets
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from awaiting import await_line, await_listening
 from conftest import run_protolab
 
 from protolab.lab import Lab, dumbbell, host, link, mbps_to_bps, ms_to_ns
@@ -75,19 +74,10 @@ def start_server(lab: Lab, binary: Path, manifest_file: Path, workdir: Path) -> 
     """`protolab-net serve` with the page's manifest in the server host, once it listens."""
     workdir.mkdir(parents=True, exist_ok=True)
     tls = workdir / "tls"
-    stdout, stderr = workdir / "serve.stdout", workdir / "serve.stderr"
-    with stdout.open("wb") as out, stderr.open("wb") as err:
-        process = lab.spawn("server", [binary, "serve", "--manifest", manifest_file, "--tls-dir", tls,
-                                       "--lab", lab.name or "lab"], stdout=out, stderr=err)
-    deadline = time.monotonic() + SERVER_READY_S
-    while True:
-        for line in stdout.read_text(errors="replace").splitlines():
-            with contextlib.suppress(json.JSONDecodeError):
-                if json.loads(line).get("event") == "listening":
-                    return Served(process, tls, (tls / "spki.txt").read_text().strip())
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"protolab-net serve did not start: {stderr.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.05)
+    process = lab.spawn("server", [binary, "serve", "--manifest", manifest_file, "--tls-dir", tls,
+                                   "--lab", lab.name or "lab"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    await_listening(process, within=SERVER_READY_S)
+    return Served(process, tls, (tls / "spki.txt").read_text().strip())
 
 
 def coordinator_available() -> tuple[bool, str]:
@@ -99,20 +89,14 @@ def coordinator_available() -> tuple[bool, str]:
                    f"with status {done.returncode}); the page's coordinator upload is not checked")
 
 
-def start_coordinator(lab: Lab, data_dir: Path, workdir: Path) -> str:
-    """`protolab serve-live` in the server host; its base URL once the client can connect."""
+def start_coordinator(lab: Lab, data_dir: Path) -> str:
+    """`protolab serve-live` in the server host; its base URL once it says it listens."""
     listen = f"{SERVER_ADDRESS}:{COORDINATOR_PORT}"
-    with (workdir / "serve-live.stdout").open("wb") as out, (workdir / "serve-live.stderr").open("wb") as err:
-        process = lab.spawn("server", [sys.executable, "-m", "protolab", "serve-live", "--listen", listen,
-                                       "--data", data_dir], stdout=out, stderr=err)
-    probe = "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1).close()"
-    deadline = time.monotonic() + 30
-    while lab.run("client", [sys.executable, "-c", probe, SERVER_ADDRESS, str(COORDINATOR_PORT)],
-                  check=False).returncode != 0:
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError("protolab serve-live did not start: "
-                                 + (workdir / "serve-live.stderr").read_text(errors="replace")[-2000:])
-        time.sleep(0.2)
+    process = lab.spawn("server", [sys.executable, "-m", "protolab", "serve-live", "--listen", listen,
+                                   "--data", data_dir], stderr=subprocess.PIPE)
+    announced = f"protolab serve-live: listening on http://{listen}"
+    await_line(process, lambda line: line if line.startswith(announced) else None, stream="stderr",
+               what=f"'{announced}'", within=SERVER_READY_S)
     return f"http://{listen}"
 
 
@@ -183,7 +167,7 @@ def page_run(emu_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     with Lab(speedtest_topology(name), binary=emu_binary) as lab:
         served = start_server(lab, emu_binary, manifest_file, work / "server")
         if coordinator:
-            assert start_coordinator(lab, work / "live-data", work) == coordinator
+            assert start_coordinator(lab, work / "live-data") == coordinator
         url = f"https://{HOSTNAME}/?{query}" if query else None
         output = run_speedtest_page(lab, served, work, coordinator=coordinator, screenshots=ARTIFACTS, url=url)
         (ARTIFACTS / "speedtest-result.json").write_text(json.dumps(output, indent=1))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from awaiting import await_listening, wait_until
 
 from protolab.corpus import site_manifest
 from protolab.lab import Lab, dumbbell, host, link, path
@@ -43,15 +44,10 @@ def served(emu_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     )
     with Lab(topology, binary=emu_binary) as lab:
         lab.enable_mptcp("client", "server", MPTCP_SIGNAL_ADDRESS)
-        log = (work / "serve.out").open("wb")
         server = lab.spawn("server", [emu_binary, "serve", "--manifest", work / "page.json", "--tls-dir", work / "tls",
                                       "--mptcp", "--samples", work / "server-samples", "--sample-interval-ms", "5"],
-                           stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while '"listening"' not in (work / "serve.out").read_text():
-            assert server.poll() is None, (work / "serve.out").read_text()
-            assert time.monotonic() < deadline, "server not listening"
-            time.sleep(0.05)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        await_listening(server)
         yield lab, work, manifest
 
 
@@ -123,10 +119,16 @@ def test_h2_mptcp_uses_two_subflows(served: Any, emu_binary: Path) -> None:
     assert {r["subflow"] for r in rows} == {0, 1}
     assert all(r["role"] == "client" and r["transport"] == "mptcp" for r in rows)
     server_file = work / "server-samples" / Path(biggest["samples_file"]).name.replace("client-", "server-", 1)
-    deadline = time.monotonic() + 5
-    while not server_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    header, *server_rows = [json.loads(line) for line in server_file.read_text().splitlines()]
+
+
+    def server_lines() -> list[dict[str, Any]] | None:
+        """The server's file once it has rows of both subflows (complete lines only: the server
+        writes it for as long as it sees the connection)."""
+        text = server_file.read_text() if server_file.exists() else ""
+        lines = [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+        return lines if {r.get("subflow") for r in lines[1:]} >= {0, 1} else None
+
+    header, *server_rows = wait_until(server_lines, what=f"rows of both subflows in {server_file}", within=10)
     assert header["conn"] == biggest["conn_id"] and header["role"] == "server" and header["mptcp_fallback"] is False
     sent = {}
     for r in server_rows:

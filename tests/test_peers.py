@@ -85,7 +85,7 @@ def test_chromium_loads_every_object_over_the_protocol(site: Any, proto: str) ->
     pytest.importorskip("playwright")
     ns, work, m, served = site
     spki = (work / "tls" / "spki.txt").read_text().strip()
-    assert spki == served.ready["spki"]
+    assert spki == served.ready.spki
     result = _chromium(ns, proto, spki, m)
     objects = result["objects"]
     want = CHROMIUM_PROTOCOL[proto]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from awaiting import await_port
 from conftest import run_protolab, toml_text
 from peers.helpers import Netns
 
@@ -96,7 +97,7 @@ def _nginx(ns: Netns, work: Path, root: Path) -> None:
     process = ns.popen(["nginx", "-c", work / "nginx.conf", "-p", work], stdout=subprocess.DEVNULL,
                        stderr=(work / "stderr.log").open("w"))
     for addr in SITE.values():
-        ns.wait_port(addr, 80, proc=process)
+        await_port(ns.name, 80, address=addr, process=process, stderr_file=work / "stderr.log")
 
 
 def test_headers_that_are_not_replayed() -> None:

@@ -9,13 +9,13 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from awaiting import wait_until
 from documents import counters, emulator_counters, link, link_counters, load_result, page_object
 from typer.testing import CliRunner
 
@@ -657,12 +657,10 @@ def test_ctrl_c_tears_down_and_a_rerun_resumes(emu_binary: Path, lab_name: Calla
     argv = [sys.executable, "-m", "protolab", "run", str(file), "--results", str(results), "--lab", name,
             "--binary", str(emu_binary)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
     # Interrupt once a few runs have a directory (3 of 12 started).
-    while len(list((results / "runs").glob("*"))) < 3:
-        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-        assert time.monotonic() < deadline, "no progress"
-        time.sleep(0.05)
+    wait_until(lambda: len(list((results / "runs").glob("*"))) >= 3 or proc.poll() is not None,
+               what="3 runs started", within=120)
+    assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
     proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
 from typing import Any
 
 from playwright.async_api import async_playwright
+
+CDP_EVENTS_WITHIN_S = 10.0
 
 FETCH_ALL = """
 async (urls) => {
@@ -71,17 +74,25 @@ async def run(a: argparse.Namespace) -> dict[str, Any]:
             await cdp.send("Network.enable")
             await cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
 
+            expected = {a.root, *a.fetch}
+            every_response = asyncio.Event()
+
             def on_response(event: dict[str, Any]) -> None:
                 r = event["response"]
                 protocols[r["url"]] = r.get("protocol", "")
                 statuses[r["url"]] = r.get("status", 0)
+                if expected <= protocols.keys():
+                    every_response.set()
 
             cdp.on("Network.responseReceived", on_response)
             nav = await page.goto(a.root, wait_until="load", timeout=30_000)
             root_status = nav.status if nav else 0
             root_bytes = len(await nav.body()) if nav else 0
             result = await page.evaluate(FETCH_ALL, a.fetch)
-            await asyncio.sleep(0.2)  # last CDP events
+            # CDP events may trail the page's own view: wait for one per URL (a URL that failed
+            # has none; the caller sees its protocol missing).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(every_response.wait(), CDP_EVENTS_WITHIN_S)
             await context.close()
     objects = {a.root: {"status": root_status, "bytes": root_bytes}}
     objects.update(result["fetched"])

@@ -16,12 +16,15 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from awaiting import NotReady, await_listening, await_port
+
+from protolab.results.generated.event_listening import Listening
 
 REPO = Path(__file__).resolve().parents[2]
 NET = Path(os.environ.get("PROTOLAB_NET", REPO / "target" / "release" / "protolab-net"))
@@ -100,21 +103,6 @@ class Netns:
         self.procs.clear()
         subprocess.run(["ip", "netns", "delete", self.name], capture_output=True, check=False)
 
-    def wait_port(self, addr: str, port: int, udp: bool = False, timeout: float = 15,
-                  proc: subprocess.Popen[Any] | None = None) -> None:
-        """Waits until something listens on addr:port in the namespace (fails early when `proc`
-        exits)."""
-        flag = "-lunH" if udp else "-ltnH"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc is not None and proc.poll() is not None:
-                break
-            out = self.run(["ss", flag], check=False).stdout
-            if f"{addr}:{port} " in out:
-                return
-            time.sleep(0.05)
-        raise PeerError(f"nothing listens on {addr}:{port}{'/udp' if udp else ''} in {self.name}")
-
 
 # --- manifests -----------------------------------------------------------------------------
 
@@ -175,7 +163,7 @@ def manifest_urls(m: dict[str, Any]) -> list[tuple[str, str, int]]:
 @dataclass
 class Served:
     proc: subprocess.Popen[str]
-    ready: dict[str, Any]
+    ready: Listening
     tls_dir: Path
 
 
@@ -186,14 +174,10 @@ def serve(ns: Netns, manifests: Sequence[Path], tls_dir: Path, extra: Sequence[s
         argv += ["--manifest", str(m)]
     argv += list(extra)
     p = ns.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert p.stdout is not None
-    line = p.stdout.readline()
-    if not line:
-        err = p.stderr.read() if p.stderr else ""
-        raise PeerError(f"protolab-net serve exited before listening: {err}")
-    ready = json.loads(line)
-    if ready.get("event") != "listening":
-        raise PeerError(f"unexpected first line of protolab-net serve: {line!r}")
+    try:
+        ready = await_listening(p)
+    except NotReady as exc:
+        raise PeerError(str(exc)) from None
     return Served(p, ready, tls_dir)
 
 
@@ -243,9 +227,10 @@ def start_nginx(ns: Netns, work: Path, site_root: Path, tls_dir: Path, origins: 
                  stderr=open(work / "stderr.log", "w"))
     for addr in origins.values():
         try:
-            ns.wait_port(addr, https_port, proc=p)
-        except PeerError:
-            raise PeerError(f"nginx did not start: {(work / 'stderr.log').read_text()} {(work / 'error.log').read_text() if (work / 'error.log').exists() else ''}") from None
+            await_port(ns.name, https_port, address=addr, process=p, stderr_file=work / "stderr.log")
+        except NotReady as exc:
+            error_log = (work / "error.log").read_text() if (work / "error.log").exists() else ""
+            raise PeerError(f"nginx did not start: {exc} {error_log}") from None
     return p
 
 
@@ -268,10 +253,10 @@ def start_caddy(ns: Netns, work: Path, site_root: Path, tls_dir: Path, origins: 
                  stdout=subprocess.DEVNULL, stderr=open(work / "caddy.log", "w"))
     for addr in origins.values():
         try:
-            ns.wait_port(addr, https_port, proc=p)
-            ns.wait_port(addr, https_port, udp=True, proc=p)
-        except PeerError:
-            raise PeerError(f"caddy did not start: {(work / 'caddy.log').read_text()[-3000:]}") from None
+            await_port(ns.name, https_port, address=addr, process=p, stderr_file=work / "caddy.log")
+            await_port(ns.name, https_port, address=addr, udp=True, process=p, stderr_file=work / "caddy.log")
+        except NotReady as exc:
+            raise PeerError(f"caddy did not start: {exc}") from None
     return p
 
 

@@ -1,6 +1,7 @@
 //! HTTP/3 on loopback: a quinn + h3 client trusting the lab's CA fetches manifest objects and the
 //! synthetic endpoints over UDP on the HTTPS port; TCP responses advertise it with `Alt-Svc`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +21,8 @@ use common::Lab;
 /// One HTTP/3 connection (SNI `server_name`).
 struct H3Client {
     endpoint: quinn::Endpoint,
+    /// The QUIC connection under h3 (its statistics).
+    quic: quinn::Connection,
     send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     driver: tokio::task::JoinHandle<()>,
 }
@@ -38,11 +41,12 @@ async fn h3_connect_with(lab: &Lab, server_name: &str, transport: quinn::Transpo
     let conn = tokio::time::timeout(Duration::from_secs(5), endpoint.connect(lab.h3, server_name).unwrap()).await.unwrap().unwrap();
     let alpn = conn.handshake_data().unwrap().downcast::<quinn::crypto::rustls::HandshakeData>().unwrap().protocol;
     assert_eq!(alpn.as_deref(), Some(&b"h3"[..]));
+    let quic = conn.clone();
     let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn)).await.unwrap();
     let driver = tokio::spawn(async move {
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
     });
-    H3Client { endpoint, send, driver }
+    H3Client { endpoint, quic, send, driver }
 }
 
 /// Ends the request side. The server may stop it before our FIN once it has what it needs (it
@@ -211,7 +215,8 @@ async fn h3_survives_garbage_datagrams() {
     for d in [&b"hello"[..], &[0xc0, 0, 0, 0, 1, 20][..], &[0xc3, 0, 0, 0, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff][..], &initial[..]] {
         socket.send_to(d, lab.h3).await.unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // No pause: the server's UDP socket queues datagrams in their order of arrival, so it reads
+    // the garbage before the handshake below.
     let mut client = h3_connect(&lab, "www.a.test").await;
     let (r, body) = client.get(&format!("https://www.a.test:{}/", lab.h3.port())).await;
     assert_eq!(r.status(), 200);
@@ -231,23 +236,24 @@ async fn h3_stopped_downloads_leave_the_connection_serving() {
     let mut transport = quinn::TransportConfig::default();
     transport.receive_window(quinn::VarInt::from_u32(15 * 1024 * 1024)).stream_receive_window(quinn::VarInt::from_u32(6 * 1024 * 1024));
     let mut client = h3_connect_with(&lab, "localhost", transport).await;
+    const DOWNLOADS: usize = 7;
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let received: Arc<Vec<AtomicU64>> = Arc::new((0..DOWNLOADS).map(|_| AtomicU64::new(0)).collect());
     let mut readers = Vec::new();
-    for _ in 0..7 {
+    for i in 0..DOWNLOADS {
         let req = http::Request::get("https://localhost/rpm/large").body(()).unwrap();
         let mut stream = client.send.send_request(req).await.unwrap();
         finish(&mut stream).await;
-        let stopped = stopped.clone();
+        let (stopped, received) = (stopped.clone(), received.clone());
         // Read as a browser does, until the page aborts the download: then STOP_SENDING.
         readers.push(tokio::spawn(async move {
             let response = stream.recv_response().await.unwrap();
             assert_eq!(response.status(), 200);
-            let mut got = 0u64;
             // Checked between chunks: h3-quinn cannot stop a stream while a read is pending.
             while !*stopped.borrow() {
                 match stream.recv_data().await {
                     Ok(Some(mut c)) => {
-                        got += c.remaining() as u64;
+                        received[i].fetch_add(c.remaining() as u64, Ordering::Relaxed);
                         c.advance(c.remaining());
                     }
                     other => panic!("download ended early: {:?}", other.err()),
@@ -257,15 +263,24 @@ async fn h3_stopped_downloads_leave_the_connection_serving() {
             // read it started ahead, and then panics in stop_sending (seen under CPU load).
             // quinn sends STOP_SENDING for a receive stream dropped before its end.
             drop(stream);
-            got
         }));
     }
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Stopped in the middle: every download has had more than its stream window (so the
+    // connection's window has been in use by all of them).
+    let mid_download = 6 * 1024 * 1024;
+    common::wait_until("every download past its stream window", Duration::from_secs(30), || {
+        received.iter().all(|r| r.load(Ordering::Relaxed) > mid_download)
+    })
+    .await;
     stop.send(true).unwrap();
     for r in readers {
-        assert!(r.await.unwrap() > 0);
+        r.await.unwrap();
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server answers each STOP_SENDING with RESET_STREAM.
+    common::wait_until("every stopped download reset by the server", Duration::from_secs(10), || {
+        client.quic.stats().frame_rx.reset_stream >= DOWNLOADS as u64
+    })
+    .await;
     let (response, body) = tokio::time::timeout(Duration::from_secs(5), client.get("https://localhost/rpm/small"))
         .await
         .expect("the connection answers after its downloads were stopped");

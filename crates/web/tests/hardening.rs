@@ -175,24 +175,34 @@ async fn slowloris_on_h1c_tls_and_h1_is_closed_by_the_head_timeout() {
     let limit = Duration::from_secs(8);
     let every = Duration::from_millis(150);
     let mut slow = tokio::task::JoinSet::new();
+    let connected = Arc::new(AtomicU64::new(0));
     for i in 0..300 {
-        let lab = lab.clone();
+        let (lab, connected) = (lab.clone(), connected.clone());
         slow.spawn(async move {
             match i % 3 {
                 // h1c: a request head that never ends.
-                0 => ("h1c", trickle(TcpStream::connect(lab.http).await.unwrap(), SLOW_HEAD, SLOW_FIELD, every, limit).await),
+                0 => {
+                    let s = TcpStream::connect(lab.http).await.unwrap();
+                    connected.fetch_add(1, Ordering::Relaxed);
+                    ("h1c", trickle(s, SLOW_HEAD, SLOW_FIELD, every, limit).await)
+                }
                 // TLS: a handshake record that never completes.
                 1 => {
                     let s = TcpStream::connect(lab.https).await.unwrap();
+                    connected.fetch_add(1, Ordering::Relaxed);
                     ("tls handshake", trickle(s, &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01], &[0u8], every, limit).await)
                 }
                 // HTTP/1.1 over TLS: a request head that never ends.
-                _ => ("h1 over tls", trickle(tls(&lab, b"http/1.1", "www.a.test").await, SLOW_HEAD, SLOW_FIELD, every, limit).await),
+                _ => {
+                    let s = tls(&lab, b"http/1.1", "www.a.test").await;
+                    connected.fetch_add(1, Ordering::Relaxed);
+                    ("h1 over tls", trickle(s, SLOW_HEAD, SLOW_FIELD, every, limit).await)
+                }
             }
         });
     }
     // A normal client is served while 300 slow clients are connected.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    common::wait_until("300 slow clients connected", Duration::from_secs(30), || connected.load(Ordering::Relaxed) == 300).await;
     for _ in 0..5 {
         assert_eq!(probe(&lab, false, "/").await, (200, 14000));
         assert_eq!(probe(&lab, true, "/static/none").await.0, 404);
@@ -260,13 +270,8 @@ async fn slow_readers_of_big_responses_do_not_block_others_and_are_closed() {
         assert_eq!(probe(&lab, true, "/bytes?n=5000000").await, (200, 5_000_000));
     }
     // Readers that read nothing are closed by the idle timeout once their buffers are full
-    // (idle 0.8 s + 1 s grace); reading would let the server write again, so wait first.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    for mut s in stalled {
-        let (got, closed) = drain(&mut s, Duration::from_secs(10)).await;
-        assert!(closed, "a stalled reader was not closed");
-        assert!(got.len() < 100_000_000, "a stalled reader got {} bytes", got.len());
-    }
+    // (idle 0.8 s + 1 s grace).
+    assert_closed_by_server(stalled).await;
     for (client, driver, responses) in h2_readers {
         drop(responses);
         drop(client);

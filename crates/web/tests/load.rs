@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use web::load::{LoadOptions, LoadResult, LoadStatus, Loader, Mode, ObjectResult, Scheduler, Transport};
+use web::server::OpenConnections;
 use web::{Limits, Manifest, ServeOptions, Server, Site, TlsMaterial};
+
+mod common;
 
 const WWW: &str = "www.load.test";
 const STATIC: &str = "static.load.test";
@@ -53,6 +56,8 @@ struct TwoOrigins {
     http_port: u16,
     https_port: u16,
     material: TlsMaterial,
+    /// Both servers' open connections.
+    open: Vec<OpenConnections>,
     stops: Vec<tokio::sync::oneshot::Sender<()>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -87,14 +92,16 @@ impl TwoOrigins {
             let Ok(second) = Server::bind(&options("127.0.0.2", http_port, https_port), site.clone(), tls()) else { continue };
             let mut stops = Vec::new();
             let mut tasks = Vec::new();
+            let mut open = Vec::new();
             for server in [first, second] {
+                open.push(server.open_connections());
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 stops.push(tx);
                 tasks.push(tokio::spawn(server.run(async move {
                     let _ = rx.await;
                 })));
             }
-            return TwoOrigins { http_port, https_port, material, stops, tasks };
+            return TwoOrigins { http_port, https_port, material, open, stops, tasks };
         }
         panic!("no common free port pair on 127.0.0.1 and 127.0.0.2");
     }
@@ -115,6 +122,12 @@ impl TwoOrigins {
 
     async fn load(&self, manifest: &Manifest, options: LoadOptions) -> LoadResult {
         Loader::new(manifest.clone(), options).unwrap().run().await
+    }
+
+    /// Waits until both servers have seen every connection close (a connection's server
+    /// samples are complete then: its sampler stops before its slot is released).
+    async fn await_connections_closed(&self) {
+        common::wait_until("every connection closed at the servers", Duration::from_secs(30), || self.open.iter().all(|o| o.count() == 0)).await;
     }
 
     async fn stop(self) {
@@ -484,8 +497,8 @@ async fn samples_and_qlogs_of_both_ends_pair_up() {
         options.instrument = web::instrument::InstrumentOptions { samples_dir: Some(client_dir.clone()), interval: Duration::from_millis(2), qlog_dir: Some(client_dir.clone()) };
         let r = lab.load(&manifest, options).await;
         check_ok(&r, &manifest, mode);
-        // The server samples until the connection closes: give it a moment after the load.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The server samples until it sees the connection closed.
+        lab.await_connections_closed().await;
         for c in &r.connections {
             let id = c.conn_id.clone().unwrap();
             let transport = if mode.starts_with("h3") { "quic" } else { "tcp" };

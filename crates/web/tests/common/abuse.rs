@@ -2,6 +2,8 @@
 //! (tests/memory.rs, alone in its process so that its RSS readings see no other test).
 #![allow(dead_code)] // each test file uses its own subset
 
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,26 +34,28 @@ pub async fn tls(lab: &Lab, alpn: &[u8], host: &str) -> TlsStream<TcpStream> {
 }
 
 /// One GET over a fresh connection of hyper's client (h2 over TLS, or h1c); returns status and
-/// body length. Panics (test failure) when the server does not answer within 10 s.
+/// body length once the client's side of the connection has ended too (no task of it is left:
+/// tests/memory.rs counts the heap). Panics (test failure) when that takes more than 10 s.
 pub async fn probe(lab: &Lab, h2: bool, target: &str) -> (u16, usize) {
     let fut = async {
-        if h2 {
+        let (r, conn) = if h2 {
             let io = tls(lab, b"h2", "www.a.test").await;
             let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io)).await.unwrap();
-            tokio::spawn(conn);
-            let r = send.send_request(Request::get(format!("https://www.a.test{target}")).body(Empty::<Bytes>::new()).unwrap()).await.unwrap();
-            let status = r.status().as_u16();
-            (status, r.into_body().collect().await.unwrap().to_bytes().len())
+            let conn = tokio::spawn(conn);
+            (send.send_request(Request::get(format!("https://www.a.test{target}")).body(Empty::<Bytes>::new()).unwrap()).await.unwrap(), conn)
         } else {
             let io = TcpStream::connect(lab.http).await.unwrap();
             let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.unwrap();
-            tokio::spawn(conn);
-            let r = send.send_request(Request::get(target).header("host", "www.a.test").body(Empty::<Bytes>::new()).unwrap()).await.unwrap();
-            let status = r.status().as_u16();
-            (status, r.into_body().collect().await.unwrap().to_bytes().len())
-        }
+            let conn = tokio::spawn(conn);
+            (send.send_request(Request::get(target).header("host", "www.a.test").body(Empty::<Bytes>::new()).unwrap()).await.unwrap(), conn)
+        };
+        let status = r.status().as_u16();
+        let length = r.into_body().collect().await.unwrap().to_bytes().len();
+        // The request handle is gone (dropped with its block above): the connection ends.
+        let _ = conn.await;
+        (status, length)
     };
-    tokio::time::timeout(Duration::from_secs(10), fut).await.expect("server did not answer a normal client within 10 s")
+    tokio::time::timeout(Duration::from_secs(10), fut).await.expect("a normal client was not served, or its connection did not end, within 10 s")
 }
 
 pub async fn assert_serving(lab: &Lab) {
@@ -158,12 +162,72 @@ pub const SLOW_HEAD: &[u8] = b"GET / HTTP/1.1\r\nHost: www.a.test\r\n";
 
 pub const SLOW_FIELD: &[u8] = b"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
 
-/// A client that requests a big response and does not read it.
+/// A client that requests a big response and does not read it; returned once the server's end
+/// of the connection is established (see `closed_by_server`).
 pub async fn stalled_reader(lab: &Lab, h2: bool) -> TcpStream {
     assert!(!h2);
     let mut s = TcpStream::connect(lab.http).await.unwrap();
     s.write_all(b"GET /bytes?n=1000000000 HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
+    super::wait_until("the server's end of a stalled reader established", SERVER_GIVES_UP, || {
+        tcp_states().get(&ends_seen_by_server(&s)) == Some(&TCP_ESTABLISHED)
+    })
+    .await;
     s
+}
+
+/// A generous bound on the server's closing of a connection that makes no progress (idle
+/// timeout, then a graceful close with a one-second grace): only a server that never closes it
+/// exceeds it.
+pub const SERVER_GIVES_UP: Duration = Duration::from_secs(30);
+
+/// `st` of an established socket in /proc/net/tcp (include/net/tcp_states.h).
+const TCP_ESTABLISHED: u8 = 1;
+
+/// The (local, remote) addresses of the server's end of a client's loopback connection.
+fn ends_seen_by_server(client: &TcpStream) -> (SocketAddr, SocketAddr) {
+    (client.peer_addr().unwrap(), client.local_addr().unwrap())
+}
+
+/// The kernel's TCP sockets of this network namespace (IPv4, /proc/net/tcp), by (local,
+/// remote) address, with their state. Both ends of a loopback connection are there, so a client
+/// sees when the server has closed its end without reading (which would let the server write).
+pub fn tcp_states() -> HashMap<(SocketAddr, SocketAddr), u8> {
+    fn address(hex: &str) -> Option<SocketAddr> {
+        let (ip, port) = hex.split_once(':')?;
+        // The address as the kernel's u32 in network order, printed in host order.
+        let ip = Ipv4Addr::from(u32::from_str_radix(ip, 16).ok()?.to_ne_bytes());
+        Some(SocketAddr::from((ip, u16::from_str_radix(port, 16).ok()?)))
+    }
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            Some(((address(fields.get(1)?)?, address(fields.get(2)?)?), u8::from_str_radix(fields.get(3)?, 16).ok()?))
+        })
+        .collect()
+}
+
+/// Waits until the server has closed every stalled reader (reading earlier would let it write
+/// again), then reads each to its end: closed, before most of its 1 GB response.
+pub async fn assert_closed_by_server(stalled: Vec<TcpStream>) {
+    super::wait_until("every stalled reader closed by the server", SERVER_GIVES_UP, || {
+        let states = tcp_states();
+        stalled.iter().all(|s| closed_by_server(&states, s))
+    })
+    .await;
+    for mut s in stalled {
+        let (got, closed) = drain(&mut s, Duration::from_secs(10)).await;
+        assert!(closed, "a stalled reader was not closed");
+        assert!(got.len() < 100_000_000, "a stalled reader got {} bytes", got.len());
+    }
+}
+
+/// Whether the server has closed its end of `client`'s connection (established once, as
+/// `stalled_reader` made sure: any other state, or none, is a close), given `tcp_states()`.
+pub fn closed_by_server(states: &HashMap<(SocketAddr, SocketAddr), u8>, client: &TcpStream) -> bool {
+    states.get(&ends_seen_by_server(client)) != Some(&TCP_ESTABLISHED)
 }
 
 pub fn vm_rss_kib() -> u64 {
@@ -192,20 +256,16 @@ pub async fn abuse_round(lab: &Arc<Lab>) {
             assert!(closed.is_some());
         });
     }
+    let mut stalled = Vec::new();
     for _ in 0..20 {
-        let lab = lab.clone();
-        tasks.spawn(async move {
-            let mut s = stalled_reader(&lab, false).await;
-            tokio::time::sleep(Duration::from_millis(2500)).await;
-            let (got, closed) = drain(&mut s, Duration::from_secs(10)).await;
-            assert!(closed && got.len() < 100_000_000, "stalled reader: closed {closed}, {} bytes", got.len());
-        });
+        stalled.push(stalled_reader(lab, false).await);
     }
     let (_, ended) = rapid_reset(lab, 50_000).await;
     assert!(ended);
     for i in 0..100 {
         assert_eq!(probe(lab, i % 2 == 0, "/").await, (200, 14000));
     }
+    assert_closed_by_server(stalled).await;
     while let Some(r) = tasks.join_next().await {
         r.unwrap();
     }

@@ -27,6 +27,20 @@ pub const PAGE: &str = r#"{
   ]
 }"#;
 
+/// How often `wait_until` looks at its condition.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Waits until `condition` holds, looking every 10 ms; fails the test naming `what` after
+/// `within` (a generous bound that only a hung server exceeds). For conditions nothing
+/// announces: a counter, a file, a socket's state.
+pub async fn wait_until(what: &str, within: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !condition() {
+        assert!(tokio::time::Instant::now() < deadline, "not {what} within {within:?}");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 pub struct Lab {
     pub http: SocketAddr,
     pub https: SocketAddr,
