@@ -246,12 +246,24 @@ def test_lab_name_is_read_from_toml_and_json(tmp_path: Path) -> None:
     assert _lab_name_of(tmp_path / "missing.toml") is None
 
 
-def test_ready_line_model() -> None:
+def test_the_ready_line_is_found_and_checked_against_the_contract(tmp_path: Path) -> None:
+    """`lab.events.find_event` picks the event's line out of a process's stdout file (other lines
+    may come first) and reads it as the contract's model, naming the field a wrong line breaks."""
+    from protolab.lab.events import DocumentError, find_event
+
+    out = tmp_path / "emu.stdout"
     line = ('{"ready": true, "lab": "demo", "pid": 1234, "control": "/run/protolab/demo/control.sock", '
             '"namespaces": {"client": "pl-demo-client"}, "start_unix_ns": 1763750000000000000}')
-    ready = Ready.model_validate_json(line)
-    assert ready.namespaces["client"] == "pl-demo-client"
-    assert ready.control == Path("/run/protolab/demo/control.sock")
+    is_ready = lambda value: "ready" in value  # noqa: E731
+    assert find_event(out, Ready, is_ready) is None  # no file yet
+    out.write_text("warning: real-time scheduling refused\n" + line[:40])
+    assert find_event(out, Ready, is_ready) is None  # the line is not complete
+    out.write_text("warning: real-time scheduling refused\n" + line + "\n")
+    ready = find_event(out, Ready, is_ready)
+    assert ready is not None and ready.namespaces["client"] == "pl-demo-client" and ready.pid == 1234
+    out.write_text(line.replace('"pid": 1234', '"pid": -1') + "\n")
+    with pytest.raises(DocumentError, match=r"emu.stdout:1: pid: "):
+        find_event(out, Ready, is_ready)
 
 
 # ----------------------------------------------------------------------------- binary lookup and CLI

@@ -20,12 +20,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from protolab.errors import LabError, ToolError
 from protolab.lab.binary import find_binary
 from protolab.lab.control import ControlClient
+from protolab.lab.events import DocumentError, NotReady, await_event
 from protolab.measure.tools import parse_ping
+from protolab.results.generated.event_ready import Ready
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +43,6 @@ PROCESS_STOP_TIMEOUT_S = 3.0
 # removed what it created. The safety-net cleanup must then not run: the error may be a name
 # collision, and cleaning up by name would destroy the other, healthy lab.
 EMU_STARTUP_ERROR_STATUS = 2
-
-
-class Ready(BaseModel):
-    """The single JSON line `emu run` prints when the lab is up."""
-
-    model_config = ConfigDict(extra="allow")
-
-    ready: bool
-    lab: str
-    pid: int
-    control: Path
-    namespaces: dict[str, str]
-    start_unix_ns: int
 
 
 def _lab_name_of(topology: Mapping[str, Any] | Path) -> str | None:
@@ -171,7 +158,7 @@ class Lab:
             self._launch(topology_file)
             self.ready = self._await_ready()
             self.name = self.ready.lab
-            self._control = ControlClient(self.ready.control)
+            self._control = ControlClient(Path(self.ready.control))
             self._control.connect()
             normalized = self.info().get("topology")
             if isinstance(normalized, dict):
@@ -212,26 +199,19 @@ class Lab:
 
     def _await_ready(self) -> Ready:
         assert self._process is not None and self._workdir is not None
-        stdout_file = self._workdir / "emu.stdout"
-        deadline = time.monotonic() + self.ready_timeout
-        while True:
-            output = stdout_file.read_bytes()
-            if b"\n" in output:
-                line = output.split(b"\n", 1)[0]
-                try:
-                    return Ready.model_validate_json(line)
-                except ValueError as exc:
-                    raise LabError(f"emulator printed an unexpected first line: {line[:300]!r}") from exc
-            status = self._process.poll()
-            if status is not None:
-                if status == EMU_STARTUP_ERROR_STATUS:
-                    self._owns_lab = False
-                raise LabError(f"protolab-net emu run exited with status {status}: {self.emulator_stderr()}")
-            if time.monotonic() >= deadline:
-                raise LabError(
-                    f"protolab-net emu run was not ready after {self.ready_timeout:.0f} s: {self.emulator_stderr()}"
-                )
-            time.sleep(0.02)
+        try:
+            return await_event(self._process, self._workdir / "emu.stdout", Ready, lambda line: "ready" in line,
+                               self.ready_timeout)
+        except DocumentError as exc:
+            raise LabError(f"emulator printed an unexpected ready line: {exc}") from exc
+        except NotReady as exc:
+            if exc.status == EMU_STARTUP_ERROR_STATUS:
+                self._owns_lab = False
+            if exc.status is not None:
+                raise LabError(f"protolab-net emu run exited with status {exc.status}: {self.emulator_stderr()}") from None
+            raise LabError(
+                f"protolab-net emu run was not ready after {self.ready_timeout:.0f} s: {self.emulator_stderr()}"
+            ) from None
 
     def emulator_stderr(self, limit: int = 4000) -> str:
         """What the emulator wrote on stderr so far (tail), for error messages."""

@@ -28,10 +28,12 @@ from typing import Any
 from protolab.errors import LabError, ToolError
 from protolab.files import write_text_atomically
 from protolab.lab import Lab, find_binary
+from protolab.lab.events import DocumentError, NotReady, await_event
 from protolab.plan.experiment import Experiment
 from protolab.run import provenance
 from protolab.results.documents import parse_document
 from protolab.results.generated.control_reply import Counters
+from protolab.results.generated.event_listening import Listening
 from protolab.results.generated.link_params import LinkParams
 from protolab.results.record import RunRecord
 from protolab.run.runner import PlannedRun
@@ -186,20 +188,15 @@ class LabSession:
         with log.open("wb") as out, errors.open("wb") as err:
             process = self.lab.spawn(host, argv, stdout=out, stderr=err,
                                      cgroup=self.scenario.cgroup(self.ctx, self.params, "server"))
-        deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
-        while True:
-            for line in log.read_text(errors="replace").splitlines():
-                with contextlib.suppress(json.JSONDecodeError):
-                    event = json.loads(line)
-                    if isinstance(event, dict) and event.get("event") == "listening":
-                        return Server(host, key, process, base / "tls", base / "samples", base / "qlog")
-            if process.poll() is not None:
-                raise ToolError(f"protolab-net serve in host {host} exited with status {process.returncode} "
-                                f"before listening: {tail(errors) or '(no output)'}")
-            if time.monotonic() > deadline:
-                raise ToolError(f"protolab-net serve in host {host} was not listening after "
-                                f"{SERVER_READY_TIMEOUT_S:g} s: {tail(errors) or '(no output)'}")
-            time.sleep(0.05)
+        try:
+            await_event(process, log, Listening, lambda line: line.get("event") == "listening", SERVER_READY_TIMEOUT_S)
+        except DocumentError as exc:
+            raise ToolError(f"protolab-net serve in host {host}: {exc}") from None
+        except NotReady as exc:
+            why = (f"exited with status {exc.status} before listening" if exc.status is not None
+                   else f"was not listening after {SERVER_READY_TIMEOUT_S:g} s")
+            raise ToolError(f"protolab-net serve in host {host} {why}: {tail(errors) or '(no output)'}") from None
+        return Server(host, key, process, base / "tls", base / "samples", base / "qlog")
 
     def _stop_server(self, server: Server) -> None:
         if server.process.poll() is None:
