@@ -607,6 +607,11 @@ def test_end_to_end_samples_of_both_ends_and_mptcp(emu_binary: Path, lab_name: C
     changes = [s for s in samples if s["mode"] == "h3" and s["role"] == "server" and s["event"] == "state"]
     assert changes and changes[0]["cc_state"] == "slow_start"
     assert {s["subflow"] for s in samples if s["mode"] == "h2-mptcp"} == {0, 1}
+    # A page load's connections join their samples: connections.conn_id is the samples' conn.
+    joined = _rows(results, "SELECT c.run_key, c.conn_id, count(DISTINCT s.role) AS roles FROM connections c "
+                            "JOIN transport_samples s ON s.run_key = c.run_key AND s.conn = c.conn_id "
+                            "GROUP BY c.run_key, c.conn_id")
+    assert len(joined) == len(conns) and all(j["roles"] == 2 for j in joined), joined
     states = _rows(results, "SELECT r.mode, c.role, c.sender, c.frac_slow_start, c.frac_congestion_avoidance, "
                             "c.frac_application_limited, c.frac_recovery, c.frac_conservative_slow_start "
                             "FROM connection_states c JOIN runs r USING (run_key)")
