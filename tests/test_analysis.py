@@ -110,6 +110,14 @@ def test_follow_flow_through_the_path() -> None:
         L.follow_flow([*events, ev(100, "drop", "p0.reverse", cause="aqm")], ["server.up", "p0.reverse"])
     with pytest.raises(L.GroundTruthError, match="3 arrivals, but 5 datagrams"):
         L.follow_flow([e for e in events if not (e["link"] == "p0.reverse" and e["t"] < 15)], ["server.up", "p0.reverse"])
+    # The log ended while the 5th was on the bottleneck: its fate is unknown, the others stand.
+    cut = [e for e in events if e["t"] < 45]
+    tail = L.follow_flow(cut, ["server.up", "p0.reverse", "client.down"])
+    assert [(d.index, d.dropped, d.unknown) for d in tail] == [
+        (0, None, False), (1, "random_loss", False), (2, None, False), (3, "queue_full", False), (4, None, True)]
+    # A link that delivers more of the flow than entered it: packets from before the log.
+    with pytest.raises(L.GroundTruthError, match="4 departures, but 3 datagrams entered"):
+        L.follow_flow([ev(0, "deliver", "p0.reverse"), *events], ["server.up", "p0.reverse", "client.down"])
 
 
 def test_quic_packets_onto_datagrams() -> None:

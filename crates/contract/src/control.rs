@@ -353,6 +353,10 @@ pub struct LinkCounters {
     pub queue_packets: u64,
     /// Bytes waiting now.
     pub queue_bytes: u64,
+    /// Packets that left the queue and are still propagating now (with `queue_packets`: every
+    /// packet inside the link). Absent in the replies of emulators before it was added.
+    #[serde(default)]
+    pub in_flight_packets: u64,
     /// Most packets waiting since the last reset.
     pub max_queue_packets: u64,
     /// Most bytes waiting since the last reset.

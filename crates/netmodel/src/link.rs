@@ -268,9 +268,9 @@ impl<P> Link<P> {
         &self.config
     }
 
-    /// Current counters.
+    /// Current counters, with the packets propagating now.
     pub fn counters(&self) -> LinkCounters {
-        self.counters
+        LinkCounters { in_flight_packets: self.in_flight.len() as u64, ..self.counters }
     }
 
     /// Zeroes the counters (occupancy stays: it is a state, not a count).

@@ -157,10 +157,14 @@ def _quic_losses(trace: QlogTrace, info: Mapping[str, Any], events: Path | None,
             if isinstance(h.get("packet_number"), int) and isinstance(h.get("length"), int)]
     mapping = L.map_quic_packets(sent, datagrams)
     dropped = {key for key, index in mapping.packet_datagram.items() if datagrams[index].dropped}
-    delivered = {key for key, index in mapping.packet_datagram.items() if not datagrams[index].dropped}
+    unknown = {key for key, index in mapping.packet_datagram.items() if datagrams[index].unknown}
+    delivered = {key for key, index in mapping.packet_datagram.items()
+                 if not datagrams[index].dropped and not datagrams[index].unknown}
     last_sent = max(sent_at.values(), default=0.0)
     window = censor_window_ms(info)
-    censored = {key for key, t in sent_at.items() if t > last_sent - window}
+    # Packets still on the way when the log ended have no known fate: left out like the ones
+    # sent too late for the sender to detect a loss.
+    censored = {key for key, t in sent_at.items() if t > last_sent - window} | unknown
     truth = L.compare(detected, dropped, delivered, censored)
     start = trace.start_unix_ns or 0
     true_times = sorted((datagrams[mapping.packet_datagram[k]].dropped_ns or 0) / 1e6 - start / 1e6 for k in dropped)

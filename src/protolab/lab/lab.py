@@ -461,17 +461,17 @@ class Lab:
         return _writer_summary(self.request({"cmd": "events_stop"}), "log", "events")
 
     def await_quiet(self, *, within: float = 10.0, poll: float = 0.05) -> None:
-        """Wait until no packet is queued on any link, e.g. before changing routing between tests."""
+        """Wait until no packet is inside any link (waiting in its queue or propagating), e.g.
+        before changing routing between tests, or before a run's captures stop."""
         deadline = time.monotonic() + within
         while True:
-            counters = self.counters()
-            queued = sum(link.get("queue_packets", 0) for link in counters.get("links", {}).values())
-            if queued == 0:
+            links = self.counters().get("links", {}).values()
+            inside = sum(link.get("queue_packets", 0) + link.get("in_flight_packets", 0) for link in links)
+            if inside == 0:
                 return
             if time.monotonic() >= deadline:
-                raise LabError(f"lab {self.name}: {queued} packets still queued after {within:g} s")
+                raise LabError(f"lab {self.name}: {inside} packets still inside the links after {within:g} s")
             time.sleep(poll)
-
 
 def _writer_summary(reply: dict[str, Any], nested: str, count_field: str) -> dict[str, Any]:
     """Flatten the emulator's `{capture|log: {written, dropped}}` (docs/control.md) into

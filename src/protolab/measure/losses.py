@@ -56,6 +56,8 @@ class Datagram:
     dropped: str | None = None  # cause, if a link dropped it
     dropped_link: str | None = None
     dropped_ns: int | None = None
+    # Still inside a link when the log ended (a run's tail): what became of it is not known.
+    unknown: bool = False
 
 
 class GroundTruthError(ValueError):
@@ -65,14 +67,16 @@ class GroundTruthError(ValueError):
 def follow_flow(events: Sequence[Mapping[str, Any]], links: Sequence[str]) -> list[Datagram]:
     """The sender's datagrams of one flow (its events, any order) through `links`, the path in
     order from the sender: each link's arrivals (enqueue, or a drop at arrival) are the previous
-    link's departures in order. Drops of queued packets (AQM, drop-head) are not followed."""
+    link's departures in order. Datagrams a link had not yet delivered when the log ended are
+    marked `unknown` (the tail of a run: the log stops while its last packets are on the way).
+    Drops of queued packets (AQM, drop-head) are not followed."""
     by_link: dict[str, list[Mapping[str, Any]]] = {link: [] for link in links}
     for event in events:
         if event.get("link") in by_link:
             by_link[str(event["link"])].append(event)
     datagrams: list[Datagram] = []
     survivors: list[Datagram] | None = None
-    for link in links:
+    for position, link in enumerate(links):
         ordered = sorted(by_link[link], key=lambda e: int(e["t"]))
         arrivals = [e for e in ordered if e.get("ev") == "enqueue" or (e.get("ev") == "drop" and e.get("cause") in ("queue_full", "random_loss"))]
         if any(e.get("ev") == "drop" and e.get("cause") not in ("queue_full", "random_loss") for e in ordered):
@@ -83,17 +87,35 @@ def follow_flow(events: Sequence[Mapping[str, Any]], links: Sequence[str]) -> li
         elif len(arrivals) != len(survivors):
             raise GroundTruthError(f"link {link}: {len(arrivals)} arrivals, but {len(survivors)} datagrams left the "
                                    "previous link (packets of the flow outside the log?)")
-        next_survivors = []
-        for datagram, event in zip(survivors, arrivals, strict=True):
-            if int(event["size"]) != datagram.size:
-                raise GroundTruthError(f"link {link}: datagram {datagram.index} is {datagram.size} bytes at the "
-                                       f"first link and {event['size']} here: the link reorders the flow")
-            if event.get("ev") == "drop":
-                datagram.dropped, datagram.dropped_link, datagram.dropped_ns = str(event.get("cause")), link, int(event["t"])
-            else:
-                next_survivors.append(datagram)
-        survivors = next_survivors
+        survivors = _through_link(link, survivors, arrivals)
+        if position < len(links) - 1:
+            survivors = _departed(link, survivors, sum(1 for e in ordered if e.get("ev") == "deliver"))
     return datagrams
+
+
+def _through_link(link: str, survivors: list[Datagram], arrivals: list[Mapping[str, Any]]) -> list[Datagram]:
+    """The datagrams the link queued (in order), its drops at arrival recorded on the datagrams."""
+    queued = []
+    for datagram, event in zip(survivors, arrivals, strict=True):
+        if int(event["size"]) != datagram.size:
+            raise GroundTruthError(f"link {link}: datagram {datagram.index} is {datagram.size} bytes at the "
+                                   f"first link and {event['size']} here: the link reorders the flow")
+        if event.get("ev") == "drop":
+            datagram.dropped, datagram.dropped_link, datagram.dropped_ns = str(event.get("cause")), link, int(event["t"])
+        else:
+            queued.append(datagram)
+    return queued
+
+
+def _departed(link: str, queued: list[Datagram], delivered: int) -> list[Datagram]:
+    """The queued datagrams the link delivered within the log (the first ones: it keeps their
+    order); the others were still inside it when the log ended."""
+    if delivered > len(queued):
+        raise GroundTruthError(f"link {link}: {delivered} departures, but {len(queued)} datagrams entered it "
+                               "(packets of the flow outside the log?)")
+    for datagram in queued[delivered:]:
+        datagram.unknown = True
+    return queued[:delivered]
 
 
 @dataclass

@@ -58,7 +58,8 @@ LINK_COUNTERS = Placement(
     model=LinkCounters,
     elsewhere={"dropped_packets": "columns dropped_<cause>_packets", "dropped_bytes": "columns dropped_<cause>_bytes",
                "queue_packets": "column counters (JSON): the occupancy when read, after the run",
-               "queue_bytes": "column counters (JSON): the occupancy when read, after the run"},
+               "queue_bytes": "column counters (JSON): the occupancy when read, after the run",
+               "in_flight_packets": "column counters (JSON): the packets propagating when read, after the run"},
     derived=tuple(column for column in LINK_COLUMNS if column[0] in _DERIVED),
 )
 

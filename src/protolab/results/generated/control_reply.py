@@ -273,6 +273,11 @@ class LinkCounters(BaseModel):
     """
     Packets that entered the queue.
     """
+    in_flight_packets: Annotated[int | None, Field(ge=0)] = 0
+    """
+    Packets that left the queue and are still propagating now (with `queue_packets`: every
+    packet inside the link). Absent in the replies of emulators before it was added.
+    """
     max_queue_bytes: Annotated[int, Field(ge=0)]
     """
     Most bytes waiting since the last reset.
