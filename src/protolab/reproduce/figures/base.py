@@ -1,0 +1,64 @@
+"""What a registry entry is: a seed figure or table, the spec that reproduces it, the claims it
+is judged by, and what the seed printed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from protolab.reproduce.claims import Claim, Ratio
+
+PAGES_QUICK = ["vk", "instagram", "amazon"]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a claim does not hold here, found by a run that varied the suspected factor."""
+
+    claim: str  # the claim's statement ("" : the figure as a whole)
+    cause: str
+    evidence: str  # the measured figures that show it
+    command: str = ""  # how to rerun the measurement
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One result figure or table of a seed.
+
+    `spec` names a file in `specs/`; `quick` is merged into it for `--quick`. `source` names the
+    rows the claims are judged on (reproduce.data.SOURCES). `budget` is the most repetitions per
+    cell an adaptive run may spend before a claim is "inconclusive at budget" (0: the spec's
+    repetitions, no adaptation). `not_runnable` says why the figure cannot run on this machine
+    (empty: it can); `substitute` names the registry entry that answers the same question here.
+    """
+
+    id: str
+    title: str
+    seed: str
+    spec: str
+    source: str  # "runs", "pairs", "overhead", "rpm", ...
+    claims: tuple[Claim, ...]
+    quick: dict[str, Any] = field(default_factory=dict)
+    paper: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+    budget: int = 0
+    quick_budget: int = 0
+    not_runnable: str = ""
+    substitute: str = ""
+    explanations: tuple[Explanation, ...] = ()
+
+
+def plt_ratio(num: dict[str, Any], den: dict[str, Any]) -> Ratio:
+    """median PLT of `num` over `den`, per page."""
+    return Ratio("plt_ms", num, den, by="page")
+
+
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `override` merged in: tables merge key by key, anything else replaces."""
+    result = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = value
+    return result
