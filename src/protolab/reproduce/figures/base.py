@@ -30,6 +30,7 @@ class Figure:
     cell an adaptive run may spend before a claim is "inconclusive at budget" (0: the spec's
     repetitions, no adaptation). `not_runnable` says why the figure cannot run on this machine
     (empty: it can); `substitute` names the registry entry that answers the same question here.
+    `explanations` record why claims that do not hold fail, each with its measurement.
     """
 
     id: str
@@ -46,6 +47,7 @@ class Figure:
     not_runnable: str = ""
     substitute: str = ""
     explanations: tuple[Explanation, ...] = ()
+    drawing: str = ""  # how the atlas draws ours (a name in its drawing registry; "": the source's default)
 
 
 def plt_ratio(num: dict[str, Any], den: dict[str, Any]) -> Ratio:
