@@ -37,6 +37,12 @@ pub struct LinkParams {
     /// relative to the topology file).
     #[serde(default)]
     pub trace: Option<String>,
+    /// Where the link's replay of `trace` starts, ns into the trace (wrapped by its period; 0:
+    /// its beginning). The replay restarts there whenever the trace or this start changes.
+    /// Input also takes `trace_start` and durations such as `"37s"`.
+    #[serde(default, alias = "trace_start", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64", range(max = units::MAX_DURATION_NS))]
+    pub trace_start_ns: u64,
     /// The queue in front of the link.
     #[serde(default)]
     pub queue: QueueParams,
@@ -259,6 +265,11 @@ pub struct LinkPatch {
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub trace: Option<Option<String>>,
+    /// New start of the trace's replay, ns into the trace (`null`: its beginning). A patch that
+    /// sets a trace without naming this starts the trace at its beginning.
+    #[serde(default, alias = "trace_start", deserialize_with = "present_duration", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<u64>")]
+    pub trace_start_ns: Option<Option<u64>>,
     /// New queue.
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<QueueParams>")]
@@ -307,6 +318,10 @@ impl LinkParams {
             if trace.is_some() && patch.rate_bps.is_none() {
                 next.rate_bps = None;
             }
+            next.trace_start_ns = 0;
+        }
+        if let Some(start) = patch.trace_start_ns {
+            next.trace_start_ns = start.unwrap_or(0);
         }
         if let Some(queue) = patch.queue {
             next.queue = queue.unwrap_or_default();
@@ -365,7 +380,7 @@ mod tests {
         let ideal = serde_json::to_value(LinkParams::default()).unwrap();
         assert_eq!(
             ideal,
-            json!({"rate_bps": null, "trace": null, "queue": {"kind": "droptail", "packets": 1000},
+            json!({"rate_bps": null, "trace": null, "trace_start_ns": 0, "queue": {"kind": "droptail", "packets": 1000},
                    "delay_ns": 0, "jitter": null, "loss": null})
         );
         let params = parse(json!({"rate": "1.5mbit", "queue": {"kind": "drophead", "bytes": 3000},
@@ -409,6 +424,13 @@ mod tests {
         assert_eq!((rated.rate_bps, rated.trace), (Some(5_000_000), None), "a rate drops the trace");
         let both = base.patched(&patch(json!({"rate_bps": 5_000_000, "trace": "t"})));
         assert_eq!((both.rate_bps, both.trace.as_deref()), (Some(5_000_000), Some("t")), "both named: both kept, for the emulator to refuse");
+        let started = traced.patched(&patch(json!({"trace_start": "37s"})));
+        assert_eq!((started.trace.as_deref(), started.trace_start_ns), (Some("cell.trace"), 37_000_000_000));
+        let retraced = started.patched(&patch(json!({"trace": "other.trace"})));
+        assert_eq!(retraced.trace_start_ns, 0, "a new trace starts at its beginning unless the patch says where");
+        let both_named = started.patched(&patch(json!({"trace": "other.trace", "trace_start_ns": 5})));
+        assert_eq!(both_named.trace_start_ns, 5);
+        assert_eq!(started.patched(&patch(json!({"trace_start_ns": null}))).trace_start_ns, 0);
         let queue = base.patched(&patch(json!({"queue": {"kind": "droptail", "bytes": 45000}})));
         assert_eq!(queue.queue.limit, QueueLimit::Bytes(45000));
         assert_eq!(queue.patched(&patch(json!({"queue": null}))).queue, QueueParams::default());

@@ -18,7 +18,7 @@ pub type FieldError = (String, String);
 pub fn link_config(params: &LinkParams, base_dir: &Path) -> Result<LinkConfig, FieldError> {
     let rate = match (params.rate_bps, &params.trace) {
         (Some(_), Some(_)) => return Err(("trace".into(), "give either rate or trace, not both".into())),
-        (None, Some(path)) => Rate::Trace(Arc::new(read_trace(&base_dir.join(path))?)),
+        (None, Some(path)) => Rate::Trace(Arc::new(read_trace(&base_dir.join(path))?.starting_at(params.trace_start_ns))),
         (Some(bps), None) => Rate::BitsPerSecond(bps),
         (None, None) => Rate::Unlimited,
     };
@@ -96,5 +96,18 @@ mod tests {
         let (field, message) = convert(r#"{"trace":"/nonexistent/trace"}"#).unwrap_err();
         assert_eq!(field, "trace");
         assert!(message.starts_with("cannot read /nonexistent/trace"), "{message}");
+    }
+
+    #[test]
+    fn a_trace_starts_where_the_params_say() {
+        let dir = std::env::temp_dir().join(format!("protolab-params-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cell.trace"), "0\n2\n4\n").unwrap();
+        let config = |json: &str| link_config(&serde_json::from_str(json).unwrap(), &dir).unwrap();
+        let started = config(r#"{"trace":"cell.trace","trace_start":"3ms"}"#);
+        let Rate::Trace(trace) = started.rate else { panic!("not a trace: {:?}", started.rate) };
+        assert_eq!((trace.start(), trace.opportunity_time(0)), (3_000_000, 1_000_000));
+        assert_ne!(config(r#"{"trace":"cell.trace"}"#).rate, Rate::Trace(trace), "another start is another rate");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -20,10 +20,15 @@ pub struct TraceError {
     pub message: String,
 }
 
-/// A parsed delivery trace.
+/// A parsed delivery trace, replayed from `start` (ns from the trace's beginning; 0 unless
+/// [`DeliveryTrace::starting_at`] moved it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryTrace {
     times_ms: Vec<u64>,
+    /// Where the replay starts, ns into the trace (less than the period).
+    start: Nanos,
+    /// The trace's index of the first opportunity at or after `start`.
+    start_index: u64,
 }
 
 impl DeliveryTrace {
@@ -57,8 +62,23 @@ impl DeliveryTrace {
             Some(_) if times_ms.windows(2).any(|w| w[1] < w[0]) => {
                 Err(TraceError { line: 0, message: "timestamps must not decrease".into() })
             }
-            Some(_) => Ok(DeliveryTrace { times_ms }),
+            Some(_) => Ok(DeliveryTrace { times_ms, start: 0, start_index: 0 }),
         }
+    }
+
+    /// The same trace replayed from `offset` into it (wrapped by the period): opportunity 0 is
+    /// then the first at or after `offset`, and times count from `offset`. Repetitions that
+    /// start at different offsets see different parts of a long trace.
+    pub fn starting_at(&self, offset: Nanos) -> DeliveryTrace {
+        let mut shifted = DeliveryTrace { times_ms: self.times_ms.clone(), start: 0, start_index: 0 };
+        shifted.start = offset % shifted.period();
+        shifted.start_index = shifted.raw_first_index_at_or_after(shifted.start);
+        shifted
+    }
+
+    /// Where the replay starts, ns into the trace.
+    pub fn start(&self) -> Nanos {
+        self.start
     }
 
     /// Loop period.
@@ -76,15 +96,27 @@ impl DeliveryTrace {
         self.times_ms.len() as f64 * f64::from(TRACE_OPPORTUNITY_BYTES) * 8.0 / (self.period() as f64 / 1e9)
     }
 
-    /// Time of opportunity number `index` (counting across loops), relative to the trace start.
+    /// Time of opportunity number `index` (counting across loops), relative to the replay's start.
     pub fn opportunity_time(&self, index: u64) -> Nanos {
+        // Opportunities from `start_index` on lie at or after `start`: no underflow.
+        self.raw_opportunity_time(index + self.start_index) - self.start
+    }
+
+    /// Index of the first opportunity at or after `t` (relative to the replay's start).
+    pub fn first_index_at_or_after(&self, t: Nanos) -> u64 {
+        // At or after `start`, so at or after `start_index`.
+        self.raw_first_index_at_or_after(t + self.start) - self.start_index
+    }
+
+    /// Time of opportunity `index` counted from the trace's beginning.
+    fn raw_opportunity_time(&self, index: u64) -> Nanos {
         let len = self.times_ms.len() as u64;
         let (lap, pos) = (index / len, (index % len) as usize);
         lap * self.period() + self.times_ms[pos] * MS
     }
 
-    /// Index of the first opportunity at or after `t` (relative to the trace start).
-    pub fn first_index_at_or_after(&self, t: Nanos) -> u64 {
+    /// Index of the first opportunity at or after `t`, both from the trace's beginning.
+    fn raw_first_index_at_or_after(&self, t: Nanos) -> u64 {
         let len = self.times_ms.len() as u64;
         let lap = t / self.period();
         // The previous lap's last opportunity falls exactly on this lap's start, so look there too.
@@ -124,5 +156,21 @@ mod tests {
         assert_eq!(t.first_index_at_or_after(4 * MS + 1), 4);
         assert_eq!(t.first_index_at_or_after(8 * MS), 5);
         assert!((t.mean_rate_bps() - 3.0 * 1500.0 * 8.0 / 0.004).abs() < 1e-6);
+    }
+
+    #[test]
+    fn starting_at_an_offset_shifts_the_replay() {
+        // Opportunities at 0, 2, 4 ms (period 4 ms; 4 and the next lap's 0 coincide).
+        let t = DeliveryTrace::parse("0\n2\n4\n").unwrap().starting_at(3 * MS);
+        assert_eq!(t.start(), 3 * MS);
+        let times: Vec<_> = (0..5).map(|i| t.opportunity_time(i) / MS).collect();
+        // From 3 ms on: 4, 4 (next lap's 0), 6, 8, 8 ms, i.e. 1, 1, 3, 5, 5 after the start.
+        assert_eq!(times, vec![1, 1, 3, 5, 5]);
+        assert_eq!(t.first_index_at_or_after(2 * MS), 2);
+        assert_eq!(t.first_index_at_or_after(0), 0);
+        assert_eq!(t.period(), 4 * MS);
+        let wrapped = DeliveryTrace::parse("0\n2\n4\n").unwrap().starting_at(7 * MS);
+        assert_eq!(wrapped, t, "offsets wrap by the period");
+        assert_ne!(DeliveryTrace::parse("0\n2\n4\n").unwrap(), t, "a moved start is another rate (the link restarts)");
     }
 }

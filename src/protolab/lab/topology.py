@@ -37,6 +37,7 @@ def link(
     queue_bytes: int | None = None,
     queue_kind: str = "droptail",
     trace: str | None = None,
+    trace_start_ns: int | None = None,
 ) -> dict[str, Any]:
     """One link direction in the emulator's numbers (docs/topology.md); fields left as None
     are omitted (the emulator's defaults apply, or set_link keeps the current value).
@@ -48,6 +49,8 @@ def link(
         direction["rate_bps"] = rate_bps
     if trace is not None:
         direction["trace"] = trace
+    if trace_start_ns is not None:
+        direction["trace_start_ns"] = trace_start_ns
     if delay_ns is not None:
         direction["delay_ns"] = delay_ns
     if jitter_ns is not None:

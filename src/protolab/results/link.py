@@ -51,7 +51,8 @@ LINK_PARAMS = Placement(
     model=LinkParams,
     elsewhere={"rate_bps": "column configured_rate_mbps", "delay_ns": "column configured_delay_ms",
                "loss": "column configured_loss_pct", "queue": "column configured_queue",
-               "trace": "column config (JSON)", "jitter": "column config (JSON)"},
+               "trace": "column config (JSON)", "trace_start_ns": "column config (JSON)",
+               "jitter": "column config (JSON)"},
 )
 LINK_COUNTERS = Placement(
     table="link_counters",

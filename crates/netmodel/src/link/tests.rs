@@ -343,3 +343,63 @@ fn reseed_repeats_the_draws() {
     l.reseed(77, 1);
     assert_eq!(outcome(&mut l), first);
 }
+
+/// A cellular trace of the project (data/traces/cellular, Verizon LTE, 140 s, ~5 Mbit/s).
+const VERIZON_DOWN: &str = include_str!("../../../../data/traces/cellular/Verizon-LTE-short.down");
+
+/// Opportunities of `text` (a Mahimahi trace read independently of `DeliveryTrace`) that fall in
+/// [from_ms, to_ms) of the looped trace.
+fn opportunities_between(text: &str, from_ms: u64, to_ms: u64) -> u64 {
+    let times: Vec<u64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    let period = *times.last().unwrap();
+    (0..=to_ms / period)
+        .flat_map(|lap| times.iter().map(move |t| t + lap * period))
+        .filter(|t| (from_ms..to_ms).contains(t))
+        .count() as u64
+}
+
+/// Saturates a trace link started at `offset_ms` with `size`-byte packets for `seconds` and
+/// returns the bytes delivered in each 1 s window.
+fn saturated_bytes_per_second(offset_ms: u64, size: u32, seconds: u64) -> Vec<u64> {
+    let trace = DeliveryTrace::parse(VERIZON_DOWN).unwrap().starting_at(offset_ms * MS);
+    let queue = QueueConfig { limit: QueueLimit::Packets(100_000), ..Default::default() };
+    let mut l = link(LinkConfig { rate: Rate::Trace(Arc::new(trace)), queue, ..Default::default() });
+    let mut ev = EventLog::default();
+    // More than the trace offers in `seconds` (its busiest second has 1398 opportunities).
+    let packets = 2_000 * seconds * 1500 / u64::from(size);
+    for i in 0..packets {
+        assert!(l.arrive(0, pkt(size, i as u16), &mut ev));
+    }
+    let mut per_second = vec![0u64; seconds as usize];
+    while let Some(t) = l.next_event() {
+        if t >= seconds * SEC {
+            break;
+        }
+        if let Some((time, _)) = l.step(t, &mut ev) {
+            if let Some(bucket) = per_second.get_mut((time / SEC) as usize) {
+                *bucket += u64::from(size);
+            }
+        }
+    }
+    per_second
+}
+
+#[test]
+fn saturated_trace_link_delivers_the_traces_rate_each_second() {
+    // Tolerance: with 1500-byte packets each opportunity carries exactly one packet, so every
+    // 1 s window delivers exactly the trace's opportunities in it; with 1200-byte packets a
+    // packet may span two opportunities, so a window may differ by one packet.
+    for (offset_ms, size, tolerance) in [(0, 1500, 0), (37_000, 1500, 0), (130_000, 1200, 1200)] {
+        let delivered = saturated_bytes_per_second(offset_ms, size, 20);
+        for (second, bytes) in delivered.iter().enumerate() {
+            let from = offset_ms + second as u64 * 1000;
+            let offered = opportunities_between(VERIZON_DOWN, from, from + 1000) * 1500;
+            assert!(
+                bytes.abs_diff(offered) <= tolerance,
+                "offset {offset_ms} ms, second {second}: delivered {bytes} B, trace offers {offered} B"
+            );
+        }
+        let total: u64 = delivered.iter().sum();
+        assert!(total > 20 * 1_000_000 / 8, "the window saw the trace's multi-Mbit/s rate: {total} B");
+    }
+}

@@ -388,6 +388,11 @@ class LinkPatch(BaseModel):
     """
     New trace file.
     """
+    trace_start_ns: Annotated[int | None, Field(ge=0)] = None
+    """
+    New start of the trace's replay, ns into the trace (`null`: its beginning). A patch that
+    sets a trace without naming this starts the trace at its beginning.
+    """
 
 
 class Request4(BaseModel):

@@ -201,3 +201,9 @@ class LinkParams(BaseModel):
     A Mahimahi trace file of delivery opportunities, instead of `rate_bps` (relative paths are
     relative to the topology file).
     """
+    trace_start_ns: Annotated[int | None, Field(ge=0, le=3600000000000)] = 0
+    """
+    Where the link's replay of `trace` starts, ns into the trace (wrapped by its period; 0:
+    its beginning). The replay restarts there whenever the trace or this start changes.
+    Input also takes `trace_start` and durations such as `"37s"`.
+    """
