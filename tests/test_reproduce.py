@@ -18,6 +18,7 @@ from protolab.reproduce.claims import (
     REPRODUCED,
     Claim,
     Median,
+    QuantileRatio,
     Ratio,
     RatioOfRatios,
     matches,
@@ -115,7 +116,7 @@ def _filters(claim: Claim) -> list[dict[str, Any]]:
     e = claim.estimator
     if isinstance(e, Median):
         return [dict(e.where)]
-    if isinstance(e, Ratio):
+    if isinstance(e, Ratio | QuantileRatio):
         return [dict(e.num), dict(e.den)]
     return [dict(e.a), dict(e.a_base), dict(e.b), dict(e.b_base)]
 

@@ -142,7 +142,62 @@ class RatioOfRatios:
         return _bootstrap([[p[g] for p in parts] for g in common], statistic)
 
 
-Estimator = Median | Ratio | RatioOfRatios
+# ---------------------------------------------------------------------- quantiles of pooled rows
+# 002 ch. 6 states some results as a percentile of the PLT distribution over its pages (the 95th).
+# A quantile far in the tail gets a distribution-free order-statistic interval: it holds its
+# coverage at any n (for continuous values) and says when n is too small to give one.
+
+
+def quantile_interval(values: np.ndarray, q: float, confidence: float) -> tuple[float, float] | None:
+    """[x(l), x(u)] of the sorted values that covers the population's q-quantile with at least
+    `confidence` (B = values below the quantile is Binomial(n, q); each tail holds at most
+    (1 - confidence) / 2). None when n is too small for such an interval."""
+    from scipy.stats import binom  # only here: scipy is slow to import
+
+    x = np.sort(values)
+    n = len(x)
+    tail = (1 - confidence) / 2
+    below = binom.cdf(np.arange(n + 1), n, q)  # below[k] = P(B <= k)
+    lows = [rank for rank in range(1, n + 1) if below[rank - 1] <= tail]
+    highs = [rank for rank in range(1, n + 1) if 1 - below[rank - 1] <= tail]
+    if not lows or not highs:
+        return None
+    return float(x[max(lows) - 1]), float(x[min(highs) - 1])
+
+
+@dataclass(frozen=True)
+class QuantileRatio:
+    """q-quantile(metric | num) / q_den-quantile(metric | den) (q_den: q unless given), each over
+    all matching rows pooled (a percentile of the distribution over pages and repetitions, as 002
+    Figs. 6-3/6-4 read their CDFs; or a spread, the 90th over the 10th percentile). The interval combines each side's order-statistic interval at confidence
+    1 - (1 - CONFIDENCE) / 2 (Bonferroni: the ratio's holds at least CONFIDENCE); with too few
+    values for either side it is unbounded (NaN), so the claim is inconclusive."""
+
+    metric: str
+    num: Filter
+    den: Filter
+    q: float
+    q_den: float | None = None
+
+    def estimate(self, rows: Sequence[Row]) -> Estimate | None:
+        num = _values(rows, self.metric, self.num, None).get(None)
+        den = _values(rows, self.metric, self.den, None).get(None)
+        if num is None or den is None:
+            return None
+        q_den = self.q if self.q_den is None else self.q_den
+        num_quantile, den_quantile = float(np.quantile(num, self.q)), float(np.quantile(den, q_den))
+        point = num_quantile / den_quantile if den_quantile > 0 else math.nan
+        side_confidence = 1 - (1 - CONFIDENCE) / 2
+        num_ci, den_ci = quantile_interval(num, self.q, side_confidence), quantile_interval(den, q_den, side_confidence)
+        if num_ci is None or den_ci is None or den_ci[1] <= 0:
+            low = high = math.nan
+        else:
+            # A denominator that may be 0 (a stalled second) leaves the ratio unbounded above.
+            low, high = num_ci[0] / den_ci[1], num_ci[1] / den_ci[0] if den_ci[0] > 0 else math.inf
+        return Estimate(point, low, high, 1, len(num) + len(den))
+
+
+Estimator = Median | Ratio | RatioOfRatios | QuantileRatio
 
 
 @dataclass(frozen=True)
@@ -170,7 +225,8 @@ class Claim:
             return Verdict(self, None, NO_DATA)
         low = -math.inf if self.low is None else self.low
         high = math.inf if self.high is None else self.high
-        if low < estimate.low and estimate.high < high:
+        # An unbounded side of the claim constrains nothing, even an unbounded estimate.
+        if (self.low is None or low < estimate.low) and (self.high is None or estimate.high < high):
             outcome = REPRODUCED
         elif estimate.high <= low or estimate.low >= high:
             outcome = NOT_REPRODUCED

@@ -82,7 +82,16 @@ def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     return rows
 
 
-SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm}
+def _intervals(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """Per interval of a bulk transfer's own log (bulk_intervals): its rate, with the run's mode,
+    condition and extra axes (e.g. the cellular `trace`)."""
+    runs = {row["run_key"]: row for row in _runs(store, experiment)}
+    rows = store.query("SELECT run_key, side, flow, t_ms, rate_mbps FROM bulk_intervals WHERE experiment_id = ?",
+                       [experiment])
+    return [{**runs[row["run_key"]], **row} for row in rows if row["run_key"] in runs]
+
+
+SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm, "intervals": _intervals}
 
 
 def rows_of(store: ResultsStore, source: str, experiment: str) -> list[dict[str, Any]]:

@@ -216,7 +216,7 @@ class LabSession:
     def set_links(self, condition: Condition, seed: int | None) -> dict[str, LinkParams]:
         """The condition's links set; each link's parameters in force, as the emulator reports them."""
         effective: dict[str, LinkParams] = {}
-        for name, params in self.scenario.links(self.params, condition).items():
+        for name, params in self.scenario.run_links(self.params, condition, seed).items():
             for link, value in self.lab.set_link(name, seed=seed, **params).items():
                 effective[link] = parse_document(LinkParams, value, f"set_link {link}: the emulator's reply")
         return effective

@@ -13,6 +13,7 @@ from protolab.scenarios.builtin import (
     SingleObject,
     WifiLoss,
 )
+from protolab.scenarios.cellular import Cellular
 from protolab.scenarios.congestion import (
     CcSuite,
     CpuLimit,
@@ -27,7 +28,7 @@ from protolab.scenarios.traffic import TrafficCorpus
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
     for scenario in (
-        WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(),
+        WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(), Cellular(),
         Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(), Rpm(), TrafficCorpus(),
     )
 }

@@ -164,6 +164,11 @@ class Scenario:
         """Link name -> complete set_link params for a condition."""
         raise NotImplementedError
 
+    def run_links(self, params: Any, condition: Condition, seed: int | None) -> dict[str, dict[str, Any]]:
+        """The links of one run with the run's link seed (None: entering the condition); a
+        scenario whose links depend on the run (where a trace starts) overrides this."""
+        return self.links(params, condition)
+
     def start(self, ctx: Context, params: Any) -> None:
         """Once per lab, before the first run (e.g. cross-traffic servers)."""
 
