@@ -93,7 +93,6 @@ FIGURES: tuple[Figure, ...] = (
         note="Verizon stand-in: the T-Mobile LTE trace; 002 plots the uplink, here the downlink, where the "
              "receiving client logs what the link delivered (raw TCP, 1000-packet queue); the 1 s rates of one "
              "transfer are a time series, so their interval is indicative",
-        drawing="",
     ),
     Figure(
         id="002-fig6-3",
