@@ -23,6 +23,7 @@ from protolab.reproduce.claims import (
     matches,
 )
 from protolab.reproduce.cli import experiment_of, figure_named
+from protolab.reproduce.estimators import MIN_CONFIGURATIONS, Improvement, in_region
 from protolab.reproduce.figures import FIGURES, merged
 from protolab.run.runner import plan
 
@@ -112,12 +113,10 @@ def _planned_rows(figure: Any, quick: bool) -> list[dict[str, Any]]:
 
 
 def _filters(claim: Claim) -> list[dict[str, Any]]:
+    """Every row filter of the claim's estimator (claims' and reproduce.estimators' alike)."""
     e = claim.estimator
-    if isinstance(e, Median):
-        return [dict(e.where)]
-    if isinstance(e, Ratio):
-        return [dict(e.num), dict(e.den)]
-    return [dict(e.a), dict(e.a_base), dict(e.b), dict(e.b_base)]
+    names = ("where", "num", "den", "a", "a_base", "b", "b_base")
+    return [dict(getattr(e, name)) for name in names if hasattr(e, name)]
 
 
 @pytest.mark.parametrize("quick", [True, False])
@@ -130,6 +129,13 @@ def test_every_claim_selects_runs_that_the_spec_plans(figure: Any, quick: bool) 
             assert any(matches(row, where) for row in rows), f"{figure.id} quick={quick}: {claim.statement}: {where}"
     if quick:
         assert len(rows) <= len(_planned_rows(figure, False)) and len(rows) <= 100, figure.id
+    else:  # a claim over a region of configurations has enough of them in the full variant
+        for claim in figure.claims:
+            region = getattr(claim.estimator, "region", None)
+            if region:
+                configurations = {(r["bandwidth_mbps"], r["rtt_ms"]) for r in rows if in_region(r, region)}
+                assert len(configurations) >= (MIN_CONFIGURATIONS if isinstance(claim.estimator, Improvement) else 1), \
+                    f"{figure.id}: {claim.statement}"
 
 
 def _protolab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

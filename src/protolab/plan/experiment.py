@@ -382,13 +382,20 @@ def resolve_page(
 
 
 def corpus_manifest(name: str, *, seed: int) -> dict[str, Any]:
-    """A built-in corpus page (protolab.corpus, 001 Table I) as a manifest dict."""
+    """A built-in corpus page as a manifest dict: 001 Table I by name, or `page-NNN`, a page of
+    the generated corpus shaped like 002 Table 4.1 (protolab.corpus.generate)."""
     from protolab.corpus import SITES, CorpusError, site_manifest
+    from protolab.corpus.generate import GENERATED_NAME, generated_page
 
+    if GENERATED_NAME.fullmatch(name):
+        try:
+            return generated_page(name, seed=seed)
+        except CorpusError as exc:
+            raise ValueError(str(exc)) from exc
     if name not in SITES:
         raise ValueError(
-            f"unknown page {quoted(name)}: not a corpus page (known: {', '.join(SITES)}) "
-            "and not a manifest path (a path contains '/' or ends in .json)"
+            f"unknown page {quoted(name)}: not a corpus page (known: {', '.join(SITES)}, or page-001 ... page-999 "
+            "of the generated corpus) and not a manifest path (a path contains '/' or ends in .json)"
         )
     try:
         return site_manifest(name, seed=seed)

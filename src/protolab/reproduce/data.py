@@ -85,6 +85,34 @@ def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
 SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm}
 
 
+def _page_attributes(store: ResultsStore, experiment: str) -> dict[str, dict[str, Any]]:
+    """Per page, 002 Table 5.1's attributes from its most complete successful load: objects,
+    bytes (the manifest's sizes), origins (server addresses) and the mean object size."""
+    attributes: dict[str, dict[str, Any]] = {}
+    for row in store.query(
+            "SELECT r.page, o.run_key, count(*) AS objects, sum(o.expected_bytes) AS bytes, "
+            "count(DISTINCT o.origin) AS origins FROM objects o JOIN runs r USING (experiment_id, run_key) "
+            "WHERE o.experiment_id = ? AND r.status = 'ok' GROUP BY r.page, o.run_key ORDER BY o.run_key",
+            [experiment]):
+        known = attributes.get(row["page"])
+        if known is None or row["objects"] > known["page_objects"]:
+            bytes_ = float(row["bytes"] or 0)
+            attributes[row["page"]] = {"page_objects": row["objects"], "page_bytes": bytes_,
+                                       "page_origins": row["origins"],
+                                       "page_mean_object_bytes": bytes_ / row["objects"]}
+    return attributes
+
+
+def _page_runs(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The runs, each with its page's attributes (`page_objects`, `page_bytes`, `page_origins`,
+    `page_mean_object_bytes`): 002 Table 5.1 relates a page's score to them."""
+    attributes = _page_attributes(store, experiment)
+    return [{**row, **attributes.get(row["page"], {})} for row in _runs(store, experiment)]
+
+
+SOURCES["page_runs"] = _page_runs
+
+
 def rows_of(store: ResultsStore, source: str, experiment: str) -> list[dict[str, Any]]:
     """The rows of one kind (`runs`, `pairs`, `overhead`) for an experiment."""
     try:
