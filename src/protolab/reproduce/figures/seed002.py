@@ -49,6 +49,21 @@ FIG_4_2 = Figure(
     quick_budget=20,
     note="001 Table I's youtube replica served as a real page stands in for 002's recording of YouTube; "
          "25 Mbit/s, 30 ms (002 does not name its link)",
+    explanations=(
+        Explanation(
+            claim="",
+            cause="the spread is Chromium's own time on a shared CPU, not the replay path: the engine's loads of the "
+                  "same page over the same link spread 1.3% with the emulator's default queue (7.6% with the 1-BDP "
+                  "queue, whose drops vary), while Chromium's spread 15% with either queue; Chromium's PLT is 2.3x "
+                  "the engine's (late discovery behind scripts, docs/browser.md) and that extra time is CPU time on "
+                  "a machine whose load average was 9-12 on 2 cores during the runs (002: a dedicated EC2 m3.large)",
+            evidence="2026-11-26: full run, 100 Chromium loads, 1-BDP queue: 2652 ± 399 ms, std/mean 15.0% "
+                     "[13.2, 17.5], median 2607 ms; 20 Chromium loads, default queue (0 drops): 15.0%; 20 engine "
+                     "loads, 1-BDP queue: median 1167 ms, 7.6% (1775 drops); 20 engine loads, default queue: median "
+                     "1158 ms, 1.3% (0 drops)",
+            command="protolab reproduce 002-fig4-2; the same spec with [axes] client = [\"engine\"] and/or "
+                    "buffer = [\"default\"], repetitions = 20 (protolab run)"),
+    ),
 )
 
 FIG_4_3 = Figure(
