@@ -177,3 +177,37 @@ def test_spearman_interval_holds_its_coverage_from_ten_pairs() -> None:
             return low <= true_spearman <= high
 
         assert 0.92 <= _coverage(1500, covered) <= 0.98, n
+
+
+# ------------------------------------------------------------------------------------ page_runs rows
+
+
+def test_page_runs_carry_each_page_attributes_from_its_objects(tmp_path: Any) -> None:
+    """The `page_runs` source: the runs, each with its page's objects, bytes, origins and mean
+    object size from the `objects` table (the most complete successful load of the page)."""
+    from documents import load_result, page_object
+
+    from protolab.reproduce.data import rows_of
+    from protolab.results.record import RunRecord
+    from protolab.store import ResultsStore
+
+    pages = {"small": [("www.small.test", 1000), ("www.small.test", 3000)],
+             "large": [("www.large.test", 50_000), ("img.large.test", 30_000), ("img.large.test", 20_000)]}
+    with ResultsStore(tmp_path) as store:
+        store.upsert_experiment("scores", "bw-rtt-grid", {"scenario": "bw-rtt-grid"}, {})
+        for index, (page, objects) in enumerate(pages.items()):
+            for mode in ("h1c", "h3"):
+                params = {"scenario": "bw-rtt-grid", "bandwidth_mbps": 1.0, "rtt_ms": 30.0, "loss_pct": 0.0,
+                          "mode": mode, "page": page, "repetition": 0, "seed": 1, "order_index": index}
+                load = load_result(page=page, mode=mode, plt_ms=100.0 + index, objects=[
+                    page_object(origin, "/" if i == 0 else f"/o{i}", size) for i, (origin, size) in enumerate(objects)])
+                store.record_run("scores", RunRecord(run_key=f"{page}-{mode}", params=params, status="ok",
+                                                     page_load=load))
+    with ResultsStore(tmp_path, read_only=True) as store:
+        rows = rows_of(store, "page_runs", "scores")
+    assert len(rows) == 4
+    large = next(r for r in rows if r["page"] == "large")
+    assert (large["page_objects"], large["page_bytes"], large["page_origins"]) == (3, 100_000.0, 2)
+    assert large["page_mean_object_bytes"] == pytest.approx(100_000 / 3)
+    small = next(r for r in rows if r["page"] == "small" and r["mode"] == "h3")
+    assert (small["page_objects"], small["page_bytes"], small["page_origins"]) == (2, 4000.0, 1)
