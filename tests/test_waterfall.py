@@ -126,6 +126,7 @@ def test_report_explains_the_quic_variants_from_the_measured_plts(tmp_path: Path
     assert "shrinks its window to 0.85 of itself" in text and "(15% for gquic39 against 30%)" in text
     # medians 1010 (h3) and 810 (h3@gquic39): 0.80; against h2's 1210
     assert "h3@gquic39 needs 0.80 x the median PLT of h3" in text
+    assert "the ratio h3@gquic39 / h3" not in text  # one loss rate: nothing to say about the loss
     assert "<td class=\"num\">0.80</td>" in text and "<td class=\"num\">0.83</td>" in text
     # three waterfalls (one per protocol) and the one asked for
     assert len(re.findall(r'<figure id="demo-waterfall-\d+"', text)) == 4

@@ -147,9 +147,10 @@ QUEUED_COLOR = "#9a9a9a"
 BAR_HEIGHT = 0.62
 
 
-def draw(waterfall: Waterfall) -> Figure:
-    """The waterfall as a figure: time (s) across, one row per object top-down; every receiving bar
-    carries the gid `wf-receive-<n>` (the SVG's element ids), so a reader can count them."""
+def draw(waterfall: Waterfall, last_ms: float | None = None) -> Figure:
+    """The waterfall as a figure: time (s) across up to `last_ms` (default: its own last event), one
+    row per object top-down; every receiving bar carries the gid `wf-receive-<n>` (the SVG's
+    element ids), so a reader can count them."""
     n_rows = sum(len(lane.rows) for lane in waterfall.lanes)
     with rc_context(RC):
         fig = Figure(figsize=(11, 1.3 + 0.19 * n_rows), layout="constrained")
@@ -173,7 +174,7 @@ def draw(waterfall: Waterfall) -> Figure:
             ax.axvline(waterfall.plt_ms / 1000, color="black", linestyle="--", linewidth=0.9)
         ax.set_yticks(range(len(labels)), labels, fontsize=6.5)
         ax.set_ylim(len(labels) - 0.5, -0.9)
-        ax.set_xlim(0, 1.2 * _last_ms(waterfall) / 1000)  # room on the right for the connections' labels
+        ax.set_xlim(0, 1.2 * (last_ms or last_event_ms(waterfall)) / 1000)  # room on the right for the connections' labels
         ax.set_xlabel("time since the root request (s)")
         ax.grid(axis="y", visible=False)
         ax.set_title(waterfall.title)
@@ -187,7 +188,7 @@ def draw(waterfall: Waterfall) -> Figure:
     return fig
 
 
-def _last_ms(waterfall: Waterfall) -> float:
+def last_event_ms(waterfall: Waterfall) -> float:
     times = [t for lane in waterfall.lanes for row in lane.rows
              for t in (row.queued_ms, row.started_ms, row.first_byte_ms, row.finished_ms) if t is not None]
     return max([*times, waterfall.plt_ms or 0.0, 1.0])
@@ -195,14 +196,15 @@ def _last_ms(waterfall: Waterfall) -> float:
 
 def _draw_setup(ax: Any, setup: Setup, y: int) -> None:
     hatch = "////" if setup.placed else None
+    edge = 0.5 if setup.placed else 0.0  # matplotlib draws no hatch on a patch without an edge
     tls_start = setup.start_ms + (setup.connect_ms or 0.0)
     if setup.connect_ms is not None:
         ax.barh(y, setup.connect_ms / 1000, left=setup.start_ms / 1000, height=BAR_HEIGHT, color=CONNECT_COLOR,
-                hatch=hatch, edgecolor="white", linewidth=0, zorder=3)
+                hatch=hatch, edgecolor="white", linewidth=edge, zorder=3)
     tls = setup.handshake_ms - (setup.connect_ms or 0.0)
     if tls > 0:
         ax.barh(y, tls / 1000, left=tls_start / 1000, height=BAR_HEIGHT, color=TLS_COLOR, hatch=hatch,
-                edgecolor="white", linewidth=0, zorder=3)
+                edgecolor="white", linewidth=edge, zorder=3)
 
 
 def _draw_row(ax: Any, row: Row, y: int, color: str, received: int) -> int:
@@ -298,18 +300,25 @@ def section(builder: Builder, exp: Experiment, name: str, requested: Sequence[st
         parts.append(f'<p class="caption">Page {h.esc(page)} (the page of median size): per condition and protocol '
                      "the run with the median PLT (the lower median for an even count). One row per object, grouped "
                      "by connection (shaded bands, in the order of their first request); on a connection's first "
-                     "row its set-up: TCP connect (orange) and TLS (purple), or the QUIC handshake (purple; hatched "
-                     "where the client gave no start time, as Chromium: drawn to end at its first request). Per "
+                     "row its set-up: TCP connect (orange) and TLS (purple), or the QUIC handshake (purple; Chromium "
+                     "gives TCP connect and TLS as one; hatched where the client gave no start time, drawn to end at "
+                     "the connection's first request). Per "
                      "object: queued in the client (grey line), request sent to first byte (light), first to last "
-                     "byte (dark); red cross: failed. Dashed line: PLT. `protolab report --waterfall RUN_KEY` draws "
+                     "byte (dark); red cross: failed. Dashed line: PLT. The runs of one condition share a time axis. `protolab report --waterfall RUN_KEY` draws "
                      "any run.</p>" + note)
-    for index, run in enumerate([*chosen, *extra]):
-        waterfall = load(builder, exp, run, _title(exp, run))
+    loaded = [(run, load(builder, exp, run, _title(exp, run))) for run in [*chosen, *extra]]
+    # The chosen runs of a condition share one time axis, so the protocols compare at a glance.
+    common: dict[tuple[Any, ...], float] = defaultdict(float)
+    for run, w in loaded:
+        if run in chosen and w.lanes:
+            common[run.condition] = max(common[run.condition], last_event_ms(w))
+    for index, (run, waterfall) in enumerate(loaded):
         if not waterfall.lanes:
             parts.append(h.note(f"Run {run.run_key}: no objects recorded."))
             continue
         caption = ("Requested with --waterfall. " if run in extra else "") + (
             f"Waterfall of run {run.run_key}: {waterfall.received} objects received on "
             f"{sum(1 for lane in waterfall.lanes if lane.connection != NO_CONNECTION)} connections.")
-        parts.append(builder.figure(draw(waterfall), f"{name}-{index + 1}", caption))
+        parts.append(builder.figure(draw(waterfall, common[run.condition] if run in chosen else None), f"{name}-{index + 1}",
+                                    caption))
     return "\n".join(parts)
