@@ -85,8 +85,12 @@ def test_demo_spec_matches_the_brief() -> None:
 
     assert experiment.axes["page"] == list(DEMO_PAGES)
     assert experiment.spec.repetitions == 3
+    # HTTP/3 also with 001's QUIC (gquic39); the TCP modes run once
+    assert experiment.axes["quic_cc"] == ["cubic", "gquic39"]
     runs = plan(experiment)
-    assert len(runs) == 2 * 3 * 4 * 5
+    assert len(runs) == 2 * 3 * 4 * 5 + 2 * 3 * 5
+    assert sorted({(r.params["mode"], r.params["quic_cc"]) for r in runs} - {(m, "cubic") for m in
+                  ("h1", "h2", "h2-parallel:2", "h3")}) == [("h3", "gquic39")]
 
 
 def test_scenario_defaults_fill_missing_axes() -> None:
