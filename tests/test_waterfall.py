@@ -4,6 +4,7 @@ of the section is kept in results/test-artifacts/ (docs/report.md)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -135,27 +136,23 @@ def test_report_explains_the_quic_variants_from_the_measured_plts(tmp_path: Path
         build_report(tmp_path, tmp_path / "r2", waterfalls=["nope"])
 
 
-def test_waterfall_in_headless_chromium(tmp_path: Path) -> None:
-    """The report of a small store opened in Chromium: the waterfall section is there, has a size,
-    and each of its figures draws one receiving bar per object that got its last byte (from the
-    store); the screenshot is kept in results/test-artifacts/waterfall.png."""
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed")
+def _check_in_chromium(index: Path, results: Path, experiment: str, figures_expected: int, shot: Path) -> None:
+    """Open the report in headless Chromium: the experiment's waterfall section has its figures,
+    each with a size and one receiving bar per object that the store says got its last byte;
+    screenshot the section."""
     playwright = pytest.importorskip("playwright.sync_api")
-    fill_store(tmp_path)
-    index = build_report(tmp_path, experiments=["wifi"])
-    with ResultsStore(tmp_path, read_only=True) as store:
+    with ResultsStore(results, read_only=True) as store:
         received = {r["run_key"]: r["n"] for r in store.query(
-            "SELECT run_key, count(*) AS n FROM objects WHERE experiment_id = 'wifi' "
-            "AND first_byte_ms IS NOT NULL AND finished_ms IS NOT NULL GROUP BY run_key")}
-    shot = tmp_path / "waterfall.png"
+            "SELECT run_key, count(*) AS n FROM objects WHERE experiment_id = ? "
+            "AND first_byte_ms IS NOT NULL AND finished_ms IS NOT NULL GROUP BY run_key", [experiment])}
     with playwright.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(index.resolve().as_uri())
-            figures = page.locator("figure[id^='wifi-waterfall-']")
-            assert figures.count() == 4  # 2 losses x 2 protocols, one page
+            assert page.locator(f"#{experiment}-waterfall").count() == 1
+            figures = page.locator(f"figure[id^='{experiment}-waterfall-']")
+            assert figures.count() == figures_expected
             for i in range(figures.count()):
                 figure = figures.nth(i)
                 box = figure.bounding_box()
@@ -165,16 +162,46 @@ def test_waterfall_in_headless_chromium(tmp_path: Path) -> None:
                 assert key is not None, caption
                 bars = figure.locator("[id*='wf-receive-']").count()
                 assert bars == received[key.group(1)] > 0, caption
-            heading = page.locator("#wifi-waterfall")
-            heading.scroll_into_view_if_needed()
-            figures.first.screenshot(path=str(shot))
+            # the whole section, from its heading to its last figure, in page coordinates
+            top, bottom = page.evaluate(
+                """([heading, last]) => {
+                    const a = document.getElementById(heading).getBoundingClientRect();
+                    const b = document.getElementById(last).getBoundingClientRect();
+                    return [a.top + window.scrollY, b.bottom + window.scrollY];
+                }""", [f"{experiment}-waterfall", f"{experiment}-waterfall-{figures_expected}"])
+            page.screenshot(path=str(shot), full_page=True, clip={"x": 0, "y": top, "width": 1400,
+                                                                  "height": bottom - top})
         finally:
             browser.close()
     from PIL import Image
 
     with Image.open(shot) as img:
-        assert img.width > 600 and img.height > 200
+        assert img.width == 1400 and img.height > 200 * figures_expected
         colors = img.convert("RGB").getcolors(maxcolors=1 << 20)
         assert colors is not None and len(colors) > 50  # bars, text and bands: not blank
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shutil.copy(shot, ARTIFACTS / "waterfall.png")
+    shutil.copy(shot, ARTIFACTS / shot.name)
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+def test_waterfall_in_headless_chromium(tmp_path: Path) -> None:
+    """The report of a small store (2 losses x 2 protocols, one page): four waterfalls; the
+    screenshot is kept as results/test-artifacts/waterfall.png."""
+    fill_store(tmp_path)
+    index = build_report(tmp_path, experiments=["wifi"])
+    _check_in_chromium(index, tmp_path, "wifi", 4, tmp_path / "waterfall.png")
+
+
+DEMO_RESULTS = Path(os.environ.get("PROTOLAB_DEMO_RESULTS", REPO / "results" / "demo"))
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+@pytest.mark.skipif(not (DEMO_RESULTS / "results.duckdb").is_file(),
+                    reason="no demo results (make demo, or PROTOLAB_DEMO_RESULTS=DIR)")
+def test_demo_waterfall_in_headless_chromium(tmp_path: Path) -> None:
+    """The demo's own report (after `make demo`), written to a temporary directory: one waterfall
+    per condition x protocol (2 losses x h1, h2, h2-parallel:2, h3, h3@gquic39), checked in
+    Chromium; the screenshot is kept as results/test-artifacts/demo-waterfall.png."""
+    index = build_report(DEMO_RESULTS, tmp_path / "report", experiments=["demo"])
+    assert "Why the QUIC variants differ" in index.read_text()
+    _check_in_chromium(index, DEMO_RESULTS, "demo", 2 * 5, tmp_path / "demo-waterfall.png")

@@ -294,7 +294,7 @@ def section(builder: Builder, exp: Experiment, name: str, requested: Sequence[st
     note = ""
     if len(chosen) > MAX_WATERFALLS:
         note = h.note(f"{len(chosen)} condition x protocol cells: waterfalls of the first {MAX_WATERFALLS}; "
-                      "`protolab report --waterfall RUN_KEY` draws any other run.")
+                      "protolab report --waterfall RUN_KEY draws any other run.")
         chosen = chosen[:MAX_WATERFALLS]
     if chosen:
         parts.append(f'<p class="caption">Page {h.esc(page)} (the page of median size): per condition and protocol '
@@ -304,8 +304,8 @@ def section(builder: Builder, exp: Experiment, name: str, requested: Sequence[st
                      "gives TCP connect and TLS as one; hatched where the client gave no start time, drawn to end at "
                      "the connection's first request). Per "
                      "object: queued in the client (grey line), request sent to first byte (light), first to last "
-                     "byte (dark); red cross: failed. Dashed line: PLT. The runs of one condition share a time axis. `protolab report --waterfall RUN_KEY` draws "
-                     "any run.</p>" + note)
+                     "byte (dark); red cross: failed. Dashed line: PLT. The runs of one condition share a time axis. <code>protolab report --waterfall RUN_KEY</code> "
+                     "draws any run.</p>" + note)
     loaded = [(run, load(builder, exp, run, _title(exp, run))) for run in [*chosen, *extra]]
     # The chosen runs of a condition share one time axis, so the protocols compare at a glance.
     common: dict[tuple[Any, ...], float] = defaultdict(float)
