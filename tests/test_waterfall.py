@@ -86,6 +86,10 @@ def test_quic_controller_joins_the_mode_when_only_http3_varies_it() -> None:
             _run("4", "h3", "p", 1.0, quic_cc="gquic39")]
     controller_modes(both)
     assert [r.mode for r in both] == ["h2", "h2", "h3", "h3"]
+    unknown = [_run("1", "h2", "p", 1.0), _run("2", "h3", "p", 1.0)]
+    unknown[0].params["quic_cc"] = None  # the TCP runs do not say: no reference to name a variant by
+    controller_modes(unknown)
+    assert [r.mode for r in unknown] == ["h2", "h3"]
 
 
 def test_controller_parameters_from_the_canonical_spec() -> None:

@@ -84,8 +84,8 @@ def controller_modes(runs: Sequence[Run]) -> None:
         return
     tcp = {run.params.get("quic_cc") for run in runs if not _is_quic(run.mode)}
     quic = {run.params.get("quic_cc") for run in runs if _is_quic(run.mode)}
-    if len(tcp) != 1 or not quic - tcp:
-        return
+    if len(tcp) != 1 or None in tcp or not quic - tcp:
+        return  # one controller throughout, or the TCP runs do not say which (nothing to compare with)
     reference = next(iter(tcp))
     for run in runs:
         controller = run.params.get("quic_cc")
