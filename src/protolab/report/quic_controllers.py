@@ -72,8 +72,9 @@ def _controllers(builder: Builder, exp: Experiment, runs: Sequence[Run]) -> dict
 
 
 def _describe(c: Controller) -> str:
-    iw = (f"an initial window of {c.initial_window_packets} packets ({c.initial_window_packets * FIRST_DATAGRAM_BYTES:,} "
-          "bytes)" if c.initial_window_packets is not None else "an initial window not recorded")
+    packets = c.initial_window_packets
+    iw = (f"an initial window of {packets} packets ({packets * FIRST_DATAGRAM_BYTES:,} bytes)" if packets is not None
+          else "an initial window not recorded")
     loss = (f"a loss shrinks its window to {c.beta_n:.2f} of itself" if c.beta_n is not None else
             "its answer to a loss not recorded")
     who = f"emulates {c.connections} Cubic connections" if c.connections > 1 else "is one Cubic connection"
@@ -100,7 +101,8 @@ def compare(builder: Builder, exp: Experiment, name: str) -> str:
         for condition in exp.conditions:
             ratios = []
             for page in exp.pages:
-                a, b = median(cells.get((condition, page, plain), [])), median(cells.get((condition, page, variant), []))
+                a = median(cells.get((condition, page, plain), []))
+                b = median(cells.get((condition, page, variant), []))
                 ref = median(cells.get((condition, page, reference), [])) if reference else math.nan
                 if not (math.isfinite(a) and math.isfinite(b)):
                     continue
@@ -134,8 +136,8 @@ def _why(plain: Controller | None, variant: Controller | None) -> str:
     if plain.beta_n is not None and variant.beta_n is not None and plain.beta_n != variant.beta_n:
         reasons.append("every loss: under random loss the window is cut again and again, and the smaller cut "
                        f"({1 - variant.beta_n:.0%} for {variant.name} against {1 - plain.beta_n:.0%}) keeps more "
-                       "bytes in flight (001 §V-A, Fig. 3: gQUIC 39's window stays about twice H2's under 2% loss, from its 32-segment "
-                       "initial window, its two-connection emulation and its faster recovery)")
+                       "bytes in flight (001 §V-A, Fig. 3: gQUIC 39's window stays about twice H2's under 2% loss, "
+                       "from its 32-segment initial window, its two-connection emulation and its faster recovery)")
     if not reasons:
         return "<p>The two controllers record the same initial window and loss response.</p>"
     return ("<p>Why they differ: " + "; and ".join(reasons) + ". Where the ratio is near 1 the load was limited by "

@@ -174,7 +174,8 @@ def draw(waterfall: Waterfall, last_ms: float | None = None) -> Figure:
             ax.axvline(waterfall.plt_ms / 1000, color="black", linestyle="--", linewidth=0.9)
         ax.set_yticks(range(len(labels)), labels, fontsize=6.5)
         ax.set_ylim(len(labels) - 0.5, -0.9)
-        ax.set_xlim(0, 1.2 * (last_ms or last_event_ms(waterfall)) / 1000)  # room on the right for the connections' labels
+        # room on the right for the connections' labels
+        ax.set_xlim(0, 1.2 * (last_ms or last_event_ms(waterfall)) / 1000)
         ax.set_xlabel("time since the root request (s)")
         ax.grid(axis="y", visible=False)
         ax.set_title(waterfall.title)
@@ -284,6 +285,16 @@ def _title(exp: Experiment, run: Run) -> str:
             f"{plt} · run {run.run_key[:12]}")
 
 
+CAPTION = (
+    "per condition and protocol the run with the median PLT (the lower median for an even count). One row per "
+    "object, grouped by connection (shaded bands, in the order of their first request); on a connection's first row "
+    "its set-up: TCP connect (orange) and TLS (purple), or the QUIC handshake (purple; Chromium gives TCP connect "
+    "and TLS as one; hatched where the client gave no start time, drawn to end at the connection's first request). "
+    "Per object: queued in the client (grey line), request sent to first byte (light), first to last byte (dark); "
+    "red cross: failed. Dashed line: PLT. The runs of one condition share a time axis. "
+    "<code>protolab report --waterfall RUN_KEY</code> draws any run.")
+
+
 def section(builder: Builder, exp: Experiment, name: str, requested: Sequence[str] = ()) -> str:
     """The waterfalls of the chosen runs and of the requested ones (`--waterfall`)."""
     page, chosen = choose_runs(exp)
@@ -297,15 +308,7 @@ def section(builder: Builder, exp: Experiment, name: str, requested: Sequence[st
                       "protolab report --waterfall RUN_KEY draws any other run.")
         chosen = chosen[:MAX_WATERFALLS]
     if chosen:
-        parts.append(f'<p class="caption">Page {h.esc(page)} (the page of median size): per condition and protocol '
-                     "the run with the median PLT (the lower median for an even count). One row per object, grouped "
-                     "by connection (shaded bands, in the order of their first request); on a connection's first "
-                     "row its set-up: TCP connect (orange) and TLS (purple), or the QUIC handshake (purple; Chromium "
-                     "gives TCP connect and TLS as one; hatched where the client gave no start time, drawn to end at "
-                     "the connection's first request). Per "
-                     "object: queued in the client (grey line), request sent to first byte (light), first to last "
-                     "byte (dark); red cross: failed. Dashed line: PLT. The runs of one condition share a time axis. <code>protolab report --waterfall RUN_KEY</code> "
-                     "draws any run.</p>" + note)
+        parts.append(f'<p class="caption">Page {h.esc(page)} (the page of median size): {CAPTION}</p>' + note)
     loaded = [(run, load(builder, exp, run, _title(exp, run))) for run in [*chosen, *extra]]
     # The chosen runs of a condition share one time axis, so the protocols compare at a glance.
     common: dict[tuple[Any, ...], float] = defaultdict(float)
@@ -319,6 +322,6 @@ def section(builder: Builder, exp: Experiment, name: str, requested: Sequence[st
         caption = ("Requested with --waterfall. " if run in extra else "") + (
             f"Waterfall of run {run.run_key}: {waterfall.received} objects received on "
             f"{sum(1 for lane in waterfall.lanes if lane.connection != NO_CONNECTION)} connections.")
-        parts.append(builder.figure(draw(waterfall, common[run.condition] if run in chosen else None), f"{name}-{index + 1}",
-                                    caption))
+        figure = draw(waterfall, common[run.condition] if run in chosen else None)
+        parts.append(builder.figure(figure, f"{name}-{index + 1}", caption))
     return "\n".join(parts)
