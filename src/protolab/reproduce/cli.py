@@ -18,12 +18,15 @@ from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
 from protolab.plan.experiment import Experiment, read_spec_data, spec_from_dict
+from protolab.reproduce.adaptive import Round, run_adaptively
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
+    INCONCLUSIVE_AT_BUDGET,
     NO_DATA,
     NOT_REPRODUCED,
     REPRODUCED,
     Verdict,
+    format_number,
 )
 from protolab.reproduce.data import rows_of
 from protolab.reproduce.figures import FIGURES, REGISTRY, Figure, merged
@@ -38,8 +41,9 @@ from protolab.store import ResultsStore
 
 SPECS_DIR = REPO_ROOT / "specs"
 SCHEMA = "protolab.reproduce"
-SCHEMA_VERSION = 1
-VERDICT_STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "bold red", INCONCLUSIVE: "yellow", NO_DATA: "dim"}
+SCHEMA_VERSION = 2  # 2: a claim's reason and CI method, "inconclusive at budget", the adaptive rounds
+VERDICT_STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "bold red", INCONCLUSIVE: "yellow",
+                 INCONCLUSIVE_AT_BUDGET: "bold yellow", NO_DATA: "dim"}
 
 
 def figure_named(name: str) -> Figure:
@@ -49,12 +53,15 @@ def figure_named(name: str) -> Figure:
         raise ProtolabError(f"no figure {name!r}; known: {', '.join(REGISTRY)} (protolab reproduce --list)") from None
 
 
-def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR) -> Experiment:
-    """The figure's spec, with its quick overrides merged in when asked."""
+def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR, repetitions: int | None = None) -> Experiment:
+    """The figure's spec, with its quick overrides merged in when asked (and `repetitions`, when
+    given, in place of the spec's: an adaptive round)."""
     path = specs_dir / figure.spec
     data = read_spec_data(path)
     if quick:
         data = merged(data, figure.quick)
+    if repetitions is not None:
+        data = merged(data, {"repetitions": repetitions})
     return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
 
 
@@ -67,7 +74,8 @@ def judge(figure: Figure, results_dir: Path, experiment_id: str) -> tuple[list[V
     return [claim.check(rows) for claim in figure.claims], len(rows)
 
 
-def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int) -> dict[str, Any]:
+def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int,
+                     rounds: list[Round] | None = None) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -80,24 +88,24 @@ def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdic
         "paper": [{"what": what, "value": value} for what, value in figure.paper],
         "claims": [v.to_dict() for v in verdicts],
         "reproduced": sum(v.outcome == REPRODUCED for v in verdicts),
+        "inconclusive_at_budget": sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts),
+        "budget": figure.quick_budget if quick else figure.budget,
+        "rounds": [r.to_dict() for r in rounds or []],
     }
-
-
-def _number(value: float) -> str:
-    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
 
 
 def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
     table = Table(title=f"{figure.id}: {figure.title} ({figure.seed})", box=box.SIMPLE_HEAD)
     for column, justify in [("claim", "left"), ("paper", "left"), ("expected", "right"), ("ours [95% CI]", "right"),
-                            ("n", "right"), ("verdict", "left")]:
+                            ("n", "right"), ("verdict", "left"), ("why", "left")]:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for v in verdicts:
         e = v.estimate
-        ours = "-" if e is None else f"{_number(e.value)} [{_number(e.low)}, {_number(e.high)}]"
+        interval = f"[{format_number(e.low)}, {format_number(e.high)}]" if e is not None and e.has_interval else "[no CI]"
+        ours = "-" if e is None else f"{format_number(e.value)} {interval}"
         style = VERDICT_STYLE.get(v.outcome, "")
-        table.add_row(escape(v.claim.statement), escape(v.claim.paper), v.claim.expected(), ours,
-                      "-" if e is None else str(e.n), f"[{style}]{v.outcome}[/]")
+        table.add_row(escape(v.claim.statement), escape(v.claim.paper), v.claim.expected(), escape(ours),
+                      "-" if e is None else str(e.n), f"[{style}]{v.label()}[/]", escape(v.reason))
     return table
 
 
@@ -138,18 +146,27 @@ def reproduce_command(
     if dry_run_flag:
         dry_run(experiment, results_dir, console)
         return
-    if not evaluate_only:
-        execute(experiment, results_dir, console, binary=binary, lab=lab)
-    verdicts, rows = judge(chosen, results_dir, experiment.name)
+    rounds: list[Round] = []
+    if evaluate_only:
+        verdicts, rows = judge(chosen, results_dir, experiment.name)
+    else:
+        outcome = run_adaptively(
+            experiment.spec.repetitions, chosen.quick_budget if quick else chosen.budget,
+            run=lambda repetitions: execute(experiment_of(chosen, quick, repetitions=repetitions), results_dir, console,
+                                            binary=binary, lab=lab),
+            judge=lambda: judge(chosen, results_dir, experiment.name), progress=console.print)
+        verdicts, rows, rounds = outcome.verdicts, outcome.rows, outcome.rounds
     console.print(verdict_table(chosen, verdicts))
     for what, value in chosen.paper:
         console.print(f"  paper: {escape(what)}: {escape(value)}", highlight=False)
     if chosen.note:
         console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
     out = results_dir / "reproduce.json"
-    write_text_atomically(out, json.dumps(verdict_document(chosen, quick, experiment, verdicts, rows), indent=2) + "\n")
+    write_text_atomically(out, json.dumps(verdict_document(chosen, quick, experiment, verdicts, rows, rounds), indent=2) + "\n")
     done = sum(v.outcome == REPRODUCED for v in verdicts)
-    console.print(f"{done} of {len(verdicts)} claims reproduced; verdicts in {out}")
+    at_budget = sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts)
+    console.print(f"{done} of {len(verdicts)} claims reproduced"
+                  f"{f', {at_budget} inconclusive at budget' if at_budget else ''}; verdicts in {out}")
 
 
 def scenarios_command() -> None:
