@@ -29,6 +29,7 @@ large page does not outweigh a small one.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ def _values(rows: Sequence[Row], metric: str, where: Filter, by: str | None) -> 
     return {group: np.asarray(values) for group, values in groups.items()}
 
 
+@functools.lru_cache(maxsize=1024)
 def median_rank(n: int, confidence: float) -> tuple[int, float] | None:
     """The largest k for which [x_(k), x_(n+1-k)] (1-based order statistics of n values) covers
     the median with probability >= `confidence`, and that exact coverage; None when even
@@ -90,6 +92,7 @@ def median_rank(n: int, confidence: float) -> tuple[int, float] | None:
     return k, float(coverage[enough[-1]])
 
 
+@functools.lru_cache(maxsize=64)
 def values_needed(confidence: float) -> int:
     """The fewest values whose order-statistic interval of the median reaches `confidence`."""
     n = 1
@@ -105,6 +108,12 @@ def median_interval(values: np.ndarray, confidence: float) -> tuple[float, float
         return None
     ordered = np.sort(values)
     return float(ordered[rank[0] - 1]), float(ordered[len(values) - rank[0]])
+
+
+@functools.lru_cache(maxsize=256)
+def _t_quantile(degrees_of_freedom: int) -> float:
+    """Student t's quantile for a two-sided `CONFIDENCE` interval."""
+    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, degrees_of_freedom))
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,7 @@ def _grouped(samples: list[list[np.ndarray]], signs: tuple[int, ...]) -> Estimat
     per_group = (np.log(medians) * sign).sum(axis=1)
     value = math.exp(float(per_group.mean()))
     if groups >= MIN_GROUPS_FOR_T:
-        half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, groups - 1) * per_group.std(ddof=1) / math.sqrt(groups))
+        half = _t_quantile(groups - 1) * float(per_group.std(ddof=1)) / math.sqrt(groups)
         centre = float(per_group.mean())
         return Estimate(value, math.exp(centre - half), math.exp(centre + half), groups, n, f"t over {groups} groups")
     medians_count = medians.size
