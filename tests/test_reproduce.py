@@ -164,6 +164,12 @@ def _filters(claim: Claim) -> list[dict[str, Any]]:
     return [dict(e.a), dict(e.a_base), dict(e.b), dict(e.b_base)]
 
 
+@pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f.id)
+def test_a_budget_is_no_less_than_the_repetitions_it_starts_from(figure: Any) -> None:
+    for quick, budget in ((True, figure.quick_budget), (False, figure.budget)):
+        assert budget == 0 or budget >= experiment_of(figure, quick).spec.repetitions, (figure.id, quick)
+
+
 @pytest.mark.parametrize("quick", [True, False])
 @pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f.id)
 def test_every_claim_selects_runs_that_the_spec_plans(figure: Any, quick: bool) -> None:
@@ -198,14 +204,16 @@ def test_reproduce_lists_and_refuses_unknown_figures() -> None:
 def test_quick_overhead_figure_end_to_end(emu_binary: Path, tmp_path: Path) -> None:
     """003's overhead factor through the emulator: 4 bulk runs of 10 s, judged and written."""
     results = tmp_path / "repro"
-    done = _protolab("reproduce", "003-overhead", "--quick", "--results", str(results))
+    done = _protolab("reproduce", "003-overhead", "--quick", "--budget", "0", "--results", str(results))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     document = json.loads((results / "reproduce.json").read_text())
     assert document["schema"] == "protolab.reproduce" and document["schema_version"] == 2
     assert document["quick"] is True and document["figure"]["id"] == "003-overhead"
-    assert document["rows"] == 4
+    assert document["rows"] == 4 and document["budget"] == 0
+    assert [r["repetitions"] for r in document["rounds"]] == [2]  # --budget 0: no adaptive round
     quic = document["claims"][0]
-    assert quic["verdict"] != NO_DATA
+    # 2 runs are too few for a 95% interval of a median (6): undecided, and it says so.
+    assert quic["verdict"] == INCONCLUSIVE and quic["reason"].startswith("n = 2 < 6 values")
     # QUIC carries a little more than TCP on the wire per byte delivered, whatever the verdict band.
     assert 1.0 < quic["estimate"]["value"] < 1.15
     assert "claims reproduced" in done.stdout

@@ -75,7 +75,7 @@ def judge(figure: Figure, results_dir: Path, experiment_id: str) -> tuple[list[V
 
 
 def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int,
-                     rounds: list[Round] | None = None) -> dict[str, Any]:
+                     rounds: list[Round] | None = None, budget: int = 0) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -89,7 +89,7 @@ def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdic
         "claims": [v.to_dict() for v in verdicts],
         "reproduced": sum(v.outcome == REPRODUCED for v in verdicts),
         "inconclusive_at_budget": sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts),
-        "budget": figure.quick_budget if quick else figure.budget,
+        "budget": budget,
         "rounds": [r.to_dict() for r in rounds or []],
     }
 
@@ -131,6 +131,9 @@ def reproduce_command(
     results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/reproduce/FIGURE[-quick]).")] = None,
     evaluate_only: Annotated[bool, typer.Option("--evaluate-only", help="Judge the runs already in RESULTS; run nothing.")] = False,
     dry_run_flag: Annotated[bool, typer.Option("--dry-run", help="Print the run matrix and exit.")] = False,
+    budget: Annotated[int | None, typer.Option(
+        "--budget", min=0, help="Most repetitions per cell while claims are undecided (default: the figure's budget, "
+                                "--list; 0: the spec's repetitions only).")] = None,
     binary: BinaryOption = None,
     lab: LabOption = None,
 ) -> None:
@@ -147,14 +150,15 @@ def reproduce_command(
         dry_run(experiment, results_dir, console)
         return
     rounds: list[Round] = []
+    budget = budget if budget is not None else chosen.quick_budget if quick else chosen.budget
     if evaluate_only:
         verdicts, rows = judge(chosen, results_dir, experiment.name)
     else:
         outcome = run_adaptively(
-            experiment.spec.repetitions, chosen.quick_budget if quick else chosen.budget,
+            experiment.spec.repetitions, budget,
             run=lambda repetitions: execute(experiment_of(chosen, quick, repetitions=repetitions), results_dir, console,
                                             binary=binary, lab=lab),
-            judge=lambda: judge(chosen, results_dir, experiment.name), progress=console.print)
+            judge=lambda: judge(chosen, results_dir, experiment.name), progress=lambda text: console.print(escape(text)))
         verdicts, rows, rounds = outcome.verdicts, outcome.rows, outcome.rounds
     console.print(verdict_table(chosen, verdicts))
     for what, value in chosen.paper:
@@ -162,7 +166,7 @@ def reproduce_command(
     if chosen.note:
         console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
     out = results_dir / "reproduce.json"
-    write_text_atomically(out, json.dumps(verdict_document(chosen, quick, experiment, verdicts, rows, rounds), indent=2) + "\n")
+    write_text_atomically(out, json.dumps(verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget), indent=2) + "\n")
     done = sum(v.outcome == REPRODUCED for v in verdicts)
     at_budget = sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts)
     console.print(f"{done} of {len(verdicts)} claims reproduced"
