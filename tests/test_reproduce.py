@@ -25,6 +25,7 @@ from protolab.reproduce.claims import (
     matches,
 )
 from protolab.reproduce.cli import experiment_of, figure_named
+from protolab.reproduce.data import planned_row
 from protolab.reproduce.figures import FIGURES, merged
 from protolab.run.runner import plan
 
@@ -140,28 +141,12 @@ def test_merged_overrides_replace_lists_and_merge_tables() -> None:
 
 
 def _planned_rows(figure: Any, quick: bool) -> list[dict[str, Any]]:
-    """What the claims' filters can select: one row per planned run (mode, page, condition,
-    scenario parameters; for pairs the mode is the pair; for overhead, the protocol)."""
-    rows = []
-    for run in plan(experiment_of(figure, quick)):
-        c = run.condition
-        row = {**run.params, **dict(c.extras), "mode": run.mode, "page": run.page.name if run.page else None,
-               "bandwidth_mbps": c.bandwidth_mbps, "rtt_ms": c.rtt_ms, "loss_pct": c.loss_pct,
-               "pair": run.mode, "protocol": run.mode}
-        # The rpm source's derived column (protolab.reproduce.data._rpm).
-        if c.bandwidth_mbps and c.rtt_ms and c.buffer_bytes:
-            row["buffer_bdp"] = round(c.buffer_bytes / (c.bandwidth_mbps * 1e6 * c.rtt_ms / 1e3 / 8), 2)
-        rows.append(row)
-    return rows
+    """What the claims' filters can select: one row per planned run."""
+    return [planned_row(run) for run in plan(experiment_of(figure, quick))]
 
 
 def _filters(claim: Claim) -> list[dict[str, Any]]:
-    e = claim.estimator
-    if isinstance(e, Median):
-        return [dict(e.where)]
-    if isinstance(e, Ratio):
-        return [dict(e.num), dict(e.den)]
-    return [dict(e.a), dict(e.a_base), dict(e.b), dict(e.b_base)]
+    return [dict(where) for where in claim.estimator.filters()]
 
 
 @pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f.id)

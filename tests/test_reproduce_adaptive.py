@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protolab.reproduce.adaptive import next_repetitions, run_adaptively
+from protolab.reproduce.adaptive import needed_runs, next_repetitions, run_adaptively
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
     INCONCLUSIVE_AT_BUDGET,
@@ -28,9 +28,11 @@ class FakeLab:
         self.rows: list[dict[str, Any]] = []
         self.done = 0
         self.calls: list[tuple[int, int]] = []  # (repetitions asked, repetitions newly run)
+        self.asked: list[list[str] | None] = []  # the undecided claims each round grows for
 
-    def run(self, repetitions: int) -> None:
+    def run(self, repetitions: int, claims: list[Claim] | None) -> None:
         self.calls.append((repetitions, repetitions - self.done))
+        self.asked.append(None if claims is None else [c.statement for c in claims])
         for repetition in range(self.done, repetitions):
             self.rows += [{"pair": pair, "share_a": share(repetition)} for pair, share in self.shares.items()]
         self.done = max(self.done, repetitions)
@@ -48,6 +50,7 @@ def test_a_claim_inconclusive_on_3_runs_decides_at_round_2() -> None:
     messages: list[str] = []
     outcome = run_adaptively(3, 12, lab.run, lambda: lab.judge([MORE_THAN_HALF, MISSING]), messages.append)
     assert lab.calls == [(3, 3), (6, 3)]  # doubled; only the new repetitions ran
+    assert lab.asked == [None, ["a gets more"]]  # first every cell, then what the undecided claim reads
     assert [(r.repetitions, r.rows, r.undecided) for r in outcome.rounds] == [(3, 3, 1), (6, 6, 0)]
     decided, missing = outcome.verdicts
     assert decided.outcome == REPRODUCED and decided.estimate is not None and decided.estimate.n == 6
@@ -85,3 +88,17 @@ def test_raising_the_repetitions_keeps_the_keys_of_the_runs_already_done() -> No
     assert small < {run.key for run in large}
     assert len(large) == 5 * len(small) // 2
     assert {run.repetition for run in large if run.key not in small} == {2, 3, 4}
+
+
+def test_a_round_grows_only_the_cells_the_undecided_claims_read() -> None:
+    figure = figure_named("004-fig8-10")
+    runs = plan(experiment_of(figure, True, repetitions=4))
+    long_rtt = next(c for c in figure.claims if "800 ms" in c.statement)
+    needed = needed_runs([long_rtt], runs)
+    assert needed is not None
+    grown = [run for run in runs if needed(run)]
+    assert grown and len(grown) < len(runs)
+    assert {run.condition.rtt_ms for run in grown} == {800} and {run.mode for run in grown} == {"h3", "h1c"}
+    # A filter no planned run can answer (a column of another row source): every run grows.
+    unknown = Claim("?", Median("share_a", {"link": "p1.reverse"}), low=0.5)
+    assert needed_runs([long_rtt, unknown], runs) is None

@@ -4,8 +4,9 @@ budget) and run again; a claim still inconclusive at the budget is "inconclusive
 
 Running again resumes: a run's key holds its repetition index, not the spec's repetition count
 (protolab.run.runner.plan), so the runs already in the store keep their keys and are skipped;
-only the new repetitions run. Every cell of the spec grows, not only the cells an undecided
-claim reads (their filters do not map onto planned runs for every row source).
+only the new repetitions run. From the second round on, only the cells an undecided claim reads
+grow (`needed_runs`: the planned runs its filters select); when a claim's filter selects no
+planned run (a row source whose columns a planned run does not name), the whole spec grows.
 
 Pure of I/O itself: the caller gives the functions that run the spec at a repetition count and
 judge the store (tests give fakes).
@@ -16,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from protolab.reproduce.claims import INCONCLUSIVE, INCONCLUSIVE_AT_BUDGET, Verdict
+from protolab.reproduce.claims import INCONCLUSIVE, INCONCLUSIVE_AT_BUDGET, Claim, Verdict, matches
+from protolab.reproduce.data import planned_row
+from protolab.run.runner import PlannedRun
 
 
 @dataclass(frozen=True)
@@ -60,19 +63,34 @@ def at_budget(verdicts: Sequence[Verdict], repetitions: int) -> list[Verdict]:
             if v.outcome == INCONCLUSIVE else v for v in verdicts]
 
 
+def needed_runs(claims: Sequence[Claim], runs: Sequence[PlannedRun]) -> Callable[[PlannedRun], bool] | None:
+    """Whether a planned run is one the claims read (a filter of theirs selects it); None (every
+    run) when some filter of theirs selects no planned run at all."""
+    rows = {run.key: planned_row(run) for run in runs}
+    keys: set[str] = set()
+    for claim in claims:
+        for where in claim.estimator.filters():
+            selected = {key for key, row in rows.items() if matches(row, where)}
+            if not selected:
+                return None
+            keys |= selected
+    return lambda run: run.key in keys
+
+
 def run_adaptively(
     start: int,
     budget: int,
-    run: Callable[[int], object],
+    run: Callable[[int, list[Claim] | None], object],
     judge: Callable[[], tuple[list[Verdict], int]],
     progress: Callable[[str], object] = lambda _: None,
 ) -> Outcome:
     """Run with `start` repetitions per cell, judge, and grow while a claim is undecided and the
     repetitions are below `budget` (0 or <= start: one round, no adaptation and no budget
-    verdict). `run(repetitions)` runs the spec at that count (resuming); `judge()` returns the
+    verdict). `run(repetitions, claims)` runs the spec at that count (resuming), only the cells the
+    undecided `claims` read (None: every cell, the first round); `judge()` returns the
     verdicts on the store and the number of rows judged."""
     repetitions = start
-    run(repetitions)
+    run(repetitions, None)
     verdicts, rows = judge()
     rounds = [Round(repetitions, rows, len(undecided(verdicts)))]
     while undecided(verdicts) and repetitions < budget:
@@ -81,7 +99,7 @@ def run_adaptively(
         progress(f"round {len(rounds) + 1}: {len(waiting)} claim{'s' if len(waiting) > 1 else ''} undecided "
                  f"({'; '.join(v.claim.statement for v in waiting)}): {rounds[-1].repetitions} -> {repetitions} "
                  f"repetitions per cell (budget {budget})")
-        run(repetitions)
+        run(repetitions, [v.claim for v in waiting])
         verdicts, rows = judge()
         rounds.append(Round(repetitions, rows, len(undecided(verdicts))))
     if budget > 0 and repetitions >= budget:

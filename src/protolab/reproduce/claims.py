@@ -186,6 +186,9 @@ class Median:
     def minimum(self) -> str:
         return f"{values_needed(CONFIDENCE)} values"
 
+    def filters(self) -> list[Filter]:
+        return [self.where]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         values = _values(rows, self.metric, self.where, None).get(None)
         if values is None or len(values) == 0:
@@ -218,6 +221,9 @@ class Ratio:
     def minimum(self) -> str:
         return _grouped_minimum(2)
 
+    def filters(self) -> list[Filter]:
+        return [self.num, self.den]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         num = _values(rows, self.metric, self.num, self.by)
         den = _values(rows, self.metric, self.den, self.by)
@@ -239,6 +245,9 @@ class RatioOfRatios:
 
     def minimum(self) -> str:
         return _grouped_minimum(4)
+
+    def filters(self) -> list[Filter]:
+        return [self.a, self.a_base, self.b, self.b_base]
 
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         parts = [_values(rows, self.metric, where, self.by) for where in (self.a, self.a_base, self.b, self.b_base)]

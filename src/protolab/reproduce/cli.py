@@ -18,13 +18,14 @@ from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
 from protolab.plan.experiment import Experiment, read_spec_data, spec_from_dict
-from protolab.reproduce.adaptive import Round, run_adaptively
+from protolab.reproduce.adaptive import Round, needed_runs, run_adaptively
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
     INCONCLUSIVE_AT_BUDGET,
     NO_DATA,
     NOT_REPRODUCED,
     REPRODUCED,
+    Claim,
     Verdict,
     format_number,
 )
@@ -37,6 +38,7 @@ from protolab.run.cli import (
     dry_run,
     execute,
 )
+from protolab.run.runner import plan
 from protolab.store import ResultsStore
 
 SPECS_DIR = REPO_ROOT / "specs"
@@ -111,8 +113,6 @@ def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
 
 def list_table() -> Table:
     """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own."""
-    from protolab.run.runner import plan
-
     table = Table(box=box.SIMPLE_HEAD)
     for column, justify in [("figure", "left"), ("seed / what", "left"), ("spec", "left"), ("claims", "right"),
                             ("runs quick/full", "right")]:
@@ -122,6 +122,15 @@ def list_table() -> Table:
         table.add_row(figure.id, escape(f"{figure.seed}: {figure.title}"), figure.spec, str(len(figure.claims)),
                       f"{quick}/{full}")
     return table
+
+
+def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim] | None, results_dir: Path,
+              binary: Path | None, lab: str | None) -> None:
+    """One round of adaptive repetitions: the spec at `repetitions`, only the cells the
+    undecided `claims` read (None: every cell)."""
+    experiment = experiment_of(figure, quick, repetitions=repetitions)
+    needed = None if claims is None else needed_runs(claims, plan(experiment))
+    execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed)
 
 
 def reproduce_command(
@@ -156,8 +165,7 @@ def reproduce_command(
     else:
         outcome = run_adaptively(
             experiment.spec.repetitions, budget,
-            run=lambda repetitions: execute(experiment_of(chosen, quick, repetitions=repetitions), results_dir, console,
-                                            binary=binary, lab=lab),
+            run=lambda repetitions, claims: run_round(chosen, quick, repetitions, claims, results_dir, binary, lab),
             judge=lambda: judge(chosen, results_dir, experiment.name), progress=lambda text: console.print(escape(text)))
         verdicts, rows, rounds = outcome.verdicts, outcome.rows, outcome.rounds
     console.print(verdict_table(chosen, verdicts))
