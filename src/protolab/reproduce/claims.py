@@ -158,16 +158,17 @@ def _grouped(samples: list[list[np.ndarray]], signs: tuple[int, ...]) -> Estimat
     medians_count = medians.size
     level = CONFIDENCE ** (1 / medians_count)
     method = f"order statistics of {medians_count} medians at {level:.2%} each"
-    bounds = [[median_interval(part, level) for part in group] for group in samples]
-    if any(bound is None for group in bounds for bound in group):
-        fewest = min(len(part) for group in samples for part in group)
-        return _without_interval(value, groups, n, method,
-                                 f"n = {fewest} < {values_needed(level)} values per cell needed for a 95% interval "
-                                 f"of {medians_count} medians ({groups} group{'s' if groups > 1 else ''} < "
-                                 f"{MIN_GROUPS_FOR_T} for a t-interval over groups)")
     log_low = log_high = 0.0
-    for group in bounds:
-        for (low, high), s in zip(group, signs, strict=True):
+    for group in samples:
+        for part, s in zip(group, signs, strict=True):
+            bound = median_interval(part, level)
+            if bound is None:
+                fewest = min(len(part) for group in samples for part in group)
+                return _without_interval(value, groups, n, method,
+                                         f"n = {fewest} < {values_needed(level)} values per cell needed for a 95% "
+                                         f"interval of {medians_count} medians ({groups} group{'s' if groups > 1 else ''}"
+                                         f" < {MIN_GROUPS_FOR_T} for a t-interval over groups)")
+            low, high = bound
             if low <= 0:
                 return _without_interval(value, groups, n, method, "an interval of a median reaches <= 0")
             log_low += math.log(low) if s > 0 else -math.log(high)
