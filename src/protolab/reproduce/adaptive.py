@@ -105,5 +105,6 @@ def run_adaptively(
     if budget > 0 and repetitions >= budget:
         verdicts = at_budget(verdicts, repetitions)
     if len(rounds) > 1:
-        progress(f"{len(rounds)} rounds, {repetitions} repetitions per cell, {rounds[-1].undecided} claims undecided")
+        left = rounds[-1].undecided
+        progress(f"{len(rounds)} rounds, {repetitions} repetitions per cell, {left} claim{'' if left == 1 else 's'} undecided")
     return Outcome(verdicts, rows, rounds)
