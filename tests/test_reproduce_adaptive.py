@@ -3,6 +3,7 @@ function that adds the rows of the new repetitions, and the real claims judging 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from protolab.reproduce.adaptive import needed_runs, next_repetitions, run_adaptively
@@ -102,3 +103,15 @@ def test_a_round_grows_only_the_cells_the_undecided_claims_read() -> None:
     # A filter no planned run can answer (a column of another row source): every run grows.
     unknown = Claim("?", Median("share_a", {"link": "p1.reverse"}), low=0.5)
     assert needed_runs([long_rtt, unknown], runs) is None
+
+
+def test_the_store_says_the_repetitions_last_run(tmp_path: Path) -> None:
+    """What --evaluate-only compares with the budget."""
+    from protolab.reproduce.data import recorded_repetitions
+    from protolab.store import ResultsStore
+
+    with ResultsStore(tmp_path) as store:
+        assert recorded_repetitions(store, "fairness") is None
+        store.upsert_experiment("fairness", "fairness", experiment_of(figure_named("001-fig7"), True, repetitions=6).spec_dict(),
+                                {})
+        assert recorded_repetitions(store, "fairness") == 6

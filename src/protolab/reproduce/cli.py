@@ -18,7 +18,7 @@ from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
 from protolab.plan.experiment import Experiment, read_spec_data, spec_from_dict
-from protolab.reproduce.adaptive import Round, needed_runs, run_adaptively
+from protolab.reproduce.adaptive import Round, at_budget, needed_runs, run_adaptively
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
     INCONCLUSIVE_AT_BUDGET,
@@ -29,7 +29,7 @@ from protolab.reproduce.claims import (
     Verdict,
     format_number,
 )
-from protolab.reproduce.data import rows_of
+from protolab.reproduce.data import recorded_repetitions, rows_of
 from protolab.reproduce.figures import FIGURES, REGISTRY, Figure, merged
 from protolab.run.cli import (
     REPO_ROOT,
@@ -67,13 +67,19 @@ def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR, repe
     return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
 
 
-def judge(figure: Figure, results_dir: Path, experiment_id: str) -> tuple[list[Verdict], int]:
-    """The verdict on every claim, from the runs in the store; (verdicts, rows judged)."""
+def judge(figure: Figure, results_dir: Path, experiment_id: str, budget: int = 0) -> tuple[list[Verdict], int]:
+    """The verdict on every claim, from the runs in the store; (verdicts, rows judged). With a
+    `budget`, a claim still inconclusive after a run that reached it is "inconclusive at budget"
+    (what --evaluate-only says after an adaptive run)."""
     if not (results_dir / "results.duckdb").exists():
         raise ProtolabError(f"{results_dir}: no results.duckdb to judge (run without --evaluate-only first)")
     with ResultsStore(results_dir, read_only=True) as store:
         rows = rows_of(store, figure.source, experiment_id)
-    return [claim.check(rows) for claim in figure.claims], len(rows)
+        repetitions = recorded_repetitions(store, experiment_id)
+    verdicts = [claim.check(rows) for claim in figure.claims]
+    if budget > 0 and repetitions is not None and repetitions >= budget:
+        verdicts = at_budget(verdicts, repetitions)
+    return verdicts, len(rows)
 
 
 def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int,
@@ -161,7 +167,7 @@ def reproduce_command(
     rounds: list[Round] = []
     budget = budget if budget is not None else chosen.quick_budget if quick else chosen.budget
     if evaluate_only:
-        verdicts, rows = judge(chosen, results_dir, experiment.name)
+        verdicts, rows = judge(chosen, results_dir, experiment.name, budget)
     else:
         outcome = run_adaptively(
             experiment.spec.repetitions, budget,

@@ -83,6 +83,15 @@ def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     return rows
 
 
+def recorded_repetitions(store: ResultsStore, experiment: str) -> int | None:
+    """The repetitions of the spec last run into the store (an adaptive run's last round)."""
+    for row in store.query("SELECT spec FROM experiments WHERE id = ?", [experiment]):
+        spec = json.loads(row["spec"]) if isinstance(row["spec"], str) else row["spec"]
+        repetitions = spec.get("repetitions") if isinstance(spec, dict) else None
+        return repetitions if isinstance(repetitions, int) else None
+    return None
+
+
 def planned_row(run: PlannedRun) -> dict[str, Any]:
     """What a claim's filters can select of a run before it ran: its mode, page, condition and
     scenario parameters, as the row sources name them (for pairs the mode is the pair, for
