@@ -112,6 +112,6 @@ def test_the_store_says_the_repetitions_last_run(tmp_path: Path) -> None:
 
     with ResultsStore(tmp_path) as store:
         assert recorded_repetitions(store, "fairness") is None
-        store.upsert_experiment("fairness", "fairness", experiment_of(figure_named("001-fig7"), True, repetitions=6).spec_dict(),
-                                {})
+        six = experiment_of(figure_named("001-fig7"), True, repetitions=6)
+        store.upsert_experiment("fairness", "fairness", six.spec_dict(), {})
         assert recorded_repetitions(store, "fairness") == 6

@@ -106,5 +106,6 @@ def run_adaptively(
         verdicts = at_budget(verdicts, repetitions)
     if len(rounds) > 1:
         left = rounds[-1].undecided
-        progress(f"{len(rounds)} rounds, {repetitions} repetitions per cell, {left} claim{'' if left == 1 else 's'} undecided")
+        progress(f"{len(rounds)} rounds, {repetitions} repetitions per cell, "
+                 f"{left} claim{'' if left == 1 else 's'} undecided")
     return Outcome(verdicts, rows, rounds)

@@ -180,7 +180,8 @@ def reproduce_command(
     if chosen.note:
         console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
     out = results_dir / "reproduce.json"
-    write_text_atomically(out, json.dumps(verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget), indent=2) + "\n")
+    document = verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget)
+    write_text_atomically(out, json.dumps(document, indent=2) + "\n")
     done = sum(v.outcome == REPRODUCED for v in verdicts)
     at_budget = sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts)
     console.print(f"{done} of {len(verdicts)} claims reproduced"
