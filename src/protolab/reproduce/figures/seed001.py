@@ -13,7 +13,7 @@ FIGURES: tuple[Figure, ...] = (
         spec="wifi-loss.toml",
         source="runs",
         budget=30,  # the spec's 30 loads per cell (4500 runs)
-        quick_budget=6,  # 3 pages: a t over pages decides; more loads narrow it
+        quick_budget=6,  # 3 pages (t over pages): more loads help only as far as the pages agree
         quick={"repetitions": 3, "axes": {"page": PAGES_QUICK}},
         paper=(("7 Mbit/s, 50 ms, loss 0% / 2%, 15 pages x 30 cold loads", "box plots of PLT per protocol"),
                ("with 2% loss", "H2's PLT increases greatly; the others by around 20%")),
