@@ -415,6 +415,20 @@ def test_runner_records_and_resumes(tmp_path: Path) -> None:
     assert summary.skipped == 32 and summary.executed == 0 and again.sessions == 0
 
 
+def test_needed_keeps_only_the_runs_it_accepts_and_a_later_run_adds_the_rest(tmp_path: Path) -> None:
+    """What `protolab reproduce` grows a round with: only the cells its undecided claims read."""
+    experiment = spec()
+    runs = plan(experiment)
+    h2 = FakeExecutor()
+    summary = run_experiment(experiment, tmp_path, h2, needed=lambda run: run.mode == "h2")
+    wanted = [r.key for r in runs if r.mode == "h2"]
+    assert 0 < len(wanted) < len(runs) and h2.executed == wanted
+    assert (summary.total, summary.ok) == (len(wanted), len(wanted))
+    rest = FakeExecutor()
+    summary = run_experiment(spec(), tmp_path, rest)
+    assert summary.skipped == len(wanted) and rest.executed == [r.key for r in runs if r.mode != "h2"]
+
+
 def test_interrupt_then_resume(tmp_path: Path) -> None:
     experiment = spec()
     runs = plan(experiment)
