@@ -43,10 +43,12 @@ def test_spread_is_std_over_mean_with_a_minimum_of_ten_values() -> None:
     assert estimate is not None and estimate.n == 10
     assert estimate.value == pytest.approx(float(np.std(values, ddof=1)) / 743, rel=1e-12)
     assert estimate.low < estimate.value < estimate.high
-    assert Spread("plt_ms", {"mode": "h3"}).estimate(rows[:9]) is None  # below the minimum
+    short = Spread("plt_ms", {"mode": "h3"}).estimate(rows[:9])  # below the minimum: no interval, says why
+    assert short is not None and not short.has_interval and "9 < 10" in short.shortfall
     verdict = Claim("spread at most 5%", Spread("plt_ms", {"mode": "h3"}), high=0.05).check(rows)
     assert verdict.outcome == REPRODUCED  # 2.3% [1.6, 4.2]
-    assert Claim("x", Spread("plt_ms", {"mode": "h3"}), high=0.05).check(rows[:9]).outcome == NO_DATA
+    assert Claim("x", Spread("plt_ms", {"mode": "h3"}), high=0.05).check(rows[:9]).outcome == INCONCLUSIVE
+    assert Claim("x", Spread("plt_ms", {"mode": "h1"}), high=0.05).check(rows).outcome == NO_DATA
 
 
 def test_share_of_wins_counts_groups_where_num_is_faster() -> None:
@@ -87,8 +89,8 @@ def test_improvement_over_a_region_and_its_trend_with_the_rtt() -> None:
     assert high_rtt is not None and high_rtt.n == 4 and high_rtt.value == pytest.approx(27.0)
     both = Improvement("plt_ms", QUIC, HTTP, {"rtt_ms": (200, 300)}).estimate(rows)
     assert both is not None and both.value == pytest.approx((9 + 27) / 2) and both.low < 9 + 1 and both.high > 26
-    assert Improvement("plt_ms", QUIC, HTTP, {"rtt_ms": (200, 300), "bandwidth_mbps": (0.1, 0.5)}
-                       ).estimate(rows) is None  # 2 configurations: below the minimum of 3
+    two = Improvement("plt_ms", QUIC, HTTP, {"rtt_ms": (200, 300), "bandwidth_mbps": (0.1, 0.5)}).estimate(rows)
+    assert two is not None and not two.has_interval and "2 configurations < 3" in two.shortfall
     trend = ImprovementTrend("plt_ms", QUIC, HTTP, "rtt_ms").estimate(rows)
     assert trend is not None and trend.n == 16 and trend.value == pytest.approx(1.0, abs=1e-9)
     flat = ImprovementTrend("plt_ms", QUIC, HTTP, "bandwidth_mbps").estimate(rows)
@@ -119,9 +121,10 @@ def test_site_scores_their_ranking_and_correlation_with_a_page_attribute() -> No
     by_size = ScoreCorrelation("page_bytes", "plt_ms", QUIC, HTTP).estimate(rows)
     assert by_size is not None and by_size.n == 12 and by_size.value == pytest.approx(-1.0)
     assert by_size.high < 0
-    assert ScoreCorrelation("page_objects", "plt_ms", QUIC, HTTP).estimate(rows) is None  # constant: no rank order
-    few = _sites({p: scores[p] for p in pages[:9]}, sizes)
-    assert ScoreCorrelation("page_bytes", "plt_ms", QUIC, HTTP).estimate(few) is None  # 9 pages: below 10
+    constant = Claim("x", ScoreCorrelation("page_objects", "plt_ms", QUIC, HTTP), high=0.0).check(rows)
+    assert constant.outcome == NO_DATA and "no rank order" in constant.reason
+    few = ScoreCorrelation("page_bytes", "plt_ms", QUIC, HTTP).estimate(_sites({p: scores[p] for p in pages[:9]}, sizes))
+    assert few is not None and few.value == pytest.approx(-1.0) and "9 pages < 10" in few.shortfall
     worst, best = ranked_sites(rows, "plt_ms", QUIC, HTTP, count=3)
     assert [w["page"] for w in worst] == ["page-012", "page-011", "page-010"]
     assert [b["page"] for b in best] == ["page-003", "page-002", "page-001"]

@@ -18,14 +18,18 @@ from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
 from protolab.plan.experiment import Experiment, read_spec_data, spec_from_dict
+from protolab.reproduce.adaptive import Round, at_budget, needed_runs, run_adaptively
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
+    INCONCLUSIVE_AT_BUDGET,
     NO_DATA,
     NOT_REPRODUCED,
     REPRODUCED,
+    Claim,
     Verdict,
+    format_number,
 )
-from protolab.reproduce.data import rows_of
+from protolab.reproduce.data import recorded_repetitions, rows_of
 from protolab.reproduce.figures import FIGURES, REGISTRY, Figure, merged
 from protolab.run.cli import (
     REPO_ROOT,
@@ -34,12 +38,14 @@ from protolab.run.cli import (
     dry_run,
     execute,
 )
+from protolab.run.runner import plan
 from protolab.store import ResultsStore
 
 SPECS_DIR = REPO_ROOT / "specs"
 SCHEMA = "protolab.reproduce"
-SCHEMA_VERSION = 1
-VERDICT_STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "bold red", INCONCLUSIVE: "yellow", NO_DATA: "dim"}
+SCHEMA_VERSION = 2  # 2: a claim's reason and CI method, "inconclusive at budget", the adaptive rounds
+VERDICT_STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "bold red", INCONCLUSIVE: "yellow",
+                 INCONCLUSIVE_AT_BUDGET: "bold yellow", NO_DATA: "dim"}
 
 
 def figure_named(name: str) -> Figure:
@@ -49,25 +55,35 @@ def figure_named(name: str) -> Figure:
         raise ProtolabError(f"no figure {name!r}; known: {', '.join(REGISTRY)} (protolab reproduce --list)") from None
 
 
-def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR) -> Experiment:
-    """The figure's spec, with its quick overrides merged in when asked."""
+def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR, repetitions: int | None = None) -> Experiment:
+    """The figure's spec, with its quick overrides merged in when asked (and `repetitions`, when
+    given, in place of the spec's: an adaptive round)."""
     path = specs_dir / figure.spec
     data = read_spec_data(path)
     if quick:
         data = merged(data, figure.quick)
+    if repetitions is not None:
+        data = merged(data, {"repetitions": repetitions})
     return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
 
 
-def judge(figure: Figure, results_dir: Path, experiment_id: str) -> tuple[list[Verdict], int]:
-    """The verdict on every claim, from the runs in the store; (verdicts, rows judged)."""
+def judge(figure: Figure, results_dir: Path, experiment_id: str, budget: int = 0) -> tuple[list[Verdict], int]:
+    """The verdict on every claim, from the runs in the store; (verdicts, rows judged). With a
+    `budget`, a claim still inconclusive after a run that reached it is "inconclusive at budget"
+    (what --evaluate-only says after an adaptive run)."""
     if not (results_dir / "results.duckdb").exists():
         raise ProtolabError(f"{results_dir}: no results.duckdb to judge (run without --evaluate-only first)")
     with ResultsStore(results_dir, read_only=True) as store:
         rows = rows_of(store, figure.source, experiment_id)
-    return [claim.check(rows) for claim in figure.claims], len(rows)
+        repetitions = recorded_repetitions(store, experiment_id)
+    verdicts = [claim.check(rows) for claim in figure.claims]
+    if budget > 0 and repetitions is not None and repetitions >= budget:
+        verdicts = at_budget(verdicts, repetitions)
+    return verdicts, len(rows)
 
 
-def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int) -> dict[str, Any]:
+def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int,
+                     rounds: list[Round] | None = None, budget: int = 0) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -80,31 +96,29 @@ def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdic
         "paper": [{"what": what, "value": value} for what, value in figure.paper],
         "claims": [v.to_dict() for v in verdicts],
         "reproduced": sum(v.outcome == REPRODUCED for v in verdicts),
+        "inconclusive_at_budget": sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts),
+        "budget": budget,
+        "rounds": [r.to_dict() for r in rounds or []],
     }
-
-
-def _number(value: float) -> str:
-    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
 
 
 def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
     table = Table(title=f"{figure.id}: {figure.title} ({figure.seed})", box=box.SIMPLE_HEAD)
     for column, justify in [("claim", "left"), ("paper", "left"), ("expected", "right"), ("ours [95% CI]", "right"),
-                            ("n", "right"), ("verdict", "left")]:
+                            ("n", "right"), ("verdict", "left"), ("why", "left")]:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for v in verdicts:
         e = v.estimate
-        ours = "-" if e is None else f"{_number(e.value)} [{_number(e.low)}, {_number(e.high)}]"
+        interval = f"[{format_number(e.low)}, {format_number(e.high)}]" if e is not None and e.has_interval else "[no CI]"
+        ours = "-" if e is None else f"{format_number(e.value)} {interval}"
         style = VERDICT_STYLE.get(v.outcome, "")
-        table.add_row(escape(v.claim.statement), escape(v.claim.paper), v.claim.expected(), ours,
-                      "-" if e is None else str(e.n), f"[{style}]{v.outcome}[/]")
+        table.add_row(escape(v.claim.statement), escape(v.claim.paper), v.claim.expected(), escape(ours),
+                      "-" if e is None else str(e.n), f"[{style}]{v.label()}[/]", escape(v.reason))
     return table
 
 
 def list_table() -> Table:
     """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own."""
-    from protolab.run.runner import plan
-
     table = Table(box=box.SIMPLE_HEAD)
     for column, justify in [("figure", "left"), ("seed / what", "left"), ("spec", "left"), ("claims", "right"),
                             ("runs quick/full", "right")]:
@@ -116,6 +130,15 @@ def list_table() -> Table:
     return table
 
 
+def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim] | None, results_dir: Path,
+              binary: Path | None, lab: str | None) -> None:
+    """One round of adaptive repetitions: the spec at `repetitions`, only the cells the
+    undecided `claims` read (None: every cell)."""
+    experiment = experiment_of(figure, quick, repetitions=repetitions)
+    needed = None if claims is None else needed_runs(claims, plan(experiment))
+    execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed)
+
+
 def reproduce_command(
     figure: Annotated[str | None, typer.Argument(help="Figure id (protolab reproduce --list).")] = None,
     list_flag: Annotated[bool, typer.Option("--list", help="List the figures and exit.")] = False,
@@ -123,6 +146,9 @@ def reproduce_command(
     results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/reproduce/FIGURE[-quick]).")] = None,
     evaluate_only: Annotated[bool, typer.Option("--evaluate-only", help="Judge the runs already in RESULTS; run nothing.")] = False,
     dry_run_flag: Annotated[bool, typer.Option("--dry-run", help="Print the run matrix and exit.")] = False,
+    budget: Annotated[int | None, typer.Option(
+        "--budget", min=0, help="Most repetitions per cell while claims are undecided (default: the figure's budget, "
+                                "--list; 0: the spec's repetitions only).")] = None,
     binary: BinaryOption = None,
     lab: LabOption = None,
 ) -> None:
@@ -138,18 +164,28 @@ def reproduce_command(
     if dry_run_flag:
         dry_run(experiment, results_dir, console)
         return
-    if not evaluate_only:
-        execute(experiment, results_dir, console, binary=binary, lab=lab)
-    verdicts, rows = judge(chosen, results_dir, experiment.name)
+    rounds: list[Round] = []
+    budget = budget if budget is not None else chosen.quick_budget if quick else chosen.budget
+    if evaluate_only:
+        verdicts, rows = judge(chosen, results_dir, experiment.name, budget)
+    else:
+        outcome = run_adaptively(
+            experiment.spec.repetitions, budget,
+            run=lambda repetitions, claims: run_round(chosen, quick, repetitions, claims, results_dir, binary, lab),
+            judge=lambda: judge(chosen, results_dir, experiment.name), progress=lambda text: console.print(escape(text)))
+        verdicts, rows, rounds = outcome.verdicts, outcome.rows, outcome.rounds
     console.print(verdict_table(chosen, verdicts))
     for what, value in chosen.paper:
         console.print(f"  paper: {escape(what)}: {escape(value)}", highlight=False)
     if chosen.note:
         console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
     out = results_dir / "reproduce.json"
-    write_text_atomically(out, json.dumps(verdict_document(chosen, quick, experiment, verdicts, rows), indent=2) + "\n")
+    document = verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget)
+    write_text_atomically(out, json.dumps(document, indent=2) + "\n")
     done = sum(v.outcome == REPRODUCED for v in verdicts)
-    console.print(f"{done} of {len(verdicts)} claims reproduced; verdicts in {out}")
+    at_budget = sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts)
+    console.print(f"{done} of {len(verdicts)} claims reproduced"
+                  f"{f', {at_budget} inconclusive at budget' if at_budget else ''}; verdicts in {out}")
 
 
 def scenarios_command() -> None:

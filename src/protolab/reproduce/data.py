@@ -7,6 +7,7 @@ from typing import Any
 
 from protolab.errors import ProtolabError
 from protolab.plan.spec import CONDITION_COLUMNS
+from protolab.run.runner import PlannedRun
 from protolab.store import ResultsStore
 
 RUN_COLUMNS = ("run_key", "mode", "page", *CONDITION_COLUMNS, "quic_cc", "tcp_cc",
@@ -80,6 +81,28 @@ def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
             value = row[f"{name}_latency_ms"]
             row[f"{name}_over_expected"] = value / expected if value is not None and expected else None
     return rows
+
+
+def recorded_repetitions(store: ResultsStore, experiment: str) -> int | None:
+    """The repetitions of the spec last run into the store (an adaptive run's last round)."""
+    for row in store.query("SELECT spec FROM experiments WHERE id = ?", [experiment]):
+        spec = json.loads(row["spec"]) if isinstance(row["spec"], str) else row["spec"]
+        repetitions = spec.get("repetitions") if isinstance(spec, dict) else None
+        return repetitions if isinstance(repetitions, int) else None
+    return None
+
+
+def planned_row(run: PlannedRun) -> dict[str, Any]:
+    """What a claim's filters can select of a run before it ran: its mode, page, condition and
+    scenario parameters, as the row sources name them (for pairs the mode is the pair, for
+    overhead the protocol; the rpm source's buffer in BDPs)."""
+    c = run.condition
+    row = {**run.params, **dict(c.extras), "mode": run.mode, "page": run.page.name if run.page else None,
+           "bandwidth_mbps": c.bandwidth_mbps, "rtt_ms": c.rtt_ms, "loss_pct": c.loss_pct,
+           "pair": run.mode, "protocol": run.mode}
+    if c.bandwidth_mbps and c.rtt_ms and c.buffer_bytes:
+        row["buffer_bdp"] = round(c.buffer_bytes / (c.bandwidth_mbps * 1e6 * c.rtt_ms / 1e3 / 8), 2)
+    return row
 
 
 SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm}

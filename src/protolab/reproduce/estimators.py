@@ -5,8 +5,9 @@ configurations QUIC wins), % improvements per network configuration (Fig. 5-2's 
 cell the improvement of the median PLT over the pages) and rank correlations (QUIC's per-site
 score against a page attribute, Table 5.1; the improvement against the RTT). Each estimator has
 the interface of `claims.Median`: `estimate(rows) -> Estimate | None`, with a 95% interval that
-holds its coverage at small n, or an explicit minimum n below which it returns None (the claim is
-then judged "no data"; the row count says why):
+holds its coverage at small n, or an explicit minimum n below which the estimate has no interval
+and says what is missing (`Estimate.shortfall`: the claim is "inconclusive", and an adaptive run
+may grow its cells, `filters()`):
 
 | estimator | interval | minimum |
 | --- | --- | --- |
@@ -37,6 +38,11 @@ MIN_SPREAD_VALUES = 10
 MIN_CONFIGURATIONS = 3
 MIN_CORRELATION_PAIRS = 10
 _ALPHA = 1 - CONFIDENCE
+
+
+def _short(value: float, groups: int, n: int, method: str, shortfall: str) -> Estimate:
+    """An estimate without an interval: too few values for `method`."""
+    return Estimate(value, math.nan, math.nan, groups, n, method, shortfall)
 
 
 def _finite(value: Any) -> bool:
@@ -90,13 +96,24 @@ class Spread:
     metric: str
     where: Filter
 
+    def minimum(self) -> str:
+        return f"{MIN_SPREAD_VALUES} values"
+
+    def filters(self) -> list[Filter]:
+        return [self.where]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         values = np.asarray([float(r[self.metric]) for r in rows
                              if matches(r, self.where) and _finite(r.get(self.metric))])
-        if len(values) < MIN_SPREAD_VALUES or float(np.mean(values)) <= 0:
+        if len(values) < 2:
             return None
+        method = "Vangel's modified McKay interval"
+        if float(np.mean(values)) <= 0:
+            return _short(math.nan, 1, len(values), method, "a mean <= 0 has no coefficient of variation")
         k, low, high = cv_interval(values)
-        return Estimate(k, low, high, 1, len(values))
+        if len(values) < MIN_SPREAD_VALUES:
+            return _short(k, 1, len(values), method, f"n = {len(values)} < {MIN_SPREAD_VALUES} values needed")
+        return Estimate(k, low, high, 1, len(values), method)
 
 
 # ---------------------------------------------------------------------------------------- shares
@@ -121,6 +138,12 @@ class ShareOfWins:
     by: tuple[str, ...] = ("page",)
     region: Region = field(default_factory=dict)
 
+    def minimum(self) -> str:
+        return "1 group (6 of 6 is the least that decides a majority)"
+
+    def filters(self) -> list[Filter]:
+        return [self.num, self.den]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         inside = [r for r in rows if in_region(r, self.region)]
         num = _medians(inside, self.metric, self.num, self.by)
@@ -130,7 +153,7 @@ class ShareOfWins:
             return None
         wins = sum(num[g] < den[g] for g in common)
         low, high = clopper_pearson(wins, len(common))
-        return Estimate(wins / len(common), low, high, len(common), len(common))
+        return Estimate(wins / len(common), low, high, len(common), len(common), "Clopper-Pearson")
 
 
 # ---------------------------------------------------------------------------------- improvements
@@ -171,12 +194,22 @@ class Improvement:
     den: Filter
     region: Region = field(default_factory=dict)
 
+    def minimum(self) -> str:
+        return f"{MIN_CONFIGURATIONS} configurations"
+
+    def filters(self) -> list[Filter]:
+        return [self.num, self.den]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         cells = configuration_improvements(rows, self.metric, self.num, self.den, self.region)
-        if len(cells) < MIN_CONFIGURATIONS:
+        if not cells:
             return None
+        method = f"t over {len(cells)} configurations"
+        if len(cells) < MIN_CONFIGURATIONS:
+            return _short(float(np.mean(list(cells.values()))), len(cells), len(cells), method,
+                          f"{len(cells)} configurations < {MIN_CONFIGURATIONS} needed in the region")
         mean, low, high = t_interval(list(cells.values()))
-        return Estimate(mean, low, high, len(cells), len(cells))
+        return Estimate(mean, low, high, len(cells), len(cells), method)
 
 
 # ----------------------------------------------------------------------------------- correlations
@@ -194,11 +227,16 @@ def spearman_interval(x: Sequence[float], y: Sequence[float]) -> tuple[float, fl
     return rho, math.tanh(z - half), math.tanh(z + half)
 
 
-def _correlation(x: Sequence[float], y: Sequence[float]) -> Estimate | None:
-    if len(x) < MIN_CORRELATION_PAIRS:
+def _correlation(x: Sequence[float], y: Sequence[float], units: str) -> Estimate | None:
+    if len(x) < 3:
         return None
     rho, low, high = spearman_interval(x, y)
-    return None if not math.isfinite(rho) else Estimate(rho, low, high, len(x), len(x))
+    method = "Fisher z of Spearman's rho"
+    if not math.isfinite(rho):
+        return _short(math.nan, len(x), len(x), method, f"no rank order (a constant) over the {units}")
+    if len(x) < MIN_CORRELATION_PAIRS:
+        return _short(rho, len(x), len(x), method, f"{len(x)} {units} < {MIN_CORRELATION_PAIRS} needed")
+    return Estimate(rho, low, high, len(x), len(x), method)
 
 
 @dataclass(frozen=True)
@@ -212,11 +250,17 @@ class ImprovementTrend:
     axis: str
     region: Region = field(default_factory=dict)
 
+    def minimum(self) -> str:
+        return f"{MIN_CORRELATION_PAIRS} configurations"
+
+    def filters(self) -> list[Filter]:
+        return [self.num, self.den]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         cells = configuration_improvements(rows, self.metric, self.num, self.den, self.region)
         position = CONFIGURATION.index(self.axis)
         configs = sorted(cells, key=str)
-        return _correlation([float(c[position]) for c in configs], [cells[c] for c in configs])
+        return _correlation([float(c[position]) for c in configs], [cells[c] for c in configs], "configurations")
 
 
 def site_scores(rows: Sequence[Row], metric: str, num: Filter, den: Filter) -> dict[Any, float]:
@@ -252,11 +296,17 @@ class ScoreCorrelation:
     num: Filter
     den: Filter
 
+    def minimum(self) -> str:
+        return f"{MIN_CORRELATION_PAIRS} pages"
+
+    def filters(self) -> list[Filter]:
+        return [self.num, self.den]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         scores = site_scores(rows, self.metric, self.num, self.den)
         attributes = page_attributes(rows, self.attribute)
         pages = sorted((p for p in scores if p in attributes), key=str)
-        return _correlation([attributes[p] for p in pages], [scores[p] for p in pages])
+        return _correlation([attributes[p] for p in pages], [scores[p] for p in pages], "pages")
 
 
 ATTRIBUTES = ("page_origins", "page_objects", "page_mean_object_bytes", "page_bytes")

@@ -12,6 +12,8 @@ FIGURES: tuple[Figure, ...] = (
         seed="001 §IV-C2, Fig. 5a-b",
         spec="wifi-loss.toml",
         source="runs",
+        budget=30,  # the spec's 30 loads per cell (4500 runs)
+        quick_budget=6,  # 3 pages (t over pages): more loads help only as far as the pages agree
         quick={"repetitions": 3, "axes": {"page": PAGES_QUICK}},
         paper=(("7 Mbit/s, 50 ms, loss 0% / 2%, 15 pages x 30 cold loads", "box plots of PLT per protocol"),
                ("with 2% loss", "H2's PLT increases greatly; the others by around 20%")),
@@ -40,6 +42,8 @@ FIGURES: tuple[Figure, ...] = (
         seed="001 §IV-C1, Fig. 6a-b",
         spec="ecmp-congestion.toml",
         source="runs",
+        budget=10,  # 5 pages: a t over pages; up to twice the spec's 5 loads
+        quick_budget=8,  # 2 pages: each ratio's 4 medians need 8 loads per cell
         quick={"repetitions": 2, "axes": {"page": ["vk", "amazon"]}},
         paper=(("congested", "H2's PLT shoots up, some pages 12 s on average"),
                ("congested", "QUIC 34% slower than H2-Parallel on medium and large pages")),
@@ -68,6 +72,8 @@ FIGURES: tuple[Figure, ...] = (
         seed="001 §V-D, Fig. 7",
         spec="fairness.toml",
         source="pairs",
+        budget=12,
+        quick_budget=6,  # a median share needs 6 runs per pair
         quick={"repetitions": 2, "axes": {"mode": ["h3@gquic39 vs h2", "h3@gquic39 vs h2-parallel:2",
                                                    "h3@gquic39 vs h1", "h2 vs h1"]}},
         paper=(("QUIC 39 vs H2", "QUIC gets twice H2's share"), ("QUIC 39 vs H2-Parallel (2)", "equal shares"),
