@@ -96,13 +96,14 @@ FIG_4_3 = Figure(
         Explanation(
             claim="on an unlimited link QUIC is several times (>= 2x) slower than HTTPS",
             cause="002 blamed gQUIC's Cubic being capped near 25 Mbit/s [16]; quinn has no such cap",
-            evidence="quick run 2026-11-26 (6 loads per cell): the 8 MB object over h3 in a median 56 ms "
-                     "(about 1.1 Gbit/s), h1 40 ms, h1c 38.5 ms",
+            evidence="quick run 2026-11-26 (12 loads per cell): the 8 MB object over h3 in a median 50 ms "
+                     "(about 1.3 Gbit/s; range 42-79 ms), h1 41.8 ms, h1c 41.6 ms: QUIC / HTTPS 1.20 [0.61, 2.17]",
             command="protolab reproduce 002-fig4-3 --quick"),
         Explanation(
             claim="at 14 Mbit/s QUIC is at least 5% slower than HTTPS",
             cause="every protocol fills the 14 Mbit/s link: the transfer, not the implementation, sets the time",
-            evidence="quick run 2026-11-26: medians h1c 4737, h1 4746, h3 4776 ms; 8 MB / 14 Mbit/s = 4571 ms",
+            evidence="quick run 2026-11-26 (12 loads per cell): medians h1c 4737, h1 4746, h3 4777 ms (QUIC / HTTPS "
+                     "1.0064 [1.0046, 1.0075]); 8 MB / 14 Mbit/s = 4571 ms",
             command="protolab reproduce 002-fig4-3 --quick"),
     ),
 )
@@ -161,7 +162,7 @@ FIG_5_1 = Figure(
         Explanation(
             claim="SPDY loads a page faster than QUIC in most (page, configuration) pairs",
             cause="002's QUIC was the 2014 toy server, 7.3x slower than HTTPS on a fast link (Fig. 4-3); quinn is "
-                  "not capped (002-fig4-3: 8 MB at about 1.1 Gbit/s, within 1% of HTTPS at 14 Mbit/s), and h2's "
+                  "not capped (002-fig4-3: 8 MB at about 1.3 Gbit/s, within 1% of HTTPS at 14 Mbit/s), and h2's "
                   "one TCP connection stalls on every loss at the 1-BDP queue while h3's streams do not",
             evidence="002-fig5-1 --quick 2026-11-26: h2 faster than h3 in 5 of 24 (page, configuration) pairs "
                      "(0.21 [0.07, 0.42])",
