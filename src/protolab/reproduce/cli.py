@@ -5,6 +5,7 @@ and write RESULTS/reproduce.json."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -58,6 +59,14 @@ def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR) -> E
     return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
 
 
+def run_counts(results_dir: Path, experiment_id: str) -> dict[str, Any]:
+    """The experiment's runs in the store: ok, failed (or timed out), and their summed duration (s)."""
+    with ResultsStore(results_dir, read_only=True) as store:
+        row = store.query("SELECT count(*) FILTER (WHERE status = 'ok') AS ok, count(*) FILTER (WHERE status <> 'ok') "
+                          "AS failed, sum(duration_s) AS duration_s FROM runs WHERE experiment_id = ?", [experiment_id])[0]
+    return {"ok": int(row["ok"] or 0), "failed": int(row["failed"] or 0), "duration_s": row["duration_s"]}
+
+
 def judge(figure: Figure, results_dir: Path, experiment_id: str) -> tuple[list[Verdict], int]:
     """The verdict on every claim, from the runs in the store; (verdicts, rows judged)."""
     if not (results_dir / "results.duckdb").exists():
@@ -67,7 +76,10 @@ def judge(figure: Figure, results_dir: Path, experiment_id: str) -> tuple[list[V
     return [claim.check(rows) for claim in figure.claims], len(rows)
 
 
-def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int) -> dict[str, Any]:
+def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int,
+                     runs: dict[str, Any] | None = None, wall_time_s: float | None = None) -> dict[str, Any]:
+    """reproduce.json; `runs` as run_counts gives them, `wall_time_s` the command's time on the
+    figure (running and judging; judging only with --evaluate-only)."""
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -80,6 +92,8 @@ def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdic
         "paper": [{"what": what, "value": value} for what, value in figure.paper],
         "claims": [v.to_dict() for v in verdicts],
         "reproduced": sum(v.outcome == REPRODUCED for v in verdicts),
+        "runs": runs or {},
+        "wall_time_s": wall_time_s,
     }
 
 
@@ -102,7 +116,8 @@ def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
 
 
 def list_table() -> Table:
-    """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own."""
+    """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own.
+    Entries that cannot run here say why, and which entry answers the same question."""
     from protolab.run.runner import plan
 
     table = Table(box=box.SIMPLE_HEAD)
@@ -110,34 +125,23 @@ def list_table() -> Table:
                             ("runs quick/full", "right")]:
         table.add_column(column, justify=justify, no_wrap=column == "figure")  # type: ignore[arg-type]
     for figure in FIGURES:
+        what = f"{figure.seed}: {figure.title}"
+        if figure.not_runnable:
+            instead = f"; instead: {figure.substitute}" if figure.substitute else ""
+            table.add_row(figure.id, escape(f"{what}\nnot runnable here: {figure.not_runnable}{instead}"), "-",
+                          str(len(figure.claims)), "[dim]not runnable[/]")
+            continue
         quick, full = (len(plan(experiment_of(figure, q))) for q in (True, False))
-        table.add_row(figure.id, escape(f"{figure.seed}: {figure.title}"), figure.spec, str(len(figure.claims)),
-                      f"{quick}/{full}")
+        table.add_row(figure.id, escape(what), figure.spec, str(len(figure.claims)), f"{quick}/{full}")
     return table
 
 
-def reproduce_command(
-    figure: Annotated[str | None, typer.Argument(help="Figure id (protolab reproduce --list).")] = None,
-    list_flag: Annotated[bool, typer.Option("--list", help="List the figures and exit.")] = False,
-    quick: Annotated[bool, typer.Option("--quick", help="The reduced variant (fewer pages, repetitions, points).")] = False,
-    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/reproduce/FIGURE[-quick]).")] = None,
-    evaluate_only: Annotated[bool, typer.Option("--evaluate-only", help="Judge the runs already in RESULTS; run nothing.")] = False,
-    dry_run_flag: Annotated[bool, typer.Option("--dry-run", help="Print the run matrix and exit.")] = False,
-    binary: BinaryOption = None,
-    lab: LabOption = None,
-) -> None:
-    """Reproduce a seed figure or table: run its spec, then judge the seed's claims (paper vs ours, with CIs)."""
-    if list_flag:
-        console.print(list_table())
-        return
-    if figure is None:
-        raise ProtolabError("name a figure (protolab reproduce --list shows them)")
-    chosen = figure_named(figure)
+def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate_only: bool,
+                     binary: Path | None, lab: str | None) -> dict[str, Any]:
+    """Run a figure (unless `evaluate_only`), judge it, print the verdicts, write and return its
+    reproduce.json."""
+    started = time.monotonic()
     experiment = experiment_of(chosen, quick)
-    results_dir = results if results is not None else Path("results") / "reproduce" / f"{chosen.id}{'-quick' if quick else ''}"
-    if dry_run_flag:
-        dry_run(experiment, results_dir, console)
-        return
     if not evaluate_only:
         execute(experiment, results_dir, console, binary=binary, lab=lab)
     verdicts, rows = judge(chosen, results_dir, experiment.name)
@@ -146,10 +150,75 @@ def reproduce_command(
         console.print(f"  paper: {escape(what)}: {escape(value)}", highlight=False)
     if chosen.note:
         console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
+    document = verdict_document(chosen, quick, experiment, verdicts, rows, run_counts(results_dir, experiment.name),
+                                time.monotonic() - started)
     out = results_dir / "reproduce.json"
-    write_text_atomically(out, json.dumps(verdict_document(chosen, quick, experiment, verdicts, rows), indent=2) + "\n")
+    write_text_atomically(out, json.dumps(document, indent=2) + "\n")
     done = sum(v.outcome == REPRODUCED for v in verdicts)
     console.print(f"{done} of {len(verdicts)} claims reproduced; verdicts in {out}")
+    return document
+
+
+def reproduce_all(quick: bool, root: Path, *, evaluate_only: bool, binary: Path | None, lab: str | None) -> None:
+    """Every runnable figure, one after the other (a figure that fails is reported and skipped),
+    then the atlas."""
+    from protolab.reproduce import atlas
+
+    failed = []
+    for figure in FIGURES:
+        if figure.not_runnable:
+            continue
+        results_dir = atlas.results_dir_of(root, figure, quick)
+        if evaluate_only and not (results_dir / "results.duckdb").exists():
+            console.print(f"{figure.id}: no results in {results_dir}; skipped", style="dim")
+            continue
+        try:
+            reproduce_figure(figure, quick, results_dir, evaluate_only=evaluate_only, binary=binary, lab=lab)
+        except ProtolabError as exc:
+            failed.append(figure.id)
+            console.print(f"{figure.id}: {escape(str(exc))}", style="bold red")
+    console.print(f"atlas: {atlas.build(FIGURES, root, quick)}")
+    if failed:
+        raise ProtolabError(f"figures that failed: {', '.join(failed)} (the atlas shows their last verdicts, if any)")
+
+
+def reproduce_command(
+    figure: Annotated[str | None, typer.Argument(help="Figure id (protolab reproduce --list).")] = None,
+    list_flag: Annotated[bool, typer.Option("--list", help="List the figures and exit.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="The reduced variant (fewer pages, repetitions, points).")] = False,
+    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/reproduce/FIGURE[-quick]; "
+                                                 "with --all or --atlas: the directory holding every figure's, results/reproduce).")] = None,
+    evaluate_only: Annotated[bool, typer.Option("--evaluate-only", help="Judge the runs already in RESULTS; run nothing.")] = False,
+    all_flag: Annotated[bool, typer.Option("--all", help="Every runnable figure, then the atlas (RESULTS/atlas[-quick].html).")] = False,
+    atlas_flag: Annotated[bool, typer.Option("--atlas", help="Only (re)build the atlas from the figures' reproduce.json in RESULTS.")] = False,
+    dry_run_flag: Annotated[bool, typer.Option("--dry-run", help="Print the run matrix and exit.")] = False,
+    binary: BinaryOption = None,
+    lab: LabOption = None,
+) -> None:
+    """Reproduce a seed figure or table: run its spec, then judge the seed's claims (paper vs ours, with CIs)."""
+    if list_flag:
+        console.print(list_table())
+        return
+    if atlas_flag or all_flag:
+        root = results if results is not None else Path("results") / "reproduce"
+        if atlas_flag:
+            from protolab.reproduce import atlas
+
+            console.print(f"atlas: {atlas.build(FIGURES, root, quick)}")
+        else:
+            reproduce_all(quick, root, evaluate_only=evaluate_only, binary=binary, lab=lab)
+        return
+    if figure is None:
+        raise ProtolabError("name a figure (protolab reproduce --list shows them), or --all")
+    chosen = figure_named(figure)
+    if chosen.not_runnable:
+        instead = f"; {chosen.substitute} answers the same question here" if chosen.substitute else ""
+        raise ProtolabError(f"{chosen.id} cannot run here: {chosen.not_runnable}{instead}")
+    results_dir = results if results is not None else Path("results") / "reproduce" / f"{chosen.id}{'-quick' if quick else ''}"
+    if dry_run_flag:
+        dry_run(experiment_of(chosen, quick), results_dir, console)
+        return
+    reproduce_figure(chosen, quick, results_dir, evaluate_only=evaluate_only, binary=binary, lab=lab)
 
 
 def scenarios_command() -> None:
