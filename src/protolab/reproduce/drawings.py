@@ -63,6 +63,17 @@ def _ordered(values: Sequence[Any]) -> list[Any]:
     return list(dict.fromkeys(v for v in values if v is not None))
 
 
+# The seeds' order of the modes (001's figures: H1, H2, H2-Parallel, H2-MP, QUIC).
+MODE_ORDER = ("h1c", "h1", "h2", "h2-parallel", "h2-mptcp", "h3", "h3-parallel")
+
+
+def _modes(rows: Sequence[Row]) -> list[str]:
+    """The modes of the rows, in the seeds' order (by family; unknown ones last, as seen)."""
+    seen = _ordered([r.get("mode") for r in rows])
+    family = {mode: str(mode).split(":")[0].split("@")[0] for mode in seen}
+    return sorted(seen, key=lambda m: MODE_ORDER.index(family[m]) if family[m] in MODE_ORDER else len(MODE_ORDER))
+
+
 def _condition_title(row: Row, varying: Sequence[str]) -> str:
     parts = []
     for key in varying:
@@ -90,7 +101,7 @@ def plt_boxes(data: DrawingInput) -> MplFigure | None:
     rows = [r for r in data.rows if isinstance(r.get("plt_ms"), int | float)]
     if not rows:
         return None
-    modes = _ordered([r.get("mode") for r in rows])
+    modes = _modes(rows)
     _, grouped = conditions(rows)
     panels = []
     for title, group in grouped.items():
@@ -113,7 +124,7 @@ def speedups(data: DrawingInput) -> MplFigure | None:
         return None
     pages = sorted(_ordered([r.get("page") for r in rows]),
                    key=lambda p: next((r.get("size_kb") or 0 for r in rows if r.get("page") == p), 0))
-    modes = [m for m in _ordered([r.get("mode") for r in rows]) if m != "h2"]
+    modes = [m for m in _modes(rows) if m != "h2"]
     _, grouped = conditions(rows)
     panels = []
     for title, group in grouped.items():
@@ -134,7 +145,7 @@ def windows(data: DrawingInput) -> MplFigure | None:
     """001 Fig. 3a: the server's window summed over a load's connections against time, the first
     repetition of each mode on one axis; beside it the time average of every run per mode."""
     rows = [r for r in data.rows if r.get("mode")]
-    modes = _ordered([r["mode"] for r in rows])
+    modes = _modes(rows)
     if not modes:
         return None
     colors = mode_colors(modes)

@@ -140,6 +140,9 @@ FIG6C = Figure(
               low=1.0, paper="impressive speedups particularly for large pages"),
         Claim("with congestion H2-MP's speed-up is larger on large pages than on small ones",
               speedup_by_size("h2-mptcp", {"congested": True}), low=1.0, paper="particularly for large pages"),
+        Claim("with congestion H2-MP is faster than H2-Parallel",
+              plt_ratio({"mode": "h2-parallel:2", "congested": True}, {"mode": "h2-mptcp", "congested": True}), low=1.0,
+              paper="H2-MP performs the best as it can route the traffic away from the congested path (§IV-C1)"),
     ),
     note="paths of 20 Mbit/s with greedy cross traffic, as 001-fig6; pages small < 500 kB, large > 1500 kB",
 )
@@ -174,8 +177,12 @@ FIGURES: tuple[Figure, ...] = (
                   RatioOfRatios("plt_ms", {"mode": "h2", "loss_pct": 2}, {"mode": "h2", "loss_pct": 0},
                                 {"mode": "h1", "loss_pct": 2}, {"mode": "h1", "loss_pct": 0}, by="page"),
                   low=1.0, paper="H2's PLT increases greatly while the other protocols see a moderate increase"),
+            Claim("2% loss slows H1 down by around 20% (1.1-1.35)",
+                  plt_ratio({"mode": "h1", "loss_pct": 2}, {"mode": "h1", "loss_pct": 0}), low=1.1, high=1.35,
+                  paper="the other protocols see only a moderate increase by around 20%"),
         ),
     ),
+    FIG5C,
     Figure(
         id="001-fig6",
         title="PLT with ECMP routing, one path congested",
@@ -186,6 +193,9 @@ FIGURES: tuple[Figure, ...] = (
         paper=(("congested", "H2's PLT shoots up, some pages 12 s on average"),
                ("congested", "QUIC 34% slower than H2-Parallel on medium and large pages")),
         claims=(
+            Claim("without congestion H1C (cleartext) is faster than H1",
+                  plt_ratio({"mode": "h1", "congested": False}, {"mode": "h1c", "congested": False}), low=1.0,
+                  paper="H1C is faster than H1 because of the TLS overhead in the latter"),
             Claim("congestion slows H2 down by at least 1.5x",
                   plt_ratio({"mode": "h2", "congested": True}, {"mode": "h2", "congested": False}),
                   low=1.5, paper="H2's PLT shoots up"),
@@ -204,6 +214,7 @@ FIGURES: tuple[Figure, ...] = (
         ),
         note="paths of 20 Mbit/s with greedy cross traffic (001: 1 Gbit/s, 90% offered); docs/scenarios.md",
     ),
+    FIG6C,
     Figure(
         id="001-fig7",
         title="Bandwidth shares of competing protocols on a 7 Mbit/s bottleneck",
@@ -227,6 +238,4 @@ FIGURES: tuple[Figure, ...] = (
                   paper="H1 has an unfair advantage against H2"),
         ),
     ),
-    FIG5C,
-    FIG6C,
 )
