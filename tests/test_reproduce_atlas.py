@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from documents import START_NS, load_result
+from documents import START_NS, load_result, page_connection
 from protolab.reproduce import atlas
 from protolab.reproduce.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 from protolab.reproduce.cli import experiment_of, judge, run_counts, verdict_document
 from protolab.reproduce.data import rows_of, size_class
-from protolab.reproduce.drawings import DRAWINGS, drawing_for
+from protolab.reproduce.drawings import DRAWINGS, DrawingInput, drawing_for
 from protolab.reproduce.figures import FIGURES, REGISTRY, Explanation, Figure
 from protolab.reproduce.windows import mean_summed_window, summed_window_timeline
 from protolab.results.record import RunRecord
@@ -28,9 +28,10 @@ SEED001 = [f for f in FIGURES if f.id.startswith("001-")]
 
 
 def test_every_result_of_001_is_in_the_registry() -> None:
-    """Figs. 3, 4, 5a-b, 5c, 6a-b, 6c, 7 and Table II (Table I is the corpus, an input)."""
-    assert {f.id for f in SEED001} == {"001-fig3", "001-fig4", "001-table2", "001-fig5", "001-fig5c", "001-fig6",
-                                       "001-fig6c", "001-fig7"}
+    """Figs. 3, 4 (and 4c on recorded pages), 5a-b, 5c, 6a-b, 6c, 7 and Table II (Table I is the
+    corpus, an input)."""
+    assert {f.id for f in SEED001} == {"001-fig3", "001-fig4", "001-fig4c", "001-table2", "001-fig5", "001-fig5c",
+                                       "001-fig6", "001-fig6c", "001-fig7"}
 
 
 @pytest.mark.parametrize("figure", [f for f in FIGURES if not f.not_runnable], ids=lambda f: f.id)
@@ -122,6 +123,31 @@ def test_the_cwnd_source_averages_the_summed_server_window(tmp_path: Path) -> No
         rows = {(r["mode"], r["repetition"]): r for r in rows_of(store, "cwnd", "cwnd-loss")}
     assert rows[("h1", 0)]["cwnd_kb"] == pytest.approx(72.0) and rows[("h1", 0)]["connections"] == 6
     assert rows[("h2", 0)]["cwnd_kb"] == pytest.approx(10.0) and rows[("h3", 5)]["cwnd_kb"] == pytest.approx(21.0)
+
+
+def test_connection_shares_rank_each_load_s_connections_by_bytes(tmp_path: Path) -> None:
+    carried = {"h2": [800, 200], "h2-parallel:2": [300, 300, 200, 200]}
+    with ResultsStore(tmp_path) as store:
+        store.upsert_experiment("shares", "connection-shares", {"scenario": "wifi-loss"}, {})
+        for rep in range(6):  # enough values for any interval on a median
+            for mode, sizes in carried.items():
+                connections = [page_connection(i, "www.page.test", bytes=b + 10 * rep * (i == 0))
+                               for i, b in enumerate(sizes)]
+                load = load_result(page="vk", mode=mode, plt_ms=900.0, connections=connections)
+                store.record_run("shares", RunRecord(f"{mode}-{rep}", {"mode": mode, "page": "vk", "repetition": rep},
+                                                     "ok", None, started_unix_ns=START_NS, duration_s=1.0, page_load=load))
+    with ResultsStore(tmp_path, read_only=True) as store:
+        all_rows = rows_of(store, "connection_shares", "shares")
+    rows = {r["mode"]: r for r in all_rows if r["repetition"] == 0}
+    assert rows["h2"]["connections"] == 2 and rows["h2"]["top_share"] == pytest.approx(0.8)
+    assert rows["h2-parallel:2"]["byte_shares"] == pytest.approx([0.3, 0.3, 0.2, 0.2])
+    figure = REGISTRY["001-fig4c"]
+    drawing = drawing_for(figure)
+    assert drawing is not None and drawing(DrawingInput(figure, all_rows)) is not None
+    verdicts = [c.check(all_rows).outcome for c in figure.claims]
+    # 4 / 2 connections; 0.8 on H2's busiest; H2-Parallel's 0.3 is below 0.4; 0.8 / 0.3 > 1.
+    assert verdicts[0] == REPRODUCED and verdicts[1] == REPRODUCED and verdicts[3] == REPRODUCED
+    assert verdicts[2] == NOT_REPRODUCED
 
 
 def _write_reproduce_json(figure: Figure, results_dir: Path, wall_time_s: float) -> dict[str, Any]:

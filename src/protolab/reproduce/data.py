@@ -146,8 +146,24 @@ def _cwnd(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _connection_shares(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The runs, each with `connections` (opened by the load), `byte_shares` (each connection's
+    share of the page's bytes, largest first) and `top_share`, the first of them (001 Fig. 4c)."""
+    rows = _runs(store, experiment)
+    per_run: dict[str, list[float]] = {}
+    for c in store.query("SELECT run_key, bytes FROM connections WHERE experiment_id = ?", [experiment]):
+        per_run.setdefault(c["run_key"], []).append(float(c["bytes"] or 0))
+    for row in rows:
+        carried = per_run.get(row["run_key"], [])
+        total = sum(carried)
+        row["connections"] = len(carried)
+        row["byte_shares"] = sorted((c / total for c in carried), reverse=True) if total > 0 else []
+        row["top_share"] = row["byte_shares"][0] if row["byte_shares"] else None
+    return rows
+
+
 SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm, "runs_by_size": _runs_by_size,
-           "cwnd": _cwnd}
+           "cwnd": _cwnd, "connection_shares": _connection_shares}
 
 
 def rows_of(store: ResultsStore, source: str, experiment: str) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure as MplFigure
 
 from protolab.reproduce.figures import Figure
-from protolab.report.figures import RC, mode_colors, plt_boxplots, speedup_figure
+from protolab.report.figures import RC, connections_figure, mode_colors, plt_boxplots, speedup_figure
 
 Row = dict[str, Any]
 # Columns that tell one condition from another in page-load runs; the panel title names those
@@ -194,6 +194,27 @@ def shares(data: DrawingInput) -> MplFigure | None:
         ax.set_ylabel("share of the bottleneck (median)")
         ax.set_ylim(0, 1)
     return fig
+
+
+@register("connection_shares")
+def connection_shares(data: DrawingInput) -> MplFigure | None:
+    """001 Fig. 4c: per page and mode the connections opened (median) and the mean share of the
+    page's bytes of each connection, largest first."""
+    rows = [r for r in data.rows if r.get("byte_shares")]
+    if not rows:
+        return None
+    pages, modes = _ordered([r.get("page") for r in rows]), _modes(rows)
+    counts: dict[tuple[str, str], float] = {}
+    shares: dict[tuple[str, str], list[float]] = {}
+    for page in pages:
+        for mode in modes:
+            cell = [r for r in rows if r.get("page") == page and r.get("mode") == mode]
+            if cell:
+                counts[(page, mode)] = float(np.median([r["connections"] for r in cell]))
+                ranks = max(len(r["byte_shares"]) for r in cell)
+                shares[(page, mode)] = [float(np.mean([r["byte_shares"][k] if k < len(r["byte_shares"]) else 0.0
+                                                       for r in cell])) for k in range(ranks)]
+    return connections_figure(pages, modes, counts, shares)
 
 
 def claims_figure(claims: Sequence[dict[str, Any]]) -> MplFigure | None:

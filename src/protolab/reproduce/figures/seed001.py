@@ -70,7 +70,8 @@ FIG4 = Figure(
            ("Fig. 4c", "H2: 83% of the bytes on one connection on average; H2-Parallel: 52%")),
     not_runnable=NO_ROUTE_OUT,
     substitute="001-fig5",
-    note="001-fig5 asks the same question (H1 vs H2 vs H2-Parallel at 0% and 2% loss) on the recorded Table I pages",
+    note="001-fig5 asks Fig. 4a-b's question (H1 vs H2 vs H2-Parallel at 0% and 2% loss) on the recorded Table I "
+         "pages, 001-fig4c Fig. 4c's (the bytes per connection)",
 )
 
 TABLE2 = Figure(
@@ -83,9 +84,37 @@ TABLE2 = Figure(
     paper=(("10 live H2 sites", "17-86 objects, 286-4266 kB, 1-3 domains"),
            ("connections", "H2: one per domain; H2-Parallel: two per domain; H1: 2-14")),
     not_runnable=NO_ROUTE_OUT,
-    substitute="001-fig5",
-    note="the recorded counterpart is Table I's 15 pages (protolab corpus), loaded by 001-fig5 "
-         "(each run's connections are in the store's connections table)",
+    substitute="001-fig4c",
+    note="001-fig4c counts the connections each protocol opens on the recorded Table I pages",
+)
+
+FIG4C = Figure(
+    id="001-fig4c",
+    title="Connections per page and the busiest connection's share of the bytes, H2 vs H2-Parallel, recorded pages",
+    seed="001 §IV-B1, Fig. 4c and Table II (on the recorded Table I pages)",
+    spec="connection-shares.toml",
+    source="connection_shares",
+    quick={"repetitions": 3, "axes": {"page": PAGES_QUICK, "loss_pct": [2]}},
+    budget=15,
+    quick_budget=6,
+    drawing="connection_shares",
+    paper=(("10 live H2 sites (Table II), 1-3 domains", "H2: one connection per domain; H2-Parallel: two"),
+           ("Fig. 4c, H2", "83% of the bytes on one connection, on average over the sites"),
+           ("Fig. 4c, H2-Parallel", "a single connection carries 52% of the traffic on average")),
+    claims=(
+        Claim("H2-Parallel opens twice H2's connections (1.9-2.1)",
+              Ratio("connections", {"mode": "h2-parallel:2"}, {"mode": "h2"}, by="page"), low=1.9, high=2.1,
+              paper="Table II: H2 one connection per domain, H2-Parallel two"),
+        Claim("with H2 one connection carries most of the bytes (> 0.5)", Median("top_share", {"mode": "h2"}), low=0.5,
+              paper="83% on average"),
+        Claim("with H2-Parallel the busiest connection carries about half (0.4-0.65)",
+              Median("top_share", {"mode": "h2-parallel:2"}), low=0.4, high=0.65, paper="52% on average"),
+        Claim("H2-Parallel spreads the bytes more evenly than H2",
+              Ratio("top_share", {"mode": "h2"}, {"mode": "h2-parallel:2"}, by="page"), low=1.0,
+              paper="distributing the load more evenly across multiple connections"),
+    ),
+    note="the recorded Table I pages (1-3 origins each, corpus.table1) stand in for 001's live sites; medians "
+         "over loads where 001 averaged over sites",
 )
 
 FIG5C = Figure(
@@ -150,6 +179,7 @@ FIG6C = Figure(
 FIGURES: tuple[Figure, ...] = (
     FIG3,
     FIG4,
+    FIG4C,
     TABLE2,
     Figure(
         id="001-fig5",
