@@ -199,7 +199,7 @@ def test_atlas_from_fixed_results_is_self_contained(tmp_path: Path) -> None:
     assert re.search(r"<td>8</td><td class=\"ok\">6</td><td class=\"explained\">1</td><td class=\"bad\">0</td>"
                      r"<td class=\"unsure\">1</td><td class=\"none\">0</td>", summary), summary
     assert "not runnable here" in summary and 'href="#001-fig5"' in summary and "not run yet" in summary
-    assert "1m30s" in summary and "2m16s" in summary
+    assert "1m30s" in summary and "2m16s" in summary and "0m45s" in summary and "2m10s" in summary
     fig3_section = page[page.index('<section id="001-fig3">'):page.index('<section id="001-fig4">')]
     assert fig3_section.count("<svg") == 2  # ours (the window timeline) and the claims
     assert "specs/cwnd-loss.toml" in fig3_section and "30 ok" in fig3_section

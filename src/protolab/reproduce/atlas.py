@@ -174,12 +174,14 @@ def summary_html(entries: Sequence[Entry]) -> str:
             status = ", ".join(f'<span class="{OUTCOME_CLASS[o]}">{counts[o]} {_e(o)}</span>' for o in OUTCOMES if counts[o])
         runs = (doc or {}).get("runs") or {}
         rows.append(f'<tr><td><a href="#{_e(f.id)}">{_e(f.id)}</a></td><td>{_e(f.seed)}</td><td>{len(f.claims)}</td>'
-                    f'<td>{status}</td><td>{_e(runs.get("ok", "-"))}</td><td>{_duration((doc or {}).get("wall_time_s"))}</td></tr>')
+                    f'<td>{status}</td><td>{_e(runs.get("ok", "-"))}</td><td>{_duration(runs.get("duration_s"))}</td>'
+                    f'<td>{_duration((doc or {}).get("wall_time_s"))}</td></tr>')
     judged = sum(totals.values())
     cells = "".join(f'<td class="{OUTCOME_CLASS[o]}">{totals[o]}</td>' for o in OUTCOMES)
     heads = "".join(f"<th>{_e(o)}</th>" for o in OUTCOMES)
     return (f"<h2>Summary</h2><table><tr><th>claims judged</th>{heads}</tr><tr><td>{judged}</td>{cells}</tr></table>"
-            "<table><tr><th>figure</th><th>seed</th><th>claims</th><th>verdicts</th><th>runs ok</th><th>wall time</th></tr>"
+            "<table><tr><th>figure</th><th>seed</th><th>claims</th><th>verdicts</th><th>runs ok</th><th>runs' time</th>"
+            "<th>wall time (last command)</th></tr>"
             + "".join(rows) + "</table>")
 
 
