@@ -19,7 +19,7 @@ from protolab.reproduce.cli import experiment_of, judge, run_counts, verdict_doc
 from protolab.reproduce.data import rows_of, size_class
 from protolab.reproduce.drawings import DRAWINGS, DrawingInput, drawing_for
 from protolab.reproduce.figures import FIGURES, REGISTRY, Explanation, Figure
-from protolab.reproduce.windows import mean_summed_window, summed_window_timeline
+from protolab.reproduce.windows import backoff_factors, mean_summed_window, summed_window_timeline
 from protolab.results.record import RunRecord
 from protolab.run.runner import plan
 from protolab.store import ResultsStore
@@ -87,12 +87,27 @@ def test_the_summed_window_holds_each_connection_between_its_first_and_last_samp
     assert mean_summed_window(samples, s, s) is None
 
 
+def test_backoff_factors_are_the_new_threshold_over_the_window_before_each_reduction() -> None:
+    # A Cubic connection (0.7) in segments: slow start, a loss at 20, growth, a loss at 16; the
+    # threshold repeated by later samples is no new reduction.
+    tcp = [(0, 10, None), (1, 20, None), (2, 14, 14), (3, 15, 14), (4, 16, 14), (5, 11.2, 11.2)]
+    assert backoff_factors(tcp) == pytest.approx([0.7, 0.7])
+    # gquic39 in bytes (0.85), the samples out of order.
+    quic = [(2, 85_000, 85_000), (1, 100_000, None), (3, 90_000, 85_000)]
+    assert backoff_factors(quic) == pytest.approx([0.85])
+    assert backoff_factors([(0, 10, None), (1, 20, 30)]) == []  # a threshold above the window: no reduction
+
+
 # --------------------------------------------------------------------- a fake store
 
 def _samples(conns: dict[str, float], transport: str = "tcp") -> list[dict[str, Any]]:
-    """Server samples every 10 ms over the first second, each connection at a constant window."""
+    """Server samples every 10 ms over the first second, each connection at a constant window,
+    a loss every 200 ms that sets the threshold to Cubic's 0.7 (gquic39: 0.85) of it."""
+    factor = 0.85 if transport == "quic" else 0.7
     return [{"t_unix_ns": START_NS + i * 10_000_000, "conn": conn, "role": "server", "transport": transport,
-             "event": "sample", "cwnd": int(window), "cwnd_bytes": int(window)}
+             "event": "sample", "cwnd": int(window), "cwnd_bytes": int(window),
+             # a loss every 20 samples: the threshold drops to `factor` of the window (kept constant)
+             "ssthresh": int(window * factor) - i // 20}
             for conn, window in conns.items() for i in range(101)]
 
 
@@ -123,6 +138,8 @@ def test_the_cwnd_source_averages_the_summed_server_window(tmp_path: Path) -> No
         rows = {(r["mode"], r["repetition"]): r for r in rows_of(store, "cwnd", "cwnd-loss")}
     assert rows[("h1", 0)]["cwnd_kb"] == pytest.approx(72.0) and rows[("h1", 0)]["connections"] == 6
     assert rows[("h2", 0)]["cwnd_kb"] == pytest.approx(10.0) and rows[("h3", 5)]["cwnd_kb"] == pytest.approx(21.0)
+    assert rows[("h2", 0)]["backoff"] == pytest.approx(0.3, abs=0.001) and rows[("h2", 0)]["reductions"] == 5
+    assert rows[("h3", 0)]["backoff"] == pytest.approx(0.15, abs=0.001)
 
 
 def test_connection_shares_rank_each_load_s_connections_by_bytes(tmp_path: Path) -> None:
@@ -164,8 +181,9 @@ def test_fig3_claims_on_the_fake_store(tmp_path: Path) -> None:
     fill_cwnd_store(tmp_path, "cwnd-loss")
     document = _write_reproduce_json(figure, tmp_path, 12.5)
     verdicts = {c["statement"]: c["verdict"] for c in document["claims"]}
-    # H1 72 kB against 10 / 22 / 25 / 20 kB: larger than every other; QUIC / H2 = 2.0.
-    assert list(verdicts.values()) == [REPRODUCED] * 5, verdicts
+    # H1 72 kB against 10 / 22 / 25 / 20 kB: larger than every other; QUIC / H2 = 2.0; QUIC's
+    # backoff 0.15 against H2's 0.3: half.
+    assert list(verdicts.values()) == [REPRODUCED] * 6, verdicts
     assert document["runs"] == {"ok": 30, "failed": 0, "duration_s": pytest.approx(45.0)}
     assert document["wall_time_s"] == 12.5
 
@@ -195,8 +213,8 @@ def test_atlas_from_fixed_results_is_self_contained(tmp_path: Path) -> None:
     page = atlas.build(figures, tmp_path, quick=True).read_text()
 
     summary = page[page.index("<h2>Summary</h2>"):page.index("<section")]
-    # 5 (fig3) + 3 (fig7) claims judged: 6 reproduced, 1 explained, 0 unexplained, 1 inconclusive, 0 no data
-    assert re.search(r"<td>8</td><td class=\"ok\">6</td><td class=\"explained\">1</td><td class=\"bad\">0</td>"
+    # 6 (fig3) + 3 (fig7) claims judged: 7 reproduced, 1 explained, 0 unexplained, 1 inconclusive, 0 no data
+    assert re.search(r"<td>9</td><td class=\"ok\">7</td><td class=\"explained\">1</td><td class=\"bad\">0</td>"
                      r"<td class=\"unsure\">1</td><td class=\"none\">0</td>", summary), summary
     assert "not runnable here" in summary and 'href="#001-fig5"' in summary and "not run yet" in summary
     assert "1m30s" in summary and "2m16s" in summary and "0m45s" in summary and "2m10s" in summary

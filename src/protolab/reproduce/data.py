@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
 from protolab.corpus.table1 import SITES
 from protolab.errors import ProtolabError
 from protolab.plan.spec import CONDITION_COLUMNS
-from protolab.reproduce.windows import mean_summed_window
+from protolab.reproduce.windows import backoff_factors, mean_summed_window
 from protolab.store import ResultsStore
 
 RUN_COLUMNS = ("run_key", "mode", "page", *CONDITION_COLUMNS, "quic_cc", "tcp_cc",
@@ -122,6 +124,22 @@ def server_windows(store: ResultsStore, experiment: str) -> ServerWindows:
     return windows
 
 
+def server_backoffs(store: ResultsStore, experiment: str) -> dict[str, list[float]]:
+    """Per run, the backoff factor (new ssthresh / window before) of every window reduction of
+    every server-side connection and subflow (reproduce.windows.backoff_factors)."""
+    samples: dict[tuple[str, str, int | None], list[tuple[int, float, float | None]]] = {}
+    for s in store.query(
+            "SELECT s.run_key, s.conn, s.subflow, s.t_unix_ns, s.cwnd, s.ssthresh FROM transport_samples s "
+            "JOIN runs r USING (experiment_id, run_key) WHERE s.experiment_id = ? AND r.status = 'ok' "
+            "AND s.role = 'server' AND coalesce(s.event, 'sample') = 'sample' AND s.cwnd IS NOT NULL", [experiment]):
+        samples.setdefault((s["run_key"], s["conn"], s["subflow"]), []).append(
+            (int(s["t_unix_ns"]), float(s["cwnd"]), None if s["ssthresh"] is None else float(s["ssthresh"])))
+    factors: dict[str, list[float]] = {}
+    for (run_key, _, _), points in samples.items():
+        factors.setdefault(run_key, []).extend(backoff_factors(points))
+    return factors
+
+
 def load_spans(store: ResultsStore, experiment: str) -> dict[str, tuple[int, int]]:
     """Per run: (start, end) of its page load, Unix ns."""
     spans = {}
@@ -133,16 +151,22 @@ def load_spans(store: ResultsStore, experiment: str) -> dict[str, tuple[int, int
 
 def _cwnd(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     """The runs, each with `cwnd_kb`: the server's window summed over the load's connections
-    and averaged over the load (reproduce.windows), kB, and `connections` summed."""
+    and averaged over the load (reproduce.windows), kB; `connections`; `backoff`: the share of
+    the window a loss cuts (1 - the median backoff factor over the run's reductions, 001
+    Fig. 3b) and `reductions`, their number."""
     rows = _runs(store, experiment)
     windows = server_windows(store, experiment)
     spans = load_spans(store, experiment)
+    backoffs = server_backoffs(store, experiment)
     for row in rows:
         conns = windows.get(row["run_key"], {})
         span = spans.get(row["run_key"])
         mean = mean_summed_window(conns, *span) if span and conns else None
         row["cwnd_kb"] = None if mean is None else mean / 1000
         row["connections"] = len({conn for conn, _ in conns})
+        factors = backoffs.get(row["run_key"])
+        row["backoff"] = 1 - float(np.median(factors)) if factors else None
+        row["reductions"] = len(factors or [])
     return rows
 
 

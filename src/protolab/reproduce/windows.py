@@ -46,3 +46,19 @@ def mean_summed_window(samples: Mapping[Hashable, Iterable[tuple[int, float]]], 
     if len(total) == 0 or not total.any():
         return None
     return float(total.mean())
+
+
+def backoff_factors(samples: Iterable[tuple[int, float, float | None]]) -> list[float]:
+    """At each window reduction of one connection, the new slow-start threshold over the window
+    just before it (Cubic: 0.7; the gquic39 profile, Cubic emulating two connections: 0.85).
+    `samples` are (t_unix_ns, cwnd, ssthresh) in one unit (TCP: segments, QUIC: bytes); a
+    reduction is a sample whose ssthresh is set anew below the previous sample's window."""
+    factors = []
+    previous_cwnd: float | None = None
+    previous_ssthresh: float | None = None
+    for _, cwnd, ssthresh in sorted(samples, key=lambda s: s[0]):
+        if (ssthresh is not None and ssthresh != previous_ssthresh and previous_cwnd
+                and 0 < ssthresh < previous_cwnd):
+            factors.append(ssthresh / previous_cwnd)
+        previous_cwnd, previous_ssthresh = cwnd, ssthresh if ssthresh is not None else previous_ssthresh
+    return factors
