@@ -239,3 +239,15 @@ def test_every_source_has_a_drawing_or_the_claims_alone() -> None:
         if not figure.not_runnable:
             assert drawing_for(figure) is not None, figure.id
     assert {"runs", "pairs", "speedup", "cwnd"} <= set(DRAWINGS)
+
+
+def test_bulk_runs_are_drawn_by_goodput_and_overhead_by_protocol() -> None:
+    figure = REGISTRY["004-fig8-10"]
+    rows = [{"mode": mode, "goodput_mbps": rate, "plt_ms": None, "bandwidth_mbps": bw, "buffer_bytes": 250_000}
+            for mode, rate, bw in (("h1c", 40.0, 50.0), ("h3", 39.0, 50.0), ("h1c", 66.0, 100.0), ("h3", 58.0, 100.0))]
+    drawn = DRAWINGS["runs"](DrawingInput(figure, rows))
+    assert drawn is not None and [ax.get_ylabel() for ax in drawn.axes] == ["goodput (Mbit/s)"] * 2
+    assert sorted(ax.get_title() for ax in drawn.axes) == ["100 Mbit/s", "50 Mbit/s"]
+    overhead = DRAWINGS["overhead"](DrawingInput(REGISTRY["003-overhead"], [{"protocol": "h3", "factor": 1.05},
+                                                                           {"protocol": "tcp", "factor": 1.04}]))
+    assert overhead is not None and [t.get_text() for t in overhead.axes[0].get_xticklabels()] == ["h3", "tcp"]

@@ -27,7 +27,8 @@ Row = dict[str, Any]
 # Columns that tell one condition from another in page-load runs; the panel title names those
 # that vary.
 CONDITION_KEYS = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "congested", "quic_cc", "tcp_cc")
-CONDITION_UNITS = {"bandwidth_mbps": " Mbit/s", "rtt_ms": " ms RTT", "loss_pct": "% loss", "buffer_bytes": " B buffer"}
+CONDITION_UNITS = {"bandwidth_mbps": " Mbit/s", "rtt_ms": " ms RTT", "loss_pct": "% loss", "buffer_bytes": " kB buffer"}
+CONDITION_SCALE = {"buffer_bytes": 1e-3}
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ def _condition_title(row: Row, varying: Sequence[str]) -> str:
         if key == "congested":
             parts.append("congested" if value else "not congested")
         else:
-            parts.append(f"{value:g}{CONDITION_UNITS[key]}" if isinstance(value, int | float) and key in CONDITION_UNITS
+            parts.append(f"{value * CONDITION_SCALE.get(key, 1):g}{CONDITION_UNITS[key]}"
+                         if isinstance(value, int | float) and key in CONDITION_UNITS
                          else f"{key} {value}")
     return ", ".join(parts) or "all runs"
 
@@ -97,8 +99,13 @@ def conditions(rows: Sequence[Row]) -> tuple[list[str], dict[str, list[Row]]]:
 
 @register("runs")
 def plt_boxes(data: DrawingInput) -> MplFigure | None:
-    """001 Figs. 5a-b, 6a-b: box plots of PLT over all pages, one box per mode, a panel per condition."""
-    rows = [r for r in data.rows if isinstance(r.get("plt_ms"), int | float)]
+    """001 Figs. 5a-b, 6a-b: box plots of PLT over all pages, one box per mode, a panel per
+    condition; bulk runs (no PLT): the same of their goodput."""
+    metric, scale, label = "plt_ms", 1 / 1000, None
+    rows = [r for r in data.rows if isinstance(r.get(metric), int | float)]
+    if not rows:
+        metric, scale, label = "goodput_mbps", 1.0, "goodput (Mbit/s)"
+        rows = [r for r in data.rows if isinstance(r.get(metric), int | float)]
     if not rows:
         return None
     modes = _modes(rows)
@@ -107,9 +114,30 @@ def plt_boxes(data: DrawingInput) -> MplFigure | None:
     for title, group in grouped.items():
         cells: dict[tuple[str, str], list[float]] = {}
         for row in group:
-            cells.setdefault(("all pages", row["mode"]), []).append(row["plt_ms"] / 1000)
+            cells.setdefault(("all pages", row["mode"]), []).append(row[metric] * scale)  # the pooled box's key
         panels.append((title, cells))
-    return plt_boxplots(panels, ["all pages"], modes, pooled=True)
+    fig = plt_boxplots(panels, ["all pages"], modes, pooled=True)
+    if label is not None:
+        for ax in fig.axes:
+            ax.set_ylabel(label)
+            ax.set_xticks([0], ["all runs"])
+    return fig
+
+
+@register("overhead")
+def overhead_boxes(data: DrawingInput) -> MplFigure | None:
+    """003 ch. 7: the overhead factor (bytes on the wire per byte of goodput) per protocol."""
+    rows = [r for r in data.rows if isinstance(r.get("factor"), int | float)]
+    protocols = _ordered([r.get("protocol") for r in rows])
+    if not protocols:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(4.5, 3.2), layout="constrained")
+        ax = fig.subplots()
+        ax.boxplot([[r["factor"] for r in rows if r.get("protocol") == p] for p in protocols], showmeans=True)
+        ax.set_xticks(range(1, len(protocols) + 1), protocols)
+        ax.set_ylabel("overhead factor")
+    return fig
 
 
 register("runs_by_size")(plt_boxes)
