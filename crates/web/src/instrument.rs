@@ -313,7 +313,7 @@ pub fn spawn_tcp_sampler(stream: &impl AsFd, conn_id: &str, role: Role, mptcp: b
     let remote = sock.peer_addr().ok().and_then(|a| a.as_socket());
     let congestion = crate::transport::tcp_congestion_of(&fd).ok();
     // An MPTCP socket whose peer does not speak MPTCP falls back to TCP.
-    let mptcp_active = mptcp && sockopt::mptcp_info(fd.as_fd()).map(|i| !i.fallback()).unwrap_or(false);
+    let mptcp_active = mptcp && !sockopt::mptcp_fell_back(fd.as_fd());
     let header = SampleHeader {
         schema: SamplesSchema::Samples,
         schema_version: SCHEMA_VERSION,
