@@ -64,12 +64,12 @@ class QuicSample(BaseModel):
     cc_feedback_rate_bps: Annotated[int | None, Field(ge=0)] = None
     """
     `sprout-ewma`: the receiving rate of the peer's report the window was last set from, bit/s
-    (null before the first report and for other controllers).
+    (absent before the first report and for other controllers).
     """
     cc_feedback_reports: Annotated[int | None, Field(ge=0)] = None
     """
-    `sprout-ewma`: the peer's feedback reports the controller accepted so far (null for other
-    controllers).
+    `sprout-ewma`: the peer's feedback reports the controller accepted so far (absent for
+    other controllers).
     """
     cc_state: CcState | None = None
     """
