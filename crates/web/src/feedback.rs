@@ -77,3 +77,21 @@ pub fn feedback_loop(conn: &quinn::Connection, controller: &cc::ControllerSpec) 
         }
     })
 }
+
+/// A sender that sent this much without a single report from its peer ran on its initial
+/// window: worth a line in the server's log.
+const UNFED_BYTES: u64 = 100_000;
+
+/// Says on stderr when a `sprout-ewma` connection's peer sent no feedback report although the
+/// connection sent more than [`UNFED_BYTES`] (a client that is not protolab's, e.g. Chromium:
+/// the window stayed the initial window).
+pub fn warn_without_reports(conn: &quinn::Connection, conn_id: &str) {
+    let status = cc::Adapter::downcast(conn.congestion_state()).and_then(|adapter| adapter.snapshot().feedback);
+    let sent = conn.stats().udp_tx.bytes;
+    if status.is_some_and(|s| s.reports == 0) && sent > UNFED_BYTES {
+        eprintln!(
+            "protolab-net serve: {conn_id}: sprout-ewma received no feedback report from the peer in {sent} bytes sent; \
+             its window stayed the initial window (only protolab's clients send reports: use sprout-ewma-sender with others)"
+        );
+    }
+}
