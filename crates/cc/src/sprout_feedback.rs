@@ -28,8 +28,7 @@
 //! estimate holds. Sprout itself learns from the sender whether the link was idle; this receiver
 //! cannot tell an outage from a sender with nothing to send, so it keeps its estimate over both.
 
-use std::sync::Arc;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::window::{initial_window, minimum_window, Recovery};
@@ -278,7 +277,8 @@ pub struct SproutFeedback {
     window: u64,
     min_rtt: Option<Duration>,
     slot: Arc<FeedbackSlot>,
-    applied: Option<RateReport>,
+    /// The report the window was last set from, and the minimum RTT it was set at.
+    applied: Option<(RateReport, Duration)>,
     recovery: Recovery,
 }
 
@@ -307,15 +307,12 @@ impl SproutFeedback {
 
     /// Applies the newest report, once the minimum RTT is known.
     fn refresh(&mut self) {
-        let Some(min_rtt) = self.min_rtt else { return };
-        let latest = self.slot.state().latest;
-        if latest.is_none() || latest == self.applied {
+        let (Some(min_rtt), Some(report)) = (self.min_rtt, self.slot.state().latest) else { return };
+        if self.applied == Some((report, min_rtt)) {
             return;
         }
-        if let Some(report) = latest {
-            self.window = Self::window_for(report.rate_bytes_per_s, min_rtt, self.target_cap, self.mtu);
-            self.applied = Some(report);
-        }
+        self.window = Self::window_for(report.rate_bytes_per_s, min_rtt, self.target_cap, self.mtu);
+        self.applied = Some((report, min_rtt));
     }
 }
 
@@ -325,11 +322,7 @@ impl Algorithm for SproutFeedback {
     }
 
     fn on_ack(&mut self, ack: &Ack) {
-        if self.min_rtt != Some(ack.rtt.min) {
-            self.min_rtt = Some(ack.rtt.min);
-            // The horizon changed: the held report makes another window.
-            self.applied = None;
-        }
+        self.min_rtt = Some(ack.rtt.min);
         self.recovery.on_ack(ack.sent);
         self.refresh();
     }
@@ -371,7 +364,7 @@ impl Algorithm for SproutFeedback {
         Some(FeedbackStatus {
             reports: state.accepted,
             refused: state.refused,
-            rate_bps: self.applied.map(|r| r.rate_bytes_per_s.saturating_mul(8)),
+            rate_bps: self.applied.map(|(report, _)| report.rate_bytes_per_s.saturating_mul(8)),
         })
     }
 }
