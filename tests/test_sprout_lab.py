@@ -75,8 +75,11 @@ def test_sprout_ewma_window_comes_from_the_receivers_reports(tmp_path: Path, emu
     assert len(fed) >= 0.5 * len(samples), (len(fed), len(samples))
     # Each row's window is the one its latest applied report makes (sampled a moment apart from
     # the window quinn reports, so a few rows may straddle a new report).
-    matching = [s for s in fed if abs(s["cwnd_bytes"] - _window_of(s["rate_bps"], s["min_rtt_us"], s["mtu"])) <= 0.01 * s["cwnd_bytes"] + 2]
+    matching = [s for s in fed
+                if abs(s["cwnd_bytes"] - _window_of(s["rate_bps"], s["min_rtt_us"], s["mtu"])) <= 0.01 * s["cwnd_bytes"] + 2]
     assert len(matching) >= 0.8 * len(fed), [(s["cwnd_bytes"], s["rate_bps"], s["min_rtt_us"]) for s in fed[:20]]
+    # The reports carried the link's rate: the last estimate is within 20% of 10 Mbit/s.
+    assert 8e6 < fed[-1]["rate_bps"] < 12e6, fed[-1]
     # Before the first report the window is the initial one (10 datagrams of 1 200 bytes).
     first = samples[0]
     if not first["rate_bps"]:
