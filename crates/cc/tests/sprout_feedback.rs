@@ -1,8 +1,12 @@
 //! Sprout-EWMA's receiver feedback on a virtual clock: the receiver's estimate over netmodel's
 //! Mahimahi trace link (kept busy by a greedy sender) follows a step of the trace's rate within
-//! the time an EWMA of gain 1/8 at 20 ms ticks needs, and the sender's window follows the reports
-//! that cross back.
+//! the time an EWMA of gain 1/8 at 20 ms ticks needs, the sender's window follows the reports
+//! that cross back, and the whole loop (sender, bottleneck, receiver, reports) fills the link and
+//! follows a step of its rate.
 
+mod harness;
+
+use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -122,4 +126,69 @@ fn the_senders_window_follows_the_reports_across_a_step() {
     // 12 Mbit/s x 80 ms = 120 000 bytes before the step; 6 Mbit/s x 80 ms = 60 000 after.
     assert!(window_at(2 * SEC).abs_diff(120_000) < 2_400, "{}", window_at(2 * SEC));
     assert!(window_at(3 * SEC - TICK_MS * MS).abs_diff(60_000) < 1_800, "{}", window_at(3 * SEC - TICK_MS * MS));
+}
+
+/// The whole loop on a virtual clock: a greedy sender under `sprout-ewma` through netmodel's
+/// bottleneck (tests/harness), the receiver's estimate over what the link delivers, each report
+/// back to the sender's slot after the return path's delay.
+fn closed_loop(before_mbit: u64, after_mbit: u64) -> (harness::Sim, f64) {
+    const MBIT: u64 = 1_000_000;
+    let one_way = 25;
+    let link = harness::link(before_mbit * MBIT, one_way, 1000 * 1200);
+    let mut s = harness::Sim::new(link, one_way, 1200, |_| Box::new(SproutFeedback::new(&SproutFeedbackConfig::default(), 1200)));
+    let slot = s.algorithm.feedback_slot().expect("sprout-ewma takes feedback");
+    let mut estimator = ReceiverEstimator::new(EstimatorConfig::default(), s.t0);
+    let mut in_flight: VecDeque<(Nanos, [u8; cc::sprout_feedback::REPORT_LEN])> = VecDeque::new();
+    let mut counted = 0;
+    let mut estimate_after = 0.0;
+    for ms in 1..=12_000u64 {
+        if ms == 10_000 {
+            let config = LinkConfig { rate: Rate::BitsPerSecond(after_mbit * MBIT), ..s.link.config().clone() };
+            s.link.reconfigure(s.now, config, &mut EventLog::default()).expect("a valid link");
+        }
+        s.run_until(ms * MS);
+        while in_flight.front().is_some_and(|(at, _)| *at <= s.now) {
+            if let Some((_, report)) = in_flight.pop_front() {
+                slot.offer(&report).expect("the receiver's reports are valid and in order");
+            }
+        }
+        if ms.is_multiple_of(TICK_MS) {
+            estimator.record(s.delivered[counted..].iter().map(|(_, bytes)| bytes).sum());
+            counted = s.delivered.len();
+            if let Some(report) = estimator.on_tick(s.instant(s.now)) {
+                in_flight.push_back((s.now + one_way * MS, report.encode()));
+            }
+            if ms == 11_000 {
+                estimate_after = estimator.rate_bps().unwrap_or(0.0);
+            }
+        }
+    }
+    (s, estimate_after)
+}
+
+#[test]
+fn the_closed_loop_fills_the_link_and_follows_a_step() {
+    for (before, after) in [(10u64, 5u64), (5, 10)] {
+        let (s, estimate) = closed_loop(before, after);
+        let steady = s.delivered_rate_bps(5 * SEC, 10 * SEC);
+        let following = s.delivered_rate_bps(11 * SEC, 12 * SEC);
+        // The window allows min RTT + min(100 ms, min RTT) = 100 ms of the rate: about 50 ms of
+        // queue at 50 ms RTT, and no loss with a queue of 1 000 packets.
+        let queued = s.mean_queue(5 * SEC, 10 * SEC) * 1200.0 * 8.0 / (before * 1_000_000) as f64;
+        eprintln!(
+            "closed loop {before} -> {after} Mbit/s: {:.2} delivered before the step, {:.2} 1-2 s after it; estimate {:.2} 1 s after; \
+             {:.0} ms queued before; {} lost",
+            steady / 1e6,
+            following / 1e6,
+            estimate / 1e6,
+            queued * 1e3,
+            s.lost_packets
+        );
+        let (want_before, want_after) = ((before * 1_000_000) as f64, (after * 1_000_000) as f64);
+        assert!(steady > 0.95 * want_before, "{before} Mbit/s: {steady:.0}");
+        assert!((following - want_after).abs() < 0.1 * want_after, "after {after} Mbit/s: {following:.0}");
+        assert!((estimate - want_after).abs() < 0.1 * want_after, "estimate {estimate:.0}");
+        assert!(queued > 0.02 && queued < 0.08, "{queued} s queued");
+        assert_eq!(s.lost_packets, 0);
+    }
 }
