@@ -362,6 +362,8 @@ pub fn quic_row(t_unix_ns: u64, s: &quinn::ConnectionStats, controller: Option<&
         ssthresh: controller.and_then(|c| c.ssthresh),
         bytes_in_flight: controller.map(|c| c.bytes_in_flight),
         pacing_rate_bps: controller.and_then(|c| c.pacing_rate_bps),
+        cc_feedback_reports: controller.and_then(|c| c.feedback).map(|f| f.reports),
+        cc_feedback_rate_bps: controller.and_then(|c| c.feedback).and_then(|f| f.rate_bps),
         cwnd: s.path.cwnd,
         rtt_us: u64::try_from(s.path.rtt.as_micros()).unwrap_or(u64::MAX),
         min_rtt_us: u64::try_from(s.path.min_rtt.as_micros()).unwrap_or(u64::MAX),
