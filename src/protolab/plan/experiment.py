@@ -200,6 +200,14 @@ def _check_client(source: str, spec: Spec, axes: Mapping[str, list[Any]], worklo
             chromium_mode(mode)
         except UnsupportedMode as exc:
             raise SpecError(f"{source}: axes.mode[{index}]: {exc} (client \"chromium\" in {where})") from None
+    # sprout-ewma's window comes from the receiver's reports, which only protolab's client sends:
+    # under Chromium the server would stay at its initial window.
+    cc_fields = [("transport.quic_cc", spec.transport.quic_cc)]
+    cc_fields += [(f"axes.quic_cc[{i}]", v) for i, v in enumerate(axes.get("quic_cc", []))]
+    for field_name, value in cc_fields:
+        if str(value).split(":", 1)[0].strip().lower() == "sprout-ewma":
+            raise SpecError(f"{source}: {field_name}: sprout-ewma needs the receiver's feedback reports, which "
+                            f"Chromium does not send (client \"chromium\" in {where}); use sprout-ewma-sender")
 
 
 def _check_warm(source: str, spec: Spec, axes: Mapping[str, list[Any]], workload_name: str) -> None:

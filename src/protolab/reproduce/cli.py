@@ -5,6 +5,7 @@ and write RESULTS/reproduce.json."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,6 +68,14 @@ def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR, repe
     return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
 
 
+def run_counts(results_dir: Path, experiment_id: str) -> dict[str, Any]:
+    """The experiment's runs in the store: ok, failed (or timed out), and their summed duration (s)."""
+    with ResultsStore(results_dir, read_only=True) as store:
+        row = store.query("SELECT count(*) FILTER (WHERE status = 'ok') AS ok, count(*) FILTER (WHERE status <> 'ok') "
+                          "AS failed, sum(duration_s) AS duration_s FROM runs WHERE experiment_id = ?", [experiment_id])[0]
+    return {"ok": int(row["ok"] or 0), "failed": int(row["failed"] or 0), "duration_s": row["duration_s"]}
+
+
 def judge(figure: Figure, results_dir: Path, experiment_id: str, budget: int = 0) -> tuple[list[Verdict], int]:
     """The verdict on every claim, from the runs in the store; (verdicts, rows judged). With a
     `budget`, a claim still inconclusive after a run that reached it is "inconclusive at budget"
@@ -83,7 +92,10 @@ def judge(figure: Figure, results_dir: Path, experiment_id: str, budget: int = 0
 
 
 def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int,
-                     rounds: list[Round] | None = None, budget: int = 0) -> dict[str, Any]:
+                     rounds: list[Round] | None = None, budget: int = 0, runs: dict[str, Any] | None = None,
+                     wall_time_s: float | None = None) -> dict[str, Any]:
+    """reproduce.json; `rounds` the adaptive rounds, `runs` as run_counts gives them, `wall_time_s`
+    the command's time on the figure (running and judging; judging only with --evaluate-only)."""
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -99,6 +111,8 @@ def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdic
         "inconclusive_at_budget": sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts),
         "budget": budget,
         "rounds": [r.to_dict() for r in rounds or []],
+        "runs": runs or {},
+        "wall_time_s": wall_time_s,
     }
 
 
@@ -118,15 +132,21 @@ def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
 
 
 def list_table() -> Table:
-    """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own."""
+    """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own.
+    Entries that cannot run here say why, and which entry answers the same question."""
     table = Table(box=box.SIMPLE_HEAD)
     for column, justify in [("figure", "left"), ("seed / what", "left"), ("spec", "left"), ("claims", "right"),
                             ("runs quick/full", "right")]:
         table.add_column(column, justify=justify, no_wrap=column == "figure")  # type: ignore[arg-type]
     for figure in FIGURES:
+        what = f"{figure.seed}: {figure.title}"
+        if figure.not_runnable:
+            instead = f"; instead: {figure.substitute}" if figure.substitute else ""
+            table.add_row(figure.id, escape(f"{what}\nnot runnable here: {figure.not_runnable}{instead}"), "-",
+                          str(len(figure.claims)), "[dim]not runnable[/]")
+            continue
         quick, full = (len(plan(experiment_of(figure, q))) for q in (True, False))
-        table.add_row(figure.id, escape(f"{figure.seed}: {figure.title}"), figure.spec, str(len(figure.claims)),
-                      f"{quick}/{full}")
+        table.add_row(figure.id, escape(what), figure.spec, str(len(figure.claims)), f"{quick}/{full}")
     return table
 
 
@@ -139,31 +159,12 @@ def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim]
     execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed)
 
 
-def reproduce_command(
-    figure: Annotated[str | None, typer.Argument(help="Figure id (protolab reproduce --list).")] = None,
-    list_flag: Annotated[bool, typer.Option("--list", help="List the figures and exit.")] = False,
-    quick: Annotated[bool, typer.Option("--quick", help="The reduced variant (fewer pages, repetitions, points).")] = False,
-    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/reproduce/FIGURE[-quick]).")] = None,
-    evaluate_only: Annotated[bool, typer.Option("--evaluate-only", help="Judge the runs already in RESULTS; run nothing.")] = False,
-    dry_run_flag: Annotated[bool, typer.Option("--dry-run", help="Print the run matrix and exit.")] = False,
-    budget: Annotated[int | None, typer.Option(
-        "--budget", min=0, help="Most repetitions per cell while claims are undecided (default: the figure's budget, "
-                                "--list; 0: the spec's repetitions only).")] = None,
-    binary: BinaryOption = None,
-    lab: LabOption = None,
-) -> None:
-    """Reproduce a seed figure or table: run its spec, then judge the seed's claims (paper vs ours, with CIs)."""
-    if list_flag:
-        console.print(list_table())
-        return
-    if figure is None:
-        raise ProtolabError("name a figure (protolab reproduce --list shows them)")
-    chosen = figure_named(figure)
+def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate_only: bool, budget: int | None,
+                     binary: Path | None, lab: str | None) -> dict[str, Any]:
+    """Run a figure (unless `evaluate_only`) in adaptive rounds until its claims decide or its
+    budget is spent, judge it, print the verdicts, write and return its reproduce.json."""
+    started = time.monotonic()
     experiment = experiment_of(chosen, quick)
-    results_dir = results if results is not None else Path("results") / "reproduce" / f"{chosen.id}{'-quick' if quick else ''}"
-    if dry_run_flag:
-        dry_run(experiment, results_dir, console)
-        return
     rounds: list[Round] = []
     budget = budget if budget is not None else chosen.quick_budget if quick else chosen.budget
     if evaluate_only:
@@ -180,12 +181,81 @@ def reproduce_command(
     if chosen.note:
         console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
     out = results_dir / "reproduce.json"
-    document = verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget)
+    document = verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget,
+                                run_counts(results_dir, experiment.name), time.monotonic() - started)
     write_text_atomically(out, json.dumps(document, indent=2) + "\n")
     done = sum(v.outcome == REPRODUCED for v in verdicts)
-    at_budget = sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts)
+    at_budget_count = sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts)
     console.print(f"{done} of {len(verdicts)} claims reproduced"
-                  f"{f', {at_budget} inconclusive at budget' if at_budget else ''}; verdicts in {out}")
+                  f"{f', {at_budget_count} inconclusive at budget' if at_budget_count else ''}; verdicts in {out}")
+    return document
+
+
+def reproduce_all(quick: bool, root: Path, *, evaluate_only: bool, budget: int | None, binary: Path | None,
+                  lab: str | None) -> None:
+    """Every runnable figure, one after the other (a figure that fails is reported and skipped),
+    then the atlas."""
+    from protolab.reproduce import atlas
+
+    failed = []
+    for figure in FIGURES:
+        if figure.not_runnable:
+            continue
+        results_dir = atlas.results_dir_of(root, figure, quick)
+        if evaluate_only and not (results_dir / "results.duckdb").exists():
+            console.print(f"{figure.id}: no results in {results_dir}; skipped", style="dim")
+            continue
+        try:
+            reproduce_figure(figure, quick, results_dir, evaluate_only=evaluate_only, budget=budget, binary=binary,
+                             lab=lab)
+        except ProtolabError as exc:
+            failed.append(figure.id)
+            console.print(f"{figure.id}: {escape(str(exc))}", style="bold red")
+    console.print(f"atlas: {atlas.build(FIGURES, root, quick)}")
+    if failed:
+        raise ProtolabError(f"figures that failed: {', '.join(failed)} (the atlas shows their last verdicts, if any)")
+
+
+def reproduce_command(
+    figure: Annotated[str | None, typer.Argument(help="Figure id (protolab reproduce --list).")] = None,
+    list_flag: Annotated[bool, typer.Option("--list", help="List the figures and exit.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="The reduced variant (fewer pages, repetitions, points).")] = False,
+    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/reproduce/FIGURE[-quick]; "
+                                                 "with --all or --atlas: the directory holding every figure's, results/reproduce).")] = None,
+    evaluate_only: Annotated[bool, typer.Option("--evaluate-only", help="Judge the runs already in RESULTS; run nothing.")] = False,
+    all_flag: Annotated[bool, typer.Option("--all", help="Every runnable figure, then the atlas (RESULTS/atlas[-quick].html).")] = False,
+    atlas_flag: Annotated[bool, typer.Option("--atlas", help="Only (re)build the atlas from the figures' reproduce.json in RESULTS.")] = False,
+    dry_run_flag: Annotated[bool, typer.Option("--dry-run", help="Print the run matrix and exit.")] = False,
+    budget: Annotated[int | None, typer.Option(
+        "--budget", min=0, help="Most repetitions per cell while claims are undecided (default: the figure's budget, "
+                                "--list; 0: the spec's repetitions only).")] = None,
+    binary: BinaryOption = None,
+    lab: LabOption = None,
+) -> None:
+    """Reproduce a seed figure or table: run its spec, then judge the seed's claims (paper vs ours, with CIs)."""
+    if list_flag:
+        console.print(list_table())
+        return
+    if atlas_flag or all_flag:
+        root = results if results is not None else Path("results") / "reproduce"
+        if atlas_flag:
+            from protolab.reproduce import atlas
+
+            console.print(f"atlas: {atlas.build(FIGURES, root, quick)}")
+        else:
+            reproduce_all(quick, root, evaluate_only=evaluate_only, budget=budget, binary=binary, lab=lab)
+        return
+    if figure is None:
+        raise ProtolabError("name a figure (protolab reproduce --list shows them), or --all")
+    chosen = figure_named(figure)
+    if chosen.not_runnable:
+        instead = f"; {chosen.substitute} answers the same question here" if chosen.substitute else ""
+        raise ProtolabError(f"{chosen.id} cannot run here: {chosen.not_runnable}{instead}")
+    results_dir = results if results is not None else Path("results") / "reproduce" / f"{chosen.id}{'-quick' if quick else ''}"
+    if dry_run_flag:
+        dry_run(experiment_of(chosen, quick), results_dir, console)
+        return
+    reproduce_figure(chosen, quick, results_dir, evaluate_only=evaluate_only, budget=budget, binary=binary, lab=lab)
 
 
 def scenarios_command() -> None:
