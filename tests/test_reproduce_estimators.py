@@ -214,3 +214,21 @@ def test_page_runs_carry_each_page_attributes_from_its_objects(tmp_path: Any) ->
     assert large["page_mean_object_bytes"] == pytest.approx(100_000 / 3)
     small = next(r for r in rows if r["page"] == "small" and r["mode"] == "h3")
     assert (small["page_objects"], small["page_bytes"], small["page_origins"]) == (2, 4000.0, 1)
+
+
+def test_the_atlas_draws_002_heat_maps_and_cdfs() -> None:
+    """002 Fig. 5-2 as three maps of the cells' improvements (a map per protocol pair that was
+    run), Figs. 4-2 and 5-1 as CDFs of PLT per mode, a panel per condition."""
+    from protolab.reproduce.drawings import DrawingInput, drawing_for
+    from protolab.reproduce.figures import REGISTRY
+
+    rows = _grid(lambda b, r: (r - 165) / 5)  # h1c and h3 only: one map, QUIC over HTTP/1.1
+    heatmap = drawing_for(REGISTRY["002-fig5-2"])(DrawingInput(REGISTRY["002-fig5-2"], rows))
+    assert heatmap is not None
+    maps = [ax for ax in heatmap.axes if ax.get_title()]
+    assert [ax.get_title() for ax in maps] == ["QUIC over HTTP/1.1 (h1c)"]
+    assert sorted(float(t.get_text()) for t in maps[0].texts) == sorted(
+        [(r - 165) / 5 for _ in range(4) for r in (30, 120, 210, 300)])
+    cdf = drawing_for(REGISTRY["002-fig5-1"])(DrawingInput(REGISTRY["002-fig5-1"], rows))
+    assert cdf is not None and len([ax for ax in cdf.axes if ax.get_visible()]) == 16  # one per configuration
+    assert drawing_for(REGISTRY["002-fig5-2"])(DrawingInput(REGISTRY["002-fig5-2"], [])) is None

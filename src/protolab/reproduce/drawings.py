@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure as MplFigure
 
+from protolab.reproduce.estimators import configuration_improvements
 from protolab.reproduce.figures import Figure
 from protolab.report.figures import RC, connections_figure, mode_colors, plt_boxplots, speedup_figure
 
@@ -271,4 +272,67 @@ def claims_figure(claims: Sequence[dict[str, Any]]) -> MplFigure | None:
             ax.set_yticks([])
             ax.set_title(f"{claim['statement']}: {claim['verdict']}", fontsize=8, loc="left")
             ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+@register("cdf")
+def plt_cdfs(data: DrawingInput) -> MplFigure | None:
+    """002 Figs. 4-2 and 5-1: the CDF of PLT per mode (over pages and loads), a panel per
+    condition."""
+    rows = [r for r in data.rows if isinstance(r.get("plt_ms"), int | float)]
+    if not rows:
+        return None
+    modes = _modes(rows)
+    colors = mode_colors(modes)
+    _, grouped = conditions(rows)
+    columns = min(3, len(grouped))
+    with rc_context(RC):
+        fig = MplFigure(figsize=(3.2 * columns, 2.6 * math.ceil(len(grouped) / columns)), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(math.ceil(len(grouped) / columns), columns, squeeze=False)).ravel()
+        for ax, (title, group) in zip(axes, grouped.items(), strict=False):
+            for mode in modes:
+                values = np.sort([r["plt_ms"] / 1000 for r in group if r.get("mode") == mode])
+                if len(values):
+                    ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=mode,
+                            color=colors[mode])
+            ax.set_title(title)
+            ax.set_xlabel("PLT (s)")
+            ax.set_ylabel("CDF")
+        for ax in axes[len(grouped):]:
+            ax.set_visible(False)
+        axes[0].legend(fontsize=7)
+    return fig
+
+
+# 002 Fig. 5-2's three maps: (numerator mode, denominator mode) of the % improvement.
+HEATMAP_PAIRS = (("h2", "h1c", "SPDY (h2) over HTTP/1.1 (h1c)"), ("h3", "h1c", "QUIC over HTTP/1.1 (h1c)"),
+                 ("h3", "h2", "QUIC over SPDY (h2)"))
+
+
+@register("heatmap")
+def improvement_maps(data: DrawingInput) -> MplFigure | None:
+    """002 Fig. 5-2: % improvement of the median PLT over the pages per configuration, one map per
+    protocol pair; a grid's cells and a space-filling design's points alike, as coloured markers
+    over bandwidth (log) and RTT, green where the first protocol is faster."""
+    maps = [(title, configuration_improvements(data.rows, "plt_ms", {"mode": num}, {"mode": den}))
+            for num, den, title in HEATMAP_PAIRS]
+    maps = [(title, cells) for title, cells in maps if cells]
+    if not maps:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(3.6 * len(maps), 3.2), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, len(maps), squeeze=False)).ravel()
+        for ax, (title, cells) in zip(axes, maps, strict=True):
+            configs = sorted(cells)
+            x = [c[1] for c in configs]
+            y = [c[0] for c in configs]
+            values = [cells[c] for c in configs]
+            points = ax.scatter(x, y, c=values, cmap="RdYlGn", vmin=-60, vmax=60, s=160, marker="s")
+            for xi, yi, v in zip(x, y, values, strict=True):
+                ax.annotate(f"{v:.0f}", (xi, yi), ha="center", va="center", fontsize=6)
+            ax.set_yscale("log")
+            ax.set_xlabel("minimum RTT (ms)")
+            ax.set_ylabel("bandwidth (Mbit/s)")
+            ax.set_title(title)
+        fig.colorbar(points, ax=list(axes), label="% improvement of the median PLT")
     return fig

@@ -47,6 +47,7 @@ FIG_4_2 = Figure(
     ),
     budget=100,
     quick_budget=20,
+    drawing="cdf",
     note="001 Table I's youtube replica served as a real page stands in for 002's recording of YouTube; "
          "25 Mbit/s, 30 ms (002 does not name its link)",
     explanations=(
@@ -128,6 +129,7 @@ FIG_5_1 = Figure(
     spec="bw-rtt-nine.toml",
     source="runs",
     quick=FIG_5_1_QUICK,
+    drawing="cdf",
     paper=(("9 configurations, {1, 14, 24} Mbit/s x {30, 120, 300} ms, 500 sites", "CDFs of PLT per protocol"),
            ("all 9", "QUIC consistently performs 1-2x worse than SPDY"),
            ("300 ms (all bandwidths); 1 Mbit/s at 120 ms", "QUIC outperforms HTTP/1.1")),
@@ -220,6 +222,7 @@ FIG_5_2_WSP = Figure(
     source="runs",
     quick={"design": {"points": 12}, "axes": {"page": FIG_5_2_QUICK_PAGES}},
     paper=FIG_5_2_PAPER,
+    drawing="heatmap",
     claims=_heatmap_claims({"bandwidth_mbps": (0.2, 0.35)}),
     budget=0,  # the units are pages and configurations: more loads per cell cannot decide the claims
     quick_budget=0,
@@ -236,6 +239,7 @@ FIG_5_2_GRID = Figure(
     source="runs",
     quick={"axes": {"bandwidth_mbps": [0.2, 1, 8.6, 25], "rtt_ms": [30, 150, 300], "page": FIG_5_2_QUICK_PAGES}},
     paper=FIG_5_2_PAPER,
+    drawing="heatmap",
     claims=_heatmap_claims(_VERY_LOW_BANDWIDTH),
     budget=0,  # the units are pages and configurations: more loads per cell cannot decide the claims
     quick_budget=0,
