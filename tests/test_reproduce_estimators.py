@@ -232,3 +232,10 @@ def test_the_atlas_draws_002_heat_maps_and_cdfs() -> None:
     cdf = drawing_for(REGISTRY["002-fig5-1"])(DrawingInput(REGISTRY["002-fig5-1"], rows))
     assert cdf is not None and len([ax for ax in cdf.axes if ax.get_visible()]) == 16  # one per configuration
     assert drawing_for(REGISTRY["002-fig5-2"])(DrawingInput(REGISTRY["002-fig5-2"], [])) is None
+    table = REGISTRY["002-table5.1"]
+    pages = [f"page-{i:03d}" for i in range(1, 25)]
+    sites = _sites({p: 40.0 - 3 * i for i, p in enumerate(pages)}, {p: 1e5 * 1.3**i for i, p in enumerate(pages)})
+    scores = drawing_for(table)(DrawingInput(table, sites))
+    assert scores is not None and len(scores.axes) == 2
+    assert len(scores.axes[0].collections[0].get_offsets()) == 24  # every page a point
+    assert len(scores.axes[0].texts) == 20  # the bottom and top 10 named

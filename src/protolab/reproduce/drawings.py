@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure as MplFigure
 
-from protolab.reproduce.estimators import configuration_improvements
+from protolab.reproduce.estimators import configuration_improvements, ranked_sites
 from protolab.reproduce.figures import Figure
 from protolab.report.figures import RC, connections_figure, mode_colors, plt_boxplots, speedup_figure
 
@@ -335,4 +335,30 @@ def improvement_maps(data: DrawingInput) -> MplFigure | None:
             ax.set_ylabel("bandwidth (Mbit/s)")
             ax.set_title(title)
         fig.colorbar(points, ax=list(axes), label="% improvement of the median PLT")
+    return fig
+
+
+@register("page_runs")
+def site_scores_figure(data: DrawingInput) -> MplFigure | None:
+    """002 Table 5.1: each page's score (mean % improvement of QUIC over HTTP/1.1 across the
+    configurations) against its total size and its mean object size; the 10 pages QUIC hurts
+    most and helps most named."""
+    worst, best = ranked_sites(data.rows, "plt_ms", {"mode": "h3"}, {"mode": "h1c"})
+    lower, upper = ranked_sites(data.rows, "plt_ms", {"mode": "h3"}, {"mode": "h1c"}, count=len(data.rows))
+    pages = [p for p in lower + upper if p.get("page_bytes") and p.get("page_mean_object_bytes")]  # every page
+    if not pages:
+        return None
+    named = {p["page"] for p in worst + best}
+    with rc_context(RC):
+        fig = MplFigure(figsize=(8, 3.4), layout="constrained")
+        for ax, attribute, label in zip(fig.subplots(1, 2), ("page_bytes", "page_mean_object_bytes"),
+                                        ("total size (kB)", "mean object size (kB)"), strict=True):
+            ax.scatter([p[attribute] / 1e3 for p in pages], [p["score"] for p in pages], s=14)
+            for p in pages:
+                if p["page"] in named:
+                    ax.annotate(str(p["page"]), (p[attribute] / 1e3, p["score"]), fontsize=6)
+            ax.set_xscale("log")
+            ax.axhline(0, color="grey", linewidth=0.8)
+            ax.set_xlabel(label)
+            ax.set_ylabel("score: QUIC over HTTP/1.1 (%)")
     return fig
