@@ -15,7 +15,16 @@ from conftest import lab_namespaces
 
 from protolab.errors import ProtolabError
 from protolab.lab import Lab
-from protolab.reproduce.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, QuantileRatio, quantile_interval
+from protolab.reproduce.claims import (
+    INCONCLUSIVE,
+    NO_DATA,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Claim,
+    QuantileRatio,
+    quantile_interval,
+    quantile_values_needed,
+)
 from protolab.scenarios import SCENARIOS, Condition
 from protolab.scenarios.cellular import TRACE_PAIRS, TRACES_DIR, CellularParams, summarize_trace, trace_start_ms
 
@@ -92,6 +101,7 @@ def test_quantile_interval_needs_enough_values_and_brackets_the_quantile() -> No
     # The 95th percentile at 97.5% needs 0.95^n <= 1.25%: 86 values.
     assert quantile_interval(values[:85], 0.95, 0.975) is None
     assert quantile_interval(values[:86], 0.95, 0.975) is not None
+    assert quantile_values_needed(0.95, 0.975) == 86 and quantile_values_needed(0.9, 0.975) == 42
     # The median at 95% needs 0.5^n <= 2.5%: 6 values, and then it is [min, max].
     assert quantile_interval(values[:5], 0.5, 0.95) is None
     assert quantile_interval(values[:6], 0.5, 0.95) == (1.0, 6.0)
@@ -120,8 +130,9 @@ def test_quantile_ratio_claim_verdicts() -> None:
     assert verdict.estimate is not None and verdict.estimate.value == pytest.approx(1 / 1.5, rel=0.15)
     slower = Claim("b's p95 below a's", QuantileRatio("plt_ms", {"cc": "b"}, {"cc": "a"}, q=0.95), high=1.0)
     assert slower.check(rows).outcome == NOT_REPRODUCED
-    few = rows[:20] + rows[200:220]
-    assert faster.check(few).outcome == INCONCLUSIVE, "too few loads for a 95th-percentile interval"
+    few = faster.check(rows[:20] + rows[200:220])
+    assert few.outcome == INCONCLUSIVE, "too few loads for a 95th-percentile interval"
+    assert few.estimate is not None and "86 values per side for the 0.95 quantile" in few.estimate.shortfall
     spread = Claim("p90 over p10", QuantileRatio("plt_ms", {"cc": "a"}, {"cc": "a"}, q=0.9, q_den=0.1), low=1.5)
     assert spread.check(rows).outcome == REPRODUCED  # lognormal sd 0.3: p90/p10 = exp(2 x 1.28 x 0.3) = 2.2
 
@@ -181,9 +192,12 @@ def test_cellular_link_delivers_the_traces_rate(emu_binary: Path, lab_name: Call
     assert delivered >= (1 - DELIVERY_TOLERANCE) * offered, (delivered, offered, from_ms, to_ms)
 
 
-def test_a_denominator_that_may_be_zero_leaves_the_ratio_unbounded_above() -> None:
-    rates = [{"rate_mbps": float(v)} for v in [0.0] * 8 + list(range(1, 93))]
-    spread = Claim("p90 over twice p10", QuantileRatio("rate_mbps", {}, {}, q=0.9, q_den=0.1), low=2.0)
+def test_a_denominator_whose_interval_reaches_zero_gives_no_interval() -> None:
+    rates = [{"rate_mbps": float(v)} for v in [0.0] * 60 + list(range(1, 41))]
+    spread = Claim("p90 over the median", QuantileRatio("rate_mbps", {}, {}, q=0.9, q_den=0.5), low=1.5)
     verdict = spread.check(rates)
-    assert verdict.estimate is not None and verdict.estimate.high == float("inf")
-    assert verdict.outcome == REPRODUCED, "the lower bound decides a claim with no upper bound"
+    assert verdict.outcome == NO_DATA  # the median is 0: no finite ratio
+    rates = [{"rate_mbps": float(v)} for v in [0.0] * 45 + list(range(1, 56))]
+    verdict = spread.check(rates)
+    assert verdict.outcome == INCONCLUSIVE and verdict.estimate is not None
+    assert verdict.estimate.shortfall == "the denominator's interval reaches 0"

@@ -28,7 +28,7 @@ from protolab.corpus import (
 )
 from protolab.corpus.build import fit_sizes, type_of
 from protolab.corpus.errors import CorpusError, HarError
-from protolab.corpus.generate import generate_corpus
+from protolab.corpus.generate import generate_corpus, generated_page
 from protolab.corpus.har import import_har, import_har_file
 from protolab.corpus.manifest import check_manifest_files, load_manifest
 from protolab.results.generated.event_listening import Listening
@@ -203,6 +203,22 @@ def test_generator_deterministic() -> None:
         generate_corpus(0)
     with pytest.raises(CorpusError, match="does not fit"):
         generate_corpus(300, network="10.0.0.0/16")
+
+
+def test_a_generated_page_by_name_is_that_page_of_every_corpus(corpus500: list[dict[str, Any]]) -> None:
+    """Specs name generated pages (`page-017`) without files: the same manifest as in the corpus."""
+    for name in ("page-001", "page-017", "page-500"):
+        index = int(name[5:]) - 1
+        assert generated_page(name) == corpus500[index]
+    assert generated_page("page-003", seed=3) == generate_corpus(5, seed=3)[2].manifest
+    for bad in ("page-000", "page-1", "page-0001", "baidu"):
+        with pytest.raises(CorpusError, match="not a generated page name"):
+            generated_page(bad)
+    from protolab.plan.experiment import corpus_manifest
+
+    assert corpus_manifest("page-017", seed=1) == corpus500[16]
+    with pytest.raises(ValueError, match="page-001 ... page-999"):
+        corpus_manifest("page-17", seed=1)
 
 
 # --- HAR import -----------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
-"""`protolab reproduce`: claims and verdicts on fixed rows (deterministic bootstrap), the figure
-registry against the specs it runs, and one quick figure end to end through the emulator."""
+"""`protolab reproduce`: claims and verdicts on fixed rows (order-statistic and t intervals), the
+figure registry against the specs it runs, and one quick figure end to end through the emulator.
+The intervals' coverage is checked by simulation in test_reproduce_stats.py."""
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -18,12 +20,13 @@ from protolab.reproduce.claims import (
     REPRODUCED,
     Claim,
     Median,
-    QuantileRatio,
     Ratio,
     RatioOfRatios,
     matches,
 )
 from protolab.reproduce.cli import experiment_of, figure_named
+from protolab.reproduce.data import planned_row
+from protolab.reproduce.estimators import MIN_CONFIGURATIONS, Improvement, in_region
 from protolab.reproduce.figures import FIGURES, merged
 from protolab.run.runner import plan
 
@@ -32,36 +35,71 @@ def _rows(mode: str, page: str, values: list[float], **extra: Any) -> list[dict[
     return [{"mode": mode, "page": page, "plt_ms": v, **extra} for v in values]
 
 
+# Two pages, 8 loads per cell: medians 200 / 100 (small) and 4000 / 1000 (large) at 2% loss.
 ROWS = (
-    _rows("h2", "small", [200, 210, 190, 205, 195], loss_pct=2)
-    + _rows("h1", "small", [100, 105, 95, 102, 98], loss_pct=2)
-    + _rows("h2", "large", [4000, 4100, 3900, 4050, 3950], loss_pct=2)
-    + _rows("h1", "large", [1000, 1010, 990, 1005, 995], loss_pct=2)
-    + _rows("h2", "small", [100, 101, 99], loss_pct=0)
-    + _rows("h1", "small", [100, 101, 99], loss_pct=0)
-    + _rows("h2", "large", [1000, 1010, 990], loss_pct=0)
-    + _rows("h1", "large", [1000, 1010, 990], loss_pct=0)
+    _rows("h2", "small", [200, 210, 190, 205, 195, 202, 198, 200], loss_pct=2)
+    + _rows("h1", "small", [100, 105, 95, 102, 98, 101, 99, 100], loss_pct=2)
+    + _rows("h2", "large", [4000, 4100, 3900, 4050, 3950, 4020, 3980, 4000], loss_pct=2)
+    + _rows("h1", "large", [1000, 1010, 990, 1005, 995, 1002, 998, 1000], loss_pct=2)
+    + _rows("h2", "small", [100, 101, 99, 100, 102, 98, 100, 100], loss_pct=0)
+    + _rows("h1", "small", [100, 101, 99, 100, 102, 98, 100, 100], loss_pct=0)
+    + _rows("h2", "large", [1000, 1010, 990, 1000, 1020, 980, 1000, 1000], loss_pct=0)
+    + _rows("h1", "large", [1000, 1010, 990, 1000, 1020, 980, 1000, 1000], loss_pct=0)
 )
+SLOWER = Ratio("plt_ms", {"mode": "h2", "loss_pct": 2}, {"mode": "h1", "loss_pct": 2}, by="page")
 
 
-def test_ratio_is_the_geometric_mean_of_per_page_median_ratios() -> None:
-    estimate = Ratio("plt_ms", {"mode": "h2", "loss_pct": 2}, {"mode": "h1", "loss_pct": 2}, by="page").estimate(ROWS)
-    assert estimate is not None
+def test_ratio_over_two_pages_combines_the_order_statistic_intervals_of_its_medians() -> None:
+    estimate = SLOWER.estimate(ROWS)
+    assert estimate is not None and estimate.has_interval
     # small: 200/100 = 2, large: 4000/1000 = 4 -> sqrt(8)
     assert estimate.value == pytest.approx(8 ** 0.5)
-    assert estimate.low <= estimate.value <= estimate.high
-    assert estimate.low > 2.5 and estimate.high < 3.3
-    assert (estimate.groups, estimate.n) == (2, 20)
+    # 4 medians at 0.95^(1/4) = 98.7% each: 8 values give [min, max] (coverage 1 - 2^-7 = 99.2%);
+    # the ratio's ends take the numerators' low ends over the denominators' high ends.
+    assert estimate.low == pytest.approx(math.sqrt(190 / 105 * 3900 / 1010))
+    assert estimate.high == pytest.approx(math.sqrt(210 / 95 * 4100 / 990))
+    assert (estimate.groups, estimate.n) == (2, 32)
+    assert estimate.method == "order statistics of 4 medians at 98.73% each"
 
 
-def test_verdicts_follow_the_ci_against_the_expected_interval() -> None:
-    slower = Ratio("plt_ms", {"mode": "h2", "loss_pct": 2}, {"mode": "h1", "loss_pct": 2}, by="page")
-    assert Claim("h2 slower", slower, low=1.0).check(ROWS).outcome == REPRODUCED
-    assert Claim("h2 faster", slower, high=1.0).check(ROWS).outcome == NOT_REPRODUCED
-    assert Claim("below 2.83", slower, low=2.0, high=2.83).check(ROWS).outcome == INCONCLUSIVE
+def test_ratio_over_three_or_more_pages_is_a_t_interval_on_the_per_page_log_ratios() -> None:
+    rows = [row for page, ratio in (("a", 2.0), ("b", 2.2), ("c", 2.4))
+            for row in _rows("h2", page, [100 * ratio]) + _rows("h1", page, [100.0])]
+    estimate = Ratio("plt_ms", {"mode": "h2"}, {"mode": "h1"}, by="page").estimate(rows)
+    assert estimate is not None and estimate.method == "t over 3 groups"
+    logs = [math.log(2.0), math.log(2.2), math.log(2.4)]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    t_975_2 = 4.302652729911275  # Student t, 2 degrees of freedom, 97.5th percentile
+    assert estimate.value == pytest.approx(math.exp(mean))
+    assert estimate.low == pytest.approx(math.exp(mean - t_975_2 * sd / math.sqrt(3)))
+    assert estimate.high == pytest.approx(math.exp(mean + t_975_2 * sd / math.sqrt(3)))
+
+
+def test_verdicts_follow_the_ci_against_the_expected_interval_and_say_why() -> None:
+    slower = Claim("h2 slower", SLOWER, low=1.0).check(ROWS)
+    assert slower.outcome == REPRODUCED and slower.reason == "CI [2.64, 3.03] inside > 1"
+    faster = Claim("h2 faster", SLOWER, high=1.0).check(ROWS)
+    assert faster.outcome == NOT_REPRODUCED and faster.reason == "CI [2.64, 3.03] outside < 1"
+    straddles = Claim("below 2.83", SLOWER, low=2.0, high=2.83).check(ROWS)
+    assert straddles.outcome == INCONCLUSIVE and straddles.reason == "CI [2.64, 3.03] straddles 2.83"
     same = Ratio("plt_ms", {"mode": "h2", "loss_pct": 0}, {"mode": "h1", "loss_pct": 0}, by="page")
     assert Claim("equal within 10%", same, low=0.9, high=1.1).check(ROWS).outcome == REPRODUCED
-    assert Claim("missing", Ratio("plt_ms", {"mode": "h3"}, {"mode": "h1"})).check(ROWS).outcome == NO_DATA
+    missing = Claim("missing", Ratio("plt_ms", {"mode": "h3"}, {"mode": "h1"})).check(ROWS)
+    assert missing.outcome == NO_DATA and missing.estimate is None and missing.reason
+
+
+def test_too_few_values_are_inconclusive_with_the_reason_not_reproduced() -> None:
+    two = _rows("h2", "x", [0.7, 0.8], pair="q")
+    median = Claim("more than half", Median("plt_ms", {"pair": "q"}), low=0.5).check(two)
+    assert median.outcome == INCONCLUSIVE
+    assert median.reason == "n = 2 < 6 values needed for a 95% interval of a median"
+    assert median.estimate is not None and median.estimate.value == pytest.approx(0.75)
+    # One page, 3 loads per protocol: a 10x difference still does not decide (7 per cell needed).
+    one_page = _rows("h2", "x", [1000, 1100, 1050]) + _rows("h1", "x", [100, 110, 105])
+    ratio = Claim("h2 slower", Ratio("plt_ms", {"mode": "h2"}, {"mode": "h1"}, by="page"), low=1.0).check(one_page)
+    assert ratio.outcome == INCONCLUSIVE and ratio.reason.startswith("n = 3 < 7 values per cell")
+    assert Median("plt_ms", {}).minimum() == "6 values"
 
 
 def test_ratio_of_ratios_and_median() -> None:
@@ -69,17 +107,24 @@ def test_ratio_of_ratios_and_median() -> None:
                          {"mode": "h1", "loss_pct": 2}, {"mode": "h1", "loss_pct": 0}, by="page")
     estimate = hurt.estimate(ROWS)
     assert estimate is not None and estimate.value == pytest.approx(8 ** 0.5)  # (2/1)/(1/1) and (4/1)/(1/1)
+    # 8 medians at 0.95^(1/8) = 99.36% each need 9 values per cell; these have 8.
+    assert not estimate.has_interval and estimate.shortfall.startswith("n = 8 < 9 values per cell")
     median = Median("plt_ms", {"mode": "h1", "page": "large", "loss_pct": 2}).estimate(ROWS)
-    assert median is not None and median.value == 1000 and 990 <= median.low <= median.high <= 1010
+    # 8 values: k = 1 ([min, max], 99.2%); k = 2 would cover 1 - 2 * 9/256 = 93%.
+    assert median is not None and median.value == 1000 and (median.low, median.high) == (990, 1010)
 
 
-def test_bootstrap_is_deterministic_and_verdicts_serialise() -> None:
+def test_verdicts_are_deterministic_and_serialise() -> None:
     claim = Claim("h2 slower", Ratio("plt_ms", {"mode": "h2"}, {"mode": "h1"}, by="page"), low=1.0, paper="001")
     first, second = claim.check(ROWS), claim.check(ROWS)
-    assert first.estimate == second.estimate
+    assert first == second
     data = json.loads(json.dumps(first.to_dict()))
-    assert data["verdict"] in (REPRODUCED, INCONCLUSIVE, NOT_REPRODUCED)
+    assert data["verdict"] in (REPRODUCED, INCONCLUSIVE, NOT_REPRODUCED) and data["reason"]
     assert data["expected"] == {"low": 1.0, "high": None} and data["estimate"]["confidence"] == 0.95
+    assert data["estimate"]["method"].startswith("order statistics") and data["budget"] is None
+    few = Claim("few", Median("plt_ms", {"mode": "h2", "page": "x"}), low=1.0).check(_rows("h2", "x", [5.0]))
+    text = json.dumps(few.to_dict(), allow_nan=False)  # no NaN in reproduce.json
+    assert json.loads(text)["estimate"]["ci_low"] is None
 
 
 def test_filters_compare_numbers_as_numbers_and_the_rest_exactly() -> None:
@@ -97,32 +142,22 @@ def test_merged_overrides_replace_lists_and_merge_tables() -> None:
 
 
 def _planned_rows(figure: Any, quick: bool) -> list[dict[str, Any]]:
-    """What the claims' filters can select: one row per planned run (mode, page, condition,
-    scenario parameters; for pairs the mode is the pair; for overhead, the protocol)."""
-    rows = []
-    for run in plan(experiment_of(figure, quick)):
-        c = run.condition
-        row = {**run.params, **dict(c.extras), "mode": run.mode, "page": run.page.name if run.page else None,
-               "bandwidth_mbps": c.bandwidth_mbps, "rtt_ms": c.rtt_ms, "loss_pct": c.loss_pct,
-               "pair": run.mode, "protocol": run.mode}
-        # The rpm source's derived column (protolab.reproduce.data._rpm).
-        if c.bandwidth_mbps and c.rtt_ms and c.buffer_bytes:
-            row["buffer_bdp"] = round(c.buffer_bytes / (c.bandwidth_mbps * 1e6 * c.rtt_ms / 1e3 / 8), 2)
-        rows.append(row)
-    return rows
+    """What the claims' filters can select: one row per planned run."""
+    return [planned_row(run) for run in plan(experiment_of(figure, quick))]
 
 
 def _filters(claim: Claim) -> list[dict[str, Any]]:
-    e = claim.estimator
-    if isinstance(e, Median):
-        return [dict(e.where)]
-    if isinstance(e, Ratio | QuantileRatio):
-        return [dict(e.num), dict(e.den)]
-    return [dict(e.a), dict(e.a_base), dict(e.b), dict(e.b_base)]
+    return [dict(where) for where in claim.estimator.filters()]
+
+
+@pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f.id)
+def test_a_budget_is_no_less_than_the_repetitions_it_starts_from(figure: Any) -> None:
+    for quick, budget in ((True, figure.quick_budget), (False, figure.budget)):
+        assert budget == 0 or budget >= experiment_of(figure, quick).spec.repetitions, (figure.id, quick)
 
 
 @pytest.mark.parametrize("quick", [True, False])
-@pytest.mark.parametrize("figure", FIGURES, ids=lambda f: f.id)
+@pytest.mark.parametrize("figure", [f for f in FIGURES if not f.not_runnable], ids=lambda f: f.id)
 def test_every_claim_selects_runs_that_the_spec_plans(figure: Any, quick: bool) -> None:
     rows = _planned_rows(figure, quick)
     assert rows, figure.id
@@ -131,6 +166,13 @@ def test_every_claim_selects_runs_that_the_spec_plans(figure: Any, quick: bool) 
             assert any(matches(row, where) for row in rows), f"{figure.id} quick={quick}: {claim.statement}: {where}"
     if quick:
         assert len(rows) <= len(_planned_rows(figure, False)) and len(rows) <= 100, figure.id
+    else:  # a claim over a region of configurations has enough of them in the full variant
+        for claim in figure.claims:
+            region = getattr(claim.estimator, "region", None)
+            if region:
+                configurations = {(r["bandwidth_mbps"], r["rtt_ms"]) for r in rows if in_region(r, region)}
+                assert len(configurations) >= (MIN_CONFIGURATIONS if isinstance(claim.estimator, Improvement) else 1), \
+                    f"{figure.id}: {claim.statement}"
 
 
 def _protolab(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -155,14 +197,16 @@ def test_reproduce_lists_and_refuses_unknown_figures() -> None:
 def test_quick_overhead_figure_end_to_end(emu_binary: Path, tmp_path: Path) -> None:
     """003's overhead factor through the emulator: 4 bulk runs of 10 s, judged and written."""
     results = tmp_path / "repro"
-    done = _protolab("reproduce", "003-overhead", "--quick", "--results", str(results))
+    done = _protolab("reproduce", "003-overhead", "--quick", "--budget", "0", "--results", str(results))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     document = json.loads((results / "reproduce.json").read_text())
-    assert document["schema"] == "protolab.reproduce" and document["schema_version"] == 1
+    assert document["schema"] == "protolab.reproduce" and document["schema_version"] == 2
     assert document["quick"] is True and document["figure"]["id"] == "003-overhead"
-    assert document["rows"] == 4
+    assert document["rows"] == 4 and document["budget"] == 0
+    assert [r["repetitions"] for r in document["rounds"]] == [2]  # --budget 0: no adaptive round
     quic = document["claims"][0]
-    assert quic["verdict"] != NO_DATA
+    # 2 runs are too few for a 95% interval of a median (6): undecided, and it says so.
+    assert quic["verdict"] == INCONCLUSIVE and quic["reason"].startswith("n = 2 < 6 values")
     # QUIC carries a little more than TCP on the wire per byte delivered, whatever the verdict band.
     assert 1.0 < quic["estimate"]["value"] < 1.15
     assert "claims reproduced" in done.stdout

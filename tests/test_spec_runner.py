@@ -85,8 +85,12 @@ def test_demo_spec_matches_the_brief() -> None:
 
     assert experiment.axes["page"] == list(DEMO_PAGES)
     assert experiment.spec.repetitions == 3
+    # HTTP/3 also with 001's QUIC (gquic39); the TCP modes run once
+    assert experiment.axes["quic_cc"] == ["cubic", "gquic39"]
     runs = plan(experiment)
-    assert len(runs) == 2 * 3 * 4 * 5
+    assert len(runs) == 2 * 3 * 4 * 5 + 2 * 3 * 5
+    assert sorted({(r.params["mode"], r.params["quic_cc"]) for r in runs} - {(m, "cubic") for m in
+                  ("h1", "h2", "h2-parallel:2", "h3")}) == [("h3", "gquic39")]
 
 
 def test_scenario_defaults_fill_missing_axes() -> None:
@@ -409,6 +413,20 @@ def test_runner_records_and_resumes(tmp_path: Path) -> None:
     again = FakeExecutor()
     summary = run_experiment(spec(), tmp_path, again)
     assert summary.skipped == 32 and summary.executed == 0 and again.sessions == 0
+
+
+def test_needed_keeps_only_the_runs_it_accepts_and_a_later_run_adds_the_rest(tmp_path: Path) -> None:
+    """What `protolab reproduce` grows a round with: only the cells its undecided claims read."""
+    experiment = spec()
+    runs = plan(experiment)
+    h2 = FakeExecutor()
+    summary = run_experiment(experiment, tmp_path, h2, needed=lambda run: run.mode == "h2")
+    wanted = [r.key for r in runs if r.mode == "h2"]
+    assert 0 < len(wanted) < len(runs) and h2.executed == wanted
+    assert (summary.total, summary.ok) == (len(wanted), len(wanted))
+    rest = FakeExecutor()
+    summary = run_experiment(spec(), tmp_path, rest)
+    assert summary.skipped == len(wanted) and rest.executed == [r.key for r in runs if r.mode != "h2"]
 
 
 def test_interrupt_then_resume(tmp_path: Path) -> None:

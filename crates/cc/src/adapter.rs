@@ -19,6 +19,7 @@ use crate::fixed::Fixed;
 use crate::registry::{Config, ControllerSpec, SpecError};
 use crate::reno::Reno;
 use crate::sprout::SproutEwma;
+use crate::sprout_feedback::{FeedbackSlot, FeedbackStatus, SproutFeedback};
 use crate::{Ack, Algorithm, RttSample, State};
 
 /// Transitions kept for the samplers (they read every few milliseconds, so a few hundred
@@ -67,6 +68,8 @@ pub struct Snapshot {
     pub pacing_rate_bps: Option<u64>,
     /// The last transitions (at most [`TRANSITIONS_KEPT`]), oldest first.
     pub transitions: Vec<Transition>,
+    /// The peer's feedback, for a controller that takes it (`sprout-ewma`).
+    pub feedback: Option<FeedbackStatus>,
 }
 
 enum Inner {
@@ -147,7 +150,15 @@ impl Adapter {
             min_rtt: self.min_rtt,
             pacing_rate_bps: self.pacing_rate_bps(window),
             transitions: self.transitions.iter().copied().collect(),
+            feedback: self.algorithm().and_then(|a| a.feedback_status()),
         }
+    }
+
+    /// The slot through which the connection hands the peer's feedback to the controller, for
+    /// a controller that takes feedback. quinn's copies of the controller
+    /// (`congestion_state()`) share it with the controller quinn runs.
+    pub fn feedback_slot(&self) -> Option<Arc<FeedbackSlot>> {
+        self.algorithm().and_then(|a| a.feedback_slot())
     }
 
     /// The algorithm, when it is one of ours.
@@ -320,6 +331,7 @@ impl Factory {
             Config::Reno(c) => Inner::Ours(Box::new(Reno::new(c.clone(), mtu))),
             Config::Fast(c) => Inner::Ours(Box::new(Fast::new(c.clone(), mtu))),
             Config::Sprout(c) => Inner::Ours(Box::new(SproutEwma::new(c.clone(), now, mtu))),
+            Config::SproutFeedback(c) => Inner::Ours(Box::new(SproutFeedback::new(c, mtu))),
             Config::Fixed(c) => Inner::Ours(Box::new(Fixed::new(c.clone(), now, mtu))),
             Config::QuinnBbr => {
                 let mut c = BbrConfig::default();

@@ -9,14 +9,19 @@
 //!
 //! Controllers are looked up by name with parameters, `NAME[:key=value,...]`, in one registry
 //! ([`registry`]): `cubic` (RFC 9438 with HyStart++ and N-connection emulation), `reno`
-//! (NewReno), `fast` (FAST TCP), `sprout-ewma` (002 ch. 6), `fixed` (a constant rate), quinn's
-//! own `bbr` (and `quinn-cubic`, `quinn-newreno`) passed through, and profiles such as
-//! `gquic39` (= `cubic:n=2,iw=32`).
+//! (NewReno), `fast` (FAST TCP), `sprout-ewma` (002 §6.2: the receiver's rate estimate fed
+//! back to the sender, [`sprout_feedback`]), `sprout-ewma-sender` (the same estimate made by
+//! the sender from its acknowledgements, [`sprout`]), `fixed` (a constant rate), quinn's own
+//! `bbr` (and `quinn-cubic`, `quinn-newreno`) passed through, and profiles such as `gquic39`
+//! (= `cubic:n=2,iw=32`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use sprout_feedback::{FeedbackSlot, FeedbackStatus};
 
 pub mod adapter;
 pub mod cubic;
@@ -26,6 +31,7 @@ pub mod hystart;
 pub mod registry;
 pub mod reno;
 pub mod sprout;
+pub mod sprout_feedback;
 mod window;
 
 pub use adapter::{Adapter, Factory, Snapshot, Transition};
@@ -149,6 +155,17 @@ pub trait Algorithm: Send + Sync + fmt::Debug + CloneAlgorithm {
 
     /// The initial window in bytes.
     fn initial_window(&self) -> u64;
+
+    /// The slot through which the connection hands the peer's feedback to this controller
+    /// (Sprout-EWMA with receiver feedback); `None` for controllers that take none.
+    fn feedback_slot(&self) -> Option<Arc<FeedbackSlot>> {
+        None
+    }
+
+    /// What the controller has made of the peer's feedback, for samples.
+    fn feedback_status(&self) -> Option<FeedbackStatus> {
+        None
+    }
 }
 
 /// A boxed copy of an algorithm; every `Clone` algorithm has it.

@@ -17,6 +17,7 @@ use crate::fixed::FixedConfig;
 use crate::hystart::HystartConfig;
 use crate::reno::RenoConfig;
 use crate::sprout::SproutConfig;
+use crate::sprout_feedback::{EstimatorConfig, SproutFeedbackConfig};
 
 /// Why a controller spec was refused. Every message lists what is accepted.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -287,8 +288,10 @@ pub enum Config {
     Reno(RenoConfig),
     /// [`crate::fast::Fast`].
     Fast(FastConfig),
-    /// [`crate::sprout::SproutEwma`].
+    /// [`crate::sprout::SproutEwma`] (the estimate at the sender).
     Sprout(SproutConfig),
+    /// [`crate::sprout_feedback::SproutFeedback`] (the receiver's estimate, fed back).
+    SproutFeedback(SproutFeedbackConfig),
     /// [`crate::fixed::Fixed`].
     Fixed(FixedConfig),
     /// quinn's BBR.
@@ -307,6 +310,7 @@ impl Config {
             Config::Reno(c) => c.initial_window_bytes = Some(bytes),
             Config::Fast(c) => c.initial_window_bytes = Some(bytes),
             Config::Sprout(c) => c.initial_window_bytes = Some(bytes),
+            Config::SproutFeedback(c) => c.initial_window_bytes = Some(bytes),
             Config::Fixed(c) => c.initial_window_bytes = Some(bytes),
             Config::QuinnBbr | Config::QuinnCubic | Config::QuinnNewReno => {}
         }
@@ -343,6 +347,13 @@ const SPROUT_PARAMS: &[Param] = &[
     Param { key: "gain", kind: Kind::Float { min: 0.001, max: 1.0 }, default: Some("0.125"), doc: "EWMA gain of the delivered-rate estimate (002: 1/8)" },
     Param { key: "target", kind: Kind::Millis { min: 1.0, max: 10_000.0 }, default: Some("100ms"), doc: "queueing delay the window allows on top of the minimum RTT (002: 100 ms)" },
     Param { key: "tick", kind: Kind::Millis { min: 1.0, max: 1000.0 }, default: Some("20ms"), doc: "length of a rate measurement" },
+    IW,
+];
+
+const SPROUT_FEEDBACK_PARAMS: &[Param] = &[
+    Param { key: "gain", kind: Kind::Float { min: 0.001, max: 1.0 }, default: Some("0.125"), doc: "EWMA gain of the receiver's rate estimate (002: 1/8)" },
+    Param { key: "target", kind: Kind::Millis { min: 1.0, max: 10_000.0 }, default: Some("100ms"), doc: "cap of the target delay: target = min(this, min RTT), allowed on top of the minimum RTT (002: min(100 ms, min RTT))" },
+    Param { key: "tick", kind: Kind::Millis { min: 1.0, max: 1000.0 }, default: Some("20ms"), doc: "length of a rate measurement at the receiver, and the interval of its reports" },
     IW,
 ];
 
@@ -391,6 +402,15 @@ fn sprout(p: &Params) -> Config {
     })
 }
 
+fn sprout_feedback(p: &Params) -> Config {
+    Config::SproutFeedback(SproutFeedbackConfig {
+        estimator: EstimatorConfig { gain: p.float("gain"), tick: p.duration("tick") },
+        target_cap: p.duration("target"),
+        initial_window_packets: p.int32("iw"),
+        initial_window_bytes: None,
+    })
+}
+
 fn fixed(p: &Params) -> Config {
     let rate = match p.value("rate") {
         Some(Value::Rate(r)) => r,
@@ -404,8 +424,9 @@ pub static REGISTRY: &[Entry] = &[
     Entry { name: "cubic", doc: "CUBIC (RFC 9438), ours: tunable C and beta, N-connection emulation, initial window, HyStart++", params: CUBIC_PARAMS, profile: None, configure: cubic },
     Entry { name: "reno", doc: "NewReno (RFC 9002), with N-connection emulation", params: RENO_PARAMS, profile: None, configure: reno },
     Entry { name: "fast", doc: "FAST TCP: w <- min(2w, (1-gamma) w + gamma (baseRTT/RTT w + alpha)) once per RTT", params: FAST_PARAMS, profile: None, configure: fast },
-    Entry { name: "sprout-ewma", doc: "Sprout-EWMA (002 ch. 6): EWMA of the delivered rate per tick, window = rate x (min RTT + target)", params: SPROUT_PARAMS, profile: None, configure: sprout },
+    Entry { name: "sprout-ewma", doc: "Sprout-EWMA as 002 §6.2: the receiver's EWMA of its receiving rate per tick, fed back in QUIC datagrams; window = rate x (min RTT + min(target, min RTT))", params: SPROUT_FEEDBACK_PARAMS, profile: None, configure: sprout_feedback },
     Entry { name: "fixed", doc: "a constant sending rate whatever the network does (003's \"limited\" sender)", params: FIXED_PARAMS, profile: None, configure: fixed },
+    Entry { name: "sprout-ewma-sender", doc: "Sprout-EWMA estimated at the sender: EWMA of the acknowledged rate per tick, window = rate x (min RTT + target)", params: SPROUT_PARAMS, profile: None, configure: sprout },
     Entry { name: "bbr", doc: "quinn's BBR (v1), passed through", params: &[], profile: None, configure: |_| Config::QuinnBbr },
     Entry { name: "quinn-cubic", doc: "quinn's own Cubic (C = 0.4, beta = 0.7, no HyStart), passed through", params: &[], profile: None, configure: |_| Config::QuinnCubic },
     Entry { name: "quinn-newreno", doc: "quinn's own NewReno, passed through", params: &[], profile: None, configure: |_| Config::QuinnNewReno },
@@ -662,6 +683,24 @@ mod tests {
             panic!("cubic configures Cubic")
         };
         assert_eq!(cubic.initial_window_bytes, Some(20_000));
+    }
+
+    #[test]
+    fn sprout_ewma_is_the_receiver_feedback_version() {
+        let Config::SproutFeedback(feedback) = ControllerSpec::parse("sprout-ewma").unwrap().config().clone() else {
+            panic!("sprout-ewma configures the receiver-feedback controller")
+        };
+        assert_eq!(feedback, SproutFeedbackConfig::default());
+        let tuned = ControllerSpec::parse("sprout-ewma:gain=0.25,tick=10ms,target=50ms,iw=4").unwrap();
+        let Config::SproutFeedback(tuned) = tuned.config() else { panic!("{tuned:?}") };
+        assert_eq!(
+            (tuned.estimator.gain, tuned.estimator.tick, tuned.target_cap, tuned.initial_window_packets),
+            (0.25, Duration::from_millis(10), Duration::from_millis(50), 4)
+        );
+        let Config::Sprout(sender) = ControllerSpec::parse("sprout-ewma-sender").unwrap().config().clone() else {
+            panic!("sprout-ewma-sender configures the sender-side estimate")
+        };
+        assert_eq!(sender, SproutConfig::default());
     }
 
     #[test]

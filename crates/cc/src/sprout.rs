@@ -1,6 +1,8 @@
-//! Sprout-EWMA (002 ch. 6, after Winstein et al.): the sender measures the delivered rate over
-//! ticks of `tick` (20 ms), smooths it with an EWMA of gain `gain` (1/8), and sets the window
-//! to what that rate delivers within the minimum RTT plus a `target` queueing delay (100 ms).
+//! Sprout-EWMA estimated at the sender (`sprout-ewma-sender`; 002's own version, with the
+//! receiver's feedback, is [`crate::sprout_feedback`], `sprout-ewma`), after Winstein et al.:
+//! the sender measures the delivered rate over ticks of `tick` (20 ms), smooths it with an EWMA
+//! of gain `gain` (1/8), and sets the window to what that rate delivers within the minimum RTT
+//! plus a `target` queueing delay (100 ms).
 //!
 //! 002 states the window as rate x target delay. On its own that window can only shrink once
 //! the minimum RTT exceeds the target (throughput = window / RTT <= rate), so the target is

@@ -13,7 +13,8 @@ use web::transport::{QuicOptions, TransportError};
 #[derive(Args, Debug, Clone)]
 pub struct QuicArgs {
     /// QUIC congestion controller, NAME[:key=value,...]: cubic, reno, fast, sprout-ewma,
-    /// fixed:rate=R, bbr, gquic39, ... (`protolab-net cc list`; docs/congestion.md).
+    /// sprout-ewma-sender, fixed:rate=R, bbr, gquic39, ... (`protolab-net cc list`;
+    /// docs/congestion.md).
     #[arg(long, default_value = "cubic")]
     pub quic_cc: String,
     /// QUIC initial congestion window in bytes (default: the controller's, 10 packets; not

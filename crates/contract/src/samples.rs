@@ -230,6 +230,14 @@ pub struct QuicSample {
     pub bytes_in_flight: Option<u64>,
     /// Pacing rate, bit/s: quinn paces at 1.25 windows per smoothed RTT (BBR reports its own).
     pub pacing_rate_bps: Option<u64>,
+    /// `sprout-ewma`: the peer's feedback reports the controller accepted so far (absent for
+    /// other controllers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc_feedback_reports: Option<u64>,
+    /// `sprout-ewma`: the receiving rate of the peer's report the window was last set from, bit/s
+    /// (absent before the first report and for other controllers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc_feedback_rate_bps: Option<u64>,
     /// Congestion window, bytes.
     pub cwnd: u64,
     /// Smoothed RTT, µs.

@@ -313,7 +313,7 @@ pub fn spawn_tcp_sampler(stream: &impl AsFd, conn_id: &str, role: Role, mptcp: b
     let remote = sock.peer_addr().ok().and_then(|a| a.as_socket());
     let congestion = crate::transport::tcp_congestion_of(&fd).ok();
     // An MPTCP socket whose peer does not speak MPTCP falls back to TCP.
-    let mptcp_active = mptcp && sockopt::mptcp_info(fd.as_fd()).map(|i| !i.fallback()).unwrap_or(false);
+    let mptcp_active = mptcp && !sockopt::mptcp_fell_back(fd.as_fd());
     let header = SampleHeader {
         schema: SamplesSchema::Samples,
         schema_version: SCHEMA_VERSION,
@@ -362,6 +362,8 @@ pub fn quic_row(t_unix_ns: u64, s: &quinn::ConnectionStats, controller: Option<&
         ssthresh: controller.and_then(|c| c.ssthresh),
         bytes_in_flight: controller.map(|c| c.bytes_in_flight),
         pacing_rate_bps: controller.and_then(|c| c.pacing_rate_bps),
+        cc_feedback_reports: controller.and_then(|c| c.feedback).map(|f| f.reports),
+        cc_feedback_rate_bps: controller.and_then(|c| c.feedback).and_then(|f| f.rate_bps),
         cwnd: s.path.cwnd,
         rtt_us: u64::try_from(s.path.rtt.as_micros()).unwrap_or(u64::MAX),
         min_rtt_us: u64::try_from(s.path.min_rtt.as_micros()).unwrap_or(u64::MAX),

@@ -8,6 +8,7 @@
 pub mod body;
 pub mod bulk;
 pub mod client;
+pub mod feedback;
 pub mod instrument;
 pub mod limits;
 pub mod load;

@@ -250,6 +250,12 @@ pub fn tcp_info(fd: BorrowedFd<'_>) -> io::Result<TcpInfo> {
     parse_tcp_info(&buf[..len])
 }
 
+/// Whether a socket runs as plain TCP although opened (or accepted) as MPTCP: its peer does not
+/// speak MPTCP. A plain TCP socket, or a kernel that cannot say, counts as fallen back.
+pub fn mptcp_fell_back(fd: BorrowedFd<'_>) -> bool {
+    mptcp_info(fd).map(|i| i.fallback()).unwrap_or(true)
+}
+
 /// `MPTCP_INFO` of an MPTCP socket. Fails with `EOPNOTSUPP` on a plain TCP socket; on an MPTCP
 /// socket that fell back to TCP, recent kernels answer with [`MptcpInfo::fallback`] set.
 pub fn mptcp_info(fd: BorrowedFd<'_>) -> io::Result<MptcpInfo> {
@@ -359,8 +365,14 @@ mod tests {
 
     /// A connected (client, server) pair over loopback, after moving `n` bytes client->server.
     fn pair(protocol: socket2::Protocol, n: usize) -> (std::net::TcpStream, std::net::TcpStream) {
+        pair_of(protocol, protocol, n)
+    }
+
+    /// A loopback connection from a `client` socket to a `listener` socket, `n` bytes sent.
+    fn pair_of(client: socket2::Protocol, listener: socket2::Protocol, n: usize) -> (std::net::TcpStream, std::net::TcpStream) {
         use socket2::{Domain, Socket, Type};
-        let l = Socket::new(Domain::IPV4, Type::STREAM, Some(protocol)).unwrap();
+        let protocol = client;
+        let l = Socket::new(Domain::IPV4, Type::STREAM, Some(listener)).unwrap();
         l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
         l.listen(4).unwrap();
         let addr = l.local_addr().unwrap();
@@ -443,5 +455,18 @@ mod tests {
         assert!(subs[0].tcp.bytes_acked >= 500_000, "{subs:?}");
         // TCP_INFO on the MPTCP socket itself describes the first subflow.
         assert!(tcp_info(c.as_fd()).unwrap().cwnd >= 2);
+        assert!(!mptcp_fell_back(c.as_fd()) && !mptcp_fell_back(s.as_fd()));
+    }
+
+    #[test]
+    fn a_plain_tcp_client_of_an_mptcp_listener_falls_back() {
+        if !mptcp_enabled() {
+            eprintln!("skipping: net.mptcp.enabled is not 1 in this namespace");
+            return;
+        }
+        // What the server sees when an H1 or H2 client connects to its MPTCP listener.
+        let (c, s) = pair_of(socket2::Protocol::TCP, socket2::Protocol::MPTCP, 10_000);
+        assert!(mptcp_fell_back(s.as_fd()));
+        assert!(mptcp_fell_back(c.as_fd()), "a plain TCP socket");
     }
 }

@@ -212,6 +212,7 @@ impl QuicOptions {
         let factory = cc::Factory::for_spec(&self.controller, self.initial_window)
             .map_err(|e| TransportError::QuicOption { option: "initial_window", why: e.to_string() })?;
         transport.congestion_controller_factory(factory);
+        crate::feedback::enable_datagrams(&mut transport, &self.controller);
         if let Some(t) = self.packet_threshold {
             if t < 3 {
                 return Err(TransportError::QuicOption { option: "packet_threshold", why: format!("{t} is below RFC 9002's minimum of 3") });

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -108,3 +109,21 @@ def generate_corpus(pages: int, seed: int = 1, network: str | AddressPlan = DEFA
         shape = page_shape(i, pages, rng)
         result.append(GeneratedPage(shape, build_manifest(shape, seed, plan)))
     return result
+
+
+GENERATED_NAME = re.compile(r"page-(\d{3})")
+_NAME_WIDTH_PAGES = 999  # corpora of up to 999 pages name their pages with three digits
+
+
+def generated_page(name: str, seed: int = 1, network: str | AddressPlan = DEFAULT_NETWORK) -> dict[str, Any]:
+    """The manifest of one page of a generated corpus by its name (`page-017`): the same page as
+    in `generate_corpus(pages, seed, network)` for any corpus of 17 to 999 pages, so a spec can
+    name generated pages without files (docs/corpus.md)."""
+    match = GENERATED_NAME.fullmatch(name)
+    if match is None or int(match.group(1)) < 1:
+        raise CorpusError(f"{name!r} is not a generated page name (page-001 ... page-999)")
+    check_seed(seed)
+    plan = network if isinstance(network, AddressPlan) else AddressPlan.parse(network)
+    rng = random.Random(f"protolab-corpus/generate/{seed}")
+    shapes = [page_shape(i, _NAME_WIDTH_PAGES, rng) for i in range(int(match.group(1)))]
+    return build_manifest(shapes[-1], seed, plan)

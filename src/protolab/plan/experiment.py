@@ -200,6 +200,14 @@ def _check_client(source: str, spec: Spec, axes: Mapping[str, list[Any]], worklo
             chromium_mode(mode)
         except UnsupportedMode as exc:
             raise SpecError(f"{source}: axes.mode[{index}]: {exc} (client \"chromium\" in {where})") from None
+    # sprout-ewma's window comes from the receiver's reports, which only protolab's client sends:
+    # under Chromium the server would stay at its initial window.
+    cc_fields = [("transport.quic_cc", spec.transport.quic_cc)]
+    cc_fields += [(f"axes.quic_cc[{i}]", v) for i, v in enumerate(axes.get("quic_cc", []))]
+    for field_name, value in cc_fields:
+        if str(value).split(":", 1)[0].strip().lower() == "sprout-ewma":
+            raise SpecError(f"{source}: {field_name}: sprout-ewma needs the receiver's feedback reports, which "
+                            f"Chromium does not send (client \"chromium\" in {where}); use sprout-ewma-sender")
 
 
 def _check_warm(source: str, spec: Spec, axes: Mapping[str, list[Any]], workload_name: str) -> None:
@@ -382,13 +390,20 @@ def resolve_page(
 
 
 def corpus_manifest(name: str, *, seed: int) -> dict[str, Any]:
-    """A built-in corpus page (protolab.corpus, 001 Table I) as a manifest dict."""
+    """A built-in corpus page as a manifest dict: 001 Table I by name, or `page-NNN`, a page of
+    the generated corpus shaped like 002 Table 4.1 (protolab.corpus.generate)."""
     from protolab.corpus import SITES, CorpusError, site_manifest
+    from protolab.corpus.generate import GENERATED_NAME, generated_page
 
+    if GENERATED_NAME.fullmatch(name):
+        try:
+            return generated_page(name, seed=seed)
+        except CorpusError as exc:
+            raise ValueError(str(exc)) from exc
     if name not in SITES:
         raise ValueError(
-            f"unknown page {quoted(name)}: not a corpus page (known: {', '.join(SITES)}) "
-            "and not a manifest path (a path contains '/' or ends in .json)"
+            f"unknown page {quoted(name)}: not a corpus page (known: {', '.join(SITES)}, or page-001 ... page-999 "
+            "of the generated corpus) and not a manifest path (a path contains '/' or ends in .json)"
         )
     try:
         return site_manifest(name, seed=seed)

@@ -24,7 +24,9 @@ from protolab.report import figures
 from protolab.report import flows as flows_report
 from protolab.report import rpm as rpm_report
 from protolab.report import section as h
+from protolab.report import quic_controllers as qc
 from protolab.report import transport as tr
+from protolab.report import waterfall as wf
 from protolab.report.section import CSS, NO_PAGE, Builder, Experiment, Run, condition_label, fmt_param, mode_sort_key
 from protolab.report.stats import CI_LEVEL, improvement_pct, median, speedup, summarize
 from protolab.store import KNOWN_PARAMS, SCHEMA_VERSION, ResultsStore
@@ -74,6 +76,7 @@ def load_experiment(store: ResultsStore, row: dict[str, Any]) -> Experiment:
                         mode=str(r["mode"] or "?"), page=str(r["page"] or NO_PAGE), repetition=r["repetition"],
                         params=params, n_connections=r["n_connections"], page_bytes=r["page_bytes"],
                         goodput_mbps=r.get("goodput_mbps")))
+    h.controller_modes(runs)
     exp = Experiment(id=row["id"], name=row["name"] or row["id"], spec=_json(row["spec"]),
                      provenance=_json(row["provenance"]), created=row["created"], updated=row["updated"], runs=runs)
     extra_keys = sorted({k for run in runs for k in run.params} - set(known))
@@ -162,6 +165,8 @@ class ReportBuilder(Builder):
             ("heatmaps", "Improvement over the bandwidth x RTT grid", self.heatmaps),
             ("cdf", "CDF of page load time", self.cdfs),
             ("connections", "Connections and bytes per connection", self.connections),
+            ("waterfall", "Waterfalls: each object on its connection",
+             partial(wf.section, self, requested=self.waterfall_runs)),
             ("cells", "Statistics per cell", self.cell_table),
         ]
         by_workload: dict[str, list[tuple[str, str, Callable[[Experiment, str], str]]]] = {
@@ -173,6 +178,9 @@ class ReportBuilder(Builder):
             "pair": [("fairness", "Shares of the bottleneck and Jain's index", partial(tr.fairness, self)),
                      ("share-time", "Throughput per side over time", partial(tr.share_timeline, self)), *transport],
         }
+        if qc.variant_pairs(exp.modes):
+            by_workload["page"].insert(1, ("quic-controllers", "Why the QUIC variants differ",
+                                           partial(qc.compare, self)))
         if "client" in exp.varying:
             by_workload["page"].insert(1, ("engine-vs-browser", "Engine vs browser", self.engine_vs_browser))
         if flows_report.has_flows(self, exp):
@@ -519,8 +527,9 @@ def _fmt_values(values: Sequence[Any], digits: int) -> str:
 # ---------------------------------------------------------------------------------------------
 
 def build_report(results_dir: Path, out_dir: Path | None = None, baseline: str | None = None,
-                 experiments: Sequence[str] | None = None) -> Path:
-    """Write `<out_dir>/index.html` and `<out_dir>/figures/*`; returns the HTML path."""
+                 experiments: Sequence[str] | None = None, waterfalls: Sequence[str] = ()) -> Path:
+    """Write `<out_dir>/index.html` and `<out_dir>/figures/*`; returns the HTML path. `waterfalls`:
+    run keys (or unique prefixes) whose waterfalls are drawn besides the chosen ones."""
     results_dir = Path(results_dir)
     out_dir = Path(out_dir) if out_dir is not None else results_dir / "report"
     with ResultsStore(results_dir, read_only=True) as store:
@@ -539,10 +548,15 @@ def build_report(results_dir: Path, out_dir: Path | None = None, baseline: str |
             modes = sorted({m for e in loaded for m in e.modes}, key=mode_sort_key)
             raise ReportError(f"--baseline: no runs with mode {baseline!r} (modes: {', '.join(modes) or 'none'})")
         try:
+            wf.check_requested(loaded, waterfalls)
+        except wf.WaterfallError as exc:
+            raise ReportError(str(exc)) from exc
+        try:
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ReportError(f"{out_dir}: cannot create the report directory ({exc})") from exc
         builder = ReportBuilder(store, out_dir, baseline)
+        builder.waterfall_runs = list(waterfalls)
         body = [builder.experiment_section(exp) for exp in loaded]
         connections = ga.connections_page(store, loaded, out_dir)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

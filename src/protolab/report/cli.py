@@ -24,11 +24,14 @@ def report_command(
         "--baseline", help="Protocol mode the others are compared with (default h2 if present, else the first).")] = None,
     experiment: Annotated[list[str] | None, typer.Option(
         "--experiment", help="Report only this experiment id (repeatable; default: every experiment).")] = None,
+    waterfall: Annotated[list[str] | None, typer.Option(
+        "--waterfall", help="Also draw the waterfall of this run (its key or a unique prefix; repeatable).")] = None,
 ) -> None:
     """Write a self-contained HTML report (inline SVG) and PNG/SVG figures from a results store."""
     from protolab.report.build import build_report
 
-    index = build_report(results_dir, out, baseline=baseline, experiments=experiment or None)
+    index = build_report(results_dir, out, baseline=baseline, experiments=experiment or None,
+                         waterfalls=waterfall or ())
     console.print(f"wrote {index} (figures in {index.parent / 'figures'})")
 
 

@@ -63,14 +63,38 @@ def sort_key(value: Any) -> tuple[int, Any]:
 
 
 def mode_sort_key(mode: str) -> tuple[int, str]:
-    """Modes in the registry's order (the binary's `protolab-net modes`), N ascending; bulk
+    """Modes in the registry's order (the binary's `protolab-net modes`), N ascending, a mode with
+    its own QUIC controller (`h3@gquic39`, see `controller_modes`) right after the mode; bulk
     protocols and pairs, which are no page-load modes, after them by name."""
-    _, _, n = mode.partition(":")
+    base, at, controller = mode.partition("@") if " vs " not in mode else (mode, "", "")
+    _, _, n = base.partition(":")
     try:
-        rank = modes.order_of(mode)
+        rank = modes.order_of(base)
     except LabError:
         rank = 0  # no binary to ask: by name alone
-    return (rank, f"{int(n):06d}" if n.isdigit() else (n or mode))
+    return (rank, (f"{int(n):06d}" if n.isdigit() else (n or base)) + at + controller)
+
+
+def controller_modes(runs: Sequence[Run]) -> None:
+    """Page loads whose QUIC controller varies only over the HTTP/3 runs (the TCP modes ran with one
+    value, as in the demo: h3 with cubic and with gquic39): an HTTP/3 run with another controller
+    than the TCP modes' becomes mode `h3@<controller>` (the pair syntax), so the two QUIC variants
+    are compared as protocols side by side instead of splitting every figure into conditions."""
+    if not runs or any(run.page == NO_PAGE or " vs " in run.mode for run in runs):
+        return
+    tcp = {run.params.get("quic_cc") for run in runs if not _is_quic(run.mode)}
+    quic = {run.params.get("quic_cc") for run in runs if _is_quic(run.mode)}
+    if len(tcp) != 1 or None in tcp or not quic - tcp:
+        return  # one controller throughout, or the TCP runs do not say which (nothing to compare with)
+    reference = next(iter(tcp))
+    for run in runs:
+        controller = run.params.get("quic_cc")
+        if _is_quic(run.mode) and controller is not None and controller != reference and "@" not in run.mode:
+            run.mode = f"{run.mode}@{controller}"
+
+
+def _is_quic(mode: str) -> bool:
+    return mode.startswith("h3")
 
 
 def determined(runs: Sequence[Run], name: str, by: Sequence[str]) -> bool:
@@ -153,6 +177,7 @@ class Builder:
         self.baseline = baseline
         self.figure_count = 0
         self.figure_files: list[Path] = []
+        self.waterfall_runs: list[str] = []  # `--waterfall RUN_KEY`: runs drawn besides the chosen ones
 
     def figure(self, fig: Any, name: str, caption: str) -> str:
         self.figure_count += 1

@@ -1,10 +1,26 @@
 """Claims of a seed figure, checked against measured rows (pure: no I/O).
 
 A claim is an estimate over rows (a median, a ratio of medians, a ratio of two such ratios)
-with a bootstrap 95% confidence interval, and the interval the seed's statement expects it in.
-The verdict compares the two: *reproduced* when the whole CI lies inside the expected
-interval, *not reproduced* when none of it does, *inconclusive* otherwise, *no data* when the
-rows do not hold what the claim needs.
+with a 95% confidence interval that holds its coverage at small n, and the interval the seed's
+statement expects the estimate in. The verdict compares the two: *reproduced* when the whole CI
+lies inside the expected interval, *not reproduced* when none of it does, *inconclusive* when it
+straddles a bound or when there are fewer values than the estimator's interval needs (each
+estimator states its minimum and says why it declines), *no data* when the rows do not hold
+what the claim needs. Every verdict carries its reason.
+
+The intervals (docs/reproduce.md, "Claims, estimates and verdicts"; their coverage is checked by
+simulation in tests/test_reproduce_stats.py):
+
+- a median: the distribution-free order-statistic interval [x_(k), x_(n+1-k)], whose exact
+  coverage is 1 - 2 P(B <= k-1), B ~ Binomial(n, 1/2); 95% needs n >= 6;
+- a ratio (or ratio of ratios) over groups (pages): the log of the statistic is a signed sum of
+  log medians per group, averaged over the groups. With at least `MIN_GROUPS_FOR_T` groups, a
+  Student t-interval on the per-group log statistics (the spread between groups measures the
+  noise). With fewer groups, every median of every group gets an order-statistic interval at
+  level 0.95^(1/m) (m medians); the statistic is monotone in each median, so the interval made
+  of their ends covers with probability >= 0.95 (the rows of different cells are independent).
+  That needs 7 values per cell for a ratio over one group, 8 over two; 8 and 9 for a ratio of
+  ratios.
 
 Rows are dicts (one per run or per measured item). A filter is a dict of column -> value;
 ratios are taken per group (`by`, e.g. the page) and combined by their geometric mean, so a
@@ -13,23 +29,25 @@ large page does not outweigh a small one.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 Row = Mapping[str, Any]
 Filter = Mapping[str, Any]
 
-BOOTSTRAP_SAMPLES = 2000
-BOOTSTRAP_SEED = 20261125
 CONFIDENCE = 0.95
+MIN_GROUPS_FOR_T = 3
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 INCONCLUSIVE = "inconclusive"
+INCONCLUSIVE_AT_BUDGET = "inconclusive at budget"
 NO_DATA = "no data"
 
 
@@ -58,49 +76,137 @@ def _values(rows: Sequence[Row], metric: str, where: Filter, by: str | None) -> 
     return {group: np.asarray(values) for group, values in groups.items()}
 
 
+@functools.lru_cache(maxsize=1024)
+def median_rank(n: int, confidence: float) -> tuple[int, float] | None:
+    """The largest k for which [x_(k), x_(n+1-k)] (1-based order statistics of n values) covers
+    the median with probability >= `confidence`, and that exact coverage; None when even
+    [min, max] falls short (its coverage is 1 - 2^(1-n))."""
+    if n < 1:
+        return None
+    ranks = np.arange(1, (n + 1) // 2 + 1)
+    coverage = 1.0 - 2.0 * stats.binom.cdf(ranks - 1, n, 0.5)
+    enough = np.flatnonzero(coverage >= confidence)
+    if enough.size == 0:
+        return None
+    k = int(ranks[enough[-1]])
+    return k, float(coverage[enough[-1]])
+
+
+@functools.lru_cache(maxsize=64)
+def values_needed(confidence: float) -> int:
+    """The fewest values whose order-statistic interval of the median reaches `confidence`."""
+    n = 1
+    while median_rank(n, confidence) is None:
+        n += 1
+    return n
+
+
+def median_interval(values: np.ndarray, confidence: float) -> tuple[float, float] | None:
+    """The order-statistic interval of the median at `confidence` (None: too few values)."""
+    rank = median_rank(len(values), confidence)
+    if rank is None:
+        return None
+    ordered = np.sort(values)
+    return float(ordered[rank[0] - 1]), float(ordered[len(values) - rank[0]])
+
+
+@functools.lru_cache(maxsize=256)
+def _t_quantile(degrees_of_freedom: int) -> float:
+    """Student t's quantile for a two-sided `CONFIDENCE` interval."""
+    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, degrees_of_freedom))
+
+
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate with its bootstrap CI, over `groups` groups and `n` values."""
+    """A point estimate with its 95% CI, over `groups` groups and `n` values. `method` names how
+    the CI was made; when there are too few values for it, `low` and `high` are NaN and
+    `shortfall` says what is missing."""
 
     value: float
     low: float
     high: float
     groups: int
     n: int
+    method: str = ""
+    shortfall: str = ""
+
+    @property
+    def has_interval(self) -> bool:
+        return not self.shortfall and math.isfinite(self.low) and math.isfinite(self.high)
 
 
-def _bootstrap(samples: list[list[np.ndarray]], statistic: Callable[[list[list[float]]], float]) -> Estimate | None:
-    """`samples[g][k]`: the values of part k (numerator, denominator...) in group g.
-    `statistic` maps per-group, per-part medians to one number."""
+def _without_interval(value: float, groups: int, n: int, method: str, shortfall: str) -> Estimate:
+    return Estimate(value, math.nan, math.nan, groups, n, method, shortfall)
+
+
+def _grouped(samples: list[list[np.ndarray]], signs: tuple[int, ...]) -> Estimate | None:
+    """`samples[g][p]`: the values of part p (numerator, denominator...) in group g. The statistic
+    is exp(mean over groups of sum_p signs[p] * log median(part p)); its CI as the module says."""
     if not samples or any(len(part) == 0 for group in samples for part in group):
         return None
-    point = statistic([[float(np.median(part)) for part in group] for group in samples])
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    draws = np.empty(BOOTSTRAP_SAMPLES)
-    for i in range(BOOTSTRAP_SAMPLES):
-        medians = [[float(np.median(rng.choice(part, size=len(part), replace=True))) for part in group] for group in samples]
-        draws[i] = statistic(medians)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return Estimate(point, float(low), float(high), len(samples), sum(len(p) for group in samples for p in group))
-
-
-def _geo_mean(values: list[float]) -> float:
-    if any(v <= 0 for v in values):
-        return math.nan
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    medians = np.array([[float(np.median(part)) for part in group] for group in samples])
+    groups, n = len(samples), sum(len(part) for group in samples for part in group)
+    if np.any(medians <= 0):
+        return Estimate(math.nan, math.nan, math.nan, groups, n, shortfall="a median <= 0 has no ratio")
+    sign = np.asarray(signs, dtype=float)
+    per_group = (np.log(medians) * sign).sum(axis=1)
+    value = math.exp(float(per_group.mean()))
+    if groups >= MIN_GROUPS_FOR_T:
+        half = _t_quantile(groups - 1) * float(per_group.std(ddof=1)) / math.sqrt(groups)
+        centre = float(per_group.mean())
+        return Estimate(value, math.exp(centre - half), math.exp(centre + half), groups, n, f"t over {groups} groups")
+    medians_count = medians.size
+    level = CONFIDENCE ** (1 / medians_count)
+    method = f"order statistics of {medians_count} medians at {level:.2%} each"
+    log_low = log_high = 0.0
+    for group in samples:
+        for part, s in zip(group, signs, strict=True):
+            bound = median_interval(part, level)
+            if bound is None:
+                fewest = min(len(part) for group in samples for part in group)
+                return _without_interval(value, groups, n, method,
+                                         f"n = {fewest} < {values_needed(level)} values per cell needed for a 95% "
+                                         f"interval of {medians_count} medians ({groups} group{'s' if groups > 1 else ''}"
+                                         f" < {MIN_GROUPS_FOR_T} for a t-interval over groups)")
+            low, high = bound
+            if low <= 0:
+                return _without_interval(value, groups, n, method, "an interval of a median reaches <= 0")
+            log_low += math.log(low) if s > 0 else -math.log(high)
+            log_high += math.log(high) if s > 0 else -math.log(low)
+    return Estimate(value, math.exp(log_low / groups), math.exp(log_high / groups), groups, n, method)
 
 
 @dataclass(frozen=True)
 class Median:
-    """The median of `metric` over the rows that match `where`."""
+    """The median of `metric` over the rows that match `where`; its CI is the order-statistic
+    interval (needs 6 values for 95%)."""
 
     metric: str
     where: Filter
 
+    def minimum(self) -> str:
+        return f"{values_needed(CONFIDENCE)} values"
+
+    def filters(self) -> list[Filter]:
+        return [self.where]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
-        groups = _values(rows, self.metric, self.where, None)
-        return _bootstrap([[g] for g in groups.values()], lambda m: m[0][0])
+        values = _values(rows, self.metric, self.where, None).get(None)
+        if values is None or len(values) == 0:
+            return None
+        value, method = float(np.median(values)), "order statistics"
+        interval = median_interval(values, CONFIDENCE)
+        if interval is None:
+            return _without_interval(value, 1, len(values), method,
+                                     f"n = {len(values)} < {values_needed(CONFIDENCE)} values needed for a 95% "
+                                     "interval of a median")
+        return Estimate(value, interval[0], interval[1], 1, len(values), method)
+
+
+def _grouped_minimum(parts: int) -> str:
+    return (f"{MIN_GROUPS_FOR_T} groups (t over groups), or with fewer groups "
+            f"{values_needed(CONFIDENCE ** (1 / parts))} values per cell for one group and "
+            f"{values_needed(CONFIDENCE ** (1 / (2 * parts)))} for two")
 
 
 @dataclass(frozen=True)
@@ -113,11 +219,17 @@ class Ratio:
     den: Filter
     by: str | None = None
 
+    def minimum(self) -> str:
+        return _grouped_minimum(2)
+
+    def filters(self) -> list[Filter]:
+        return [self.num, self.den]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         num = _values(rows, self.metric, self.num, self.by)
         den = _values(rows, self.metric, self.den, self.by)
         common = sorted((g for g in num if g in den), key=str)
-        return _bootstrap([[num[g], den[g]] for g in common], lambda m: _geo_mean([n / d if d else math.nan for n, d in m]))
+        return _grouped([[num[g], den[g]] for g in common], (1, -1))
 
 
 @dataclass(frozen=True)
@@ -132,32 +244,32 @@ class RatioOfRatios:
     b_base: Filter
     by: str | None = None
 
+    def minimum(self) -> str:
+        return _grouped_minimum(4)
+
+    def filters(self) -> list[Filter]:
+        return [self.a, self.a_base, self.b, self.b_base]
+
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         parts = [_values(rows, self.metric, where, self.by) for where in (self.a, self.a_base, self.b, self.b_base)]
         common = sorted((g for g in parts[0] if all(g in p for p in parts[1:])), key=str)
-
-        def statistic(medians: list[list[float]]) -> float:
-            return _geo_mean([(a / ab) / (b / bb) if ab and b and bb else math.nan for a, ab, b, bb in medians])
-
-        return _bootstrap([[p[g] for p in parts] for g in common], statistic)
+        return _grouped([[p[g] for p in parts] for g in common], (1, -1, -1, 1))
 
 
 # ---------------------------------------------------------------------- quantiles of pooled rows
 # 002 ch. 6 states some results as a percentile of the PLT distribution over its pages (the 95th).
-# A quantile far in the tail gets a distribution-free order-statistic interval: it holds its
-# coverage at any n (for continuous values) and says when n is too small to give one.
+# A quantile far in the tail gets a distribution-free order-statistic interval, as the median
+# does: it holds its coverage at any n (for continuous values) and says when n is too small.
 
 
 def quantile_interval(values: np.ndarray, q: float, confidence: float) -> tuple[float, float] | None:
     """[x(l), x(u)] of the sorted values that covers the population's q-quantile with at least
     `confidence` (B = values below the quantile is Binomial(n, q); each tail holds at most
     (1 - confidence) / 2). None when n is too small for such an interval."""
-    from scipy.stats import binom  # only here: scipy is slow to import
-
     x = np.sort(values)
     n = len(x)
     tail = (1 - confidence) / 2
-    below = binom.cdf(np.arange(n + 1), n, q)  # below[k] = P(B <= k)
+    below = stats.binom.cdf(np.arange(n + 1), n, q)  # below[k] = P(B <= k)
     lows = [rank for rank in range(1, n + 1) if below[rank - 1] <= tail]
     highs = [rank for rank in range(1, n + 1) if 1 - below[rank - 1] <= tail]
     if not lows or not highs:
@@ -165,19 +277,37 @@ def quantile_interval(values: np.ndarray, q: float, confidence: float) -> tuple[
     return float(x[max(lows) - 1]), float(x[min(highs) - 1])
 
 
+def quantile_values_needed(q: float, confidence: float) -> int:
+    """The fewest values whose order-statistic interval of the q-quantile reaches `confidence`:
+    both max(q, 1 - q)^n must be at most (1 - confidence) / 2."""
+    return math.ceil(math.log((1 - confidence) / 2) / math.log(max(q, 1 - q)))
+
+
 @dataclass(frozen=True)
 class QuantileRatio:
     """q-quantile(metric | num) / q_den-quantile(metric | den) (q_den: q unless given), each over
     all matching rows pooled (a percentile of the distribution over pages and repetitions, as 002
-    Figs. 6-3/6-4 read their CDFs; or a spread, the 90th over the 10th percentile). The interval combines each side's order-statistic interval at confidence
-    1 - (1 - CONFIDENCE) / 2 (Bonferroni: the ratio's holds at least CONFIDENCE); with too few
-    values for either side it is unbounded (NaN), so the claim is inconclusive."""
+    Figs. 6-3/6-4 read their CDFs; or a spread, the 90th percentile over the median). The
+    interval combines each side's order-statistic interval at 1 - (1 - CONFIDENCE) / 2
+    (Bonferroni: the ratio's covers with at least CONFIDENCE)."""
 
     metric: str
     num: Filter
     den: Filter
     q: float
     q_den: float | None = None
+
+    @property
+    def _side_confidence(self) -> float:
+        return 1 - (1 - CONFIDENCE) / 2
+
+    def minimum(self) -> str:
+        quantiles = sorted({self.q, self.q if self.q_den is None else self.q_den})
+        return " and ".join(f"{quantile_values_needed(q, self._side_confidence)} values per side for the "
+                            f"{q:g} quantile" for q in quantiles)
+
+    def filters(self) -> list[Filter]:
+        return [self.num, self.den]
 
     def estimate(self, rows: Sequence[Row]) -> Estimate | None:
         num = _values(rows, self.metric, self.num, None).get(None)
@@ -187,17 +317,22 @@ class QuantileRatio:
         q_den = self.q if self.q_den is None else self.q_den
         num_quantile, den_quantile = float(np.quantile(num, self.q)), float(np.quantile(den, q_den))
         point = num_quantile / den_quantile if den_quantile > 0 else math.nan
-        side_confidence = 1 - (1 - CONFIDENCE) / 2
-        num_ci, den_ci = quantile_interval(num, self.q, side_confidence), quantile_interval(den, q_den, side_confidence)
-        if num_ci is None or den_ci is None or den_ci[1] <= 0:
-            low = high = math.nan
-        else:
-            # A denominator that may be 0 (a stalled second) leaves the ratio unbounded above.
-            low, high = num_ci[0] / den_ci[1], num_ci[1] / den_ci[0] if den_ci[0] > 0 else math.inf
-        return Estimate(point, low, high, 1, len(num) + len(den))
+        n, method = len(num) + len(den), "order statistics of each side, Bonferroni"
+        num_ci = quantile_interval(num, self.q, self._side_confidence)
+        den_ci = quantile_interval(den, q_den, self._side_confidence)
+        if num_ci is None or den_ci is None:
+            return _without_interval(point, 1, n, method, f"n = {len(num)} and {len(den)} < {self.minimum()}")
+        if den_ci[0] <= 0:
+            return _without_interval(point, 1, n, method, "the denominator's interval reaches 0")
+        return Estimate(point, num_ci[0] / den_ci[1], num_ci[1] / den_ci[0], 1, n, method)
 
 
 Estimator = Median | Ratio | RatioOfRatios | QuantileRatio
+
+
+def format_number(value: float) -> str:
+    """Three significant digits, or a whole number from 100 up."""
+    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
 
 
 @dataclass(frozen=True)
@@ -221,33 +356,52 @@ class Claim:
 
     def check(self, rows: Sequence[Row]) -> Verdict:
         estimate = self.estimator.estimate(rows)
-        if estimate is None or not math.isfinite(estimate.value):
-            return Verdict(self, None, NO_DATA)
+        if estimate is None:
+            return Verdict(self, None, NO_DATA, "no rows hold every part of the claim")
+        if not math.isfinite(estimate.value):
+            return Verdict(self, None, NO_DATA, estimate.shortfall or "no finite estimate")
+        if not estimate.has_interval:
+            return Verdict(self, estimate, INCONCLUSIVE, estimate.shortfall)
         low = -math.inf if self.low is None else self.low
         high = math.inf if self.high is None else self.high
-        # An unbounded side of the claim constrains nothing, even an unbounded estimate.
-        if (self.low is None or low < estimate.low) and (self.high is None or estimate.high < high):
-            outcome = REPRODUCED
-        elif estimate.high <= low or estimate.low >= high:
-            outcome = NOT_REPRODUCED
-        else:
-            outcome = INCONCLUSIVE
-        return Verdict(self, estimate, outcome)
+        ci = f"CI [{format_number(estimate.low)}, {format_number(estimate.high)}]"
+        if low < estimate.low and estimate.high < high:
+            return Verdict(self, estimate, REPRODUCED, f"{ci} inside {self.expected()}")
+        if estimate.high <= low or estimate.low >= high:
+            return Verdict(self, estimate, NOT_REPRODUCED, f"{ci} outside {self.expected()}")
+        straddled = [f"{b:g}" for b in (low, high) if math.isfinite(b) and estimate.low <= b <= estimate.high]
+        return Verdict(self, estimate, INCONCLUSIVE, f"{ci} straddles {' and '.join(straddled)}")
 
 
 @dataclass(frozen=True)
 class Verdict:
+    """A claim's outcome with its reason; `budget` is the repetitions an adaptive run spent
+    when the outcome is "inconclusive at budget"."""
+
     claim: Claim
     estimate: Estimate | None
     outcome: str
+    reason: str = ""
+    budget: int | None = None
+
+    def label(self) -> str:
+        """The outcome as a table shows it ("inconclusive at budget 8")."""
+        return f"{self.outcome} {self.budget}" if self.outcome == INCONCLUSIVE_AT_BUDGET else self.outcome
 
     def to_dict(self) -> dict[str, Any]:
         e = self.estimate
+
+        def finite(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
         return {
             "statement": self.claim.statement,
             "paper": self.claim.paper,
             "expected": {"low": self.claim.low, "high": self.claim.high},
-            "estimate": None if e is None else {"value": e.value, "ci_low": e.low, "ci_high": e.high,
-                                                "confidence": CONFIDENCE, "groups": e.groups, "n": e.n},
+            "estimate": None if e is None else {"value": e.value, "ci_low": finite(e.low), "ci_high": finite(e.high),
+                                                "confidence": CONFIDENCE, "groups": e.groups, "n": e.n,
+                                                "method": e.method},
             "verdict": self.outcome,
+            "reason": self.reason,
+            "budget": self.budget,
         }

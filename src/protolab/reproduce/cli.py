@@ -5,6 +5,7 @@ and write RESULTS/reproduce.json."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,14 +19,18 @@ from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
 from protolab.plan.experiment import Experiment, read_spec_data, spec_from_dict
+from protolab.reproduce.adaptive import Round, at_budget, needed_runs, run_adaptively
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
+    INCONCLUSIVE_AT_BUDGET,
     NO_DATA,
     NOT_REPRODUCED,
     REPRODUCED,
+    Claim,
     Verdict,
+    format_number,
 )
-from protolab.reproduce.data import rows_of
+from protolab.reproduce.data import recorded_repetitions, rows_of
 from protolab.reproduce.figures import FIGURES, REGISTRY, Figure, merged
 from protolab.run.cli import (
     REPO_ROOT,
@@ -34,12 +39,14 @@ from protolab.run.cli import (
     dry_run,
     execute,
 )
+from protolab.run.runner import plan
 from protolab.store import ResultsStore
 
 SPECS_DIR = REPO_ROOT / "specs"
 SCHEMA = "protolab.reproduce"
-SCHEMA_VERSION = 1
-VERDICT_STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "bold red", INCONCLUSIVE: "yellow", NO_DATA: "dim"}
+SCHEMA_VERSION = 2  # 2: a claim's reason and CI method, "inconclusive at budget", the adaptive rounds
+VERDICT_STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "bold red", INCONCLUSIVE: "yellow",
+                 INCONCLUSIVE_AT_BUDGET: "bold yellow", NO_DATA: "dim"}
 
 
 def figure_named(name: str) -> Figure:
@@ -49,25 +56,46 @@ def figure_named(name: str) -> Figure:
         raise ProtolabError(f"no figure {name!r}; known: {', '.join(REGISTRY)} (protolab reproduce --list)") from None
 
 
-def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR) -> Experiment:
-    """The figure's spec, with its quick overrides merged in when asked."""
+def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR, repetitions: int | None = None) -> Experiment:
+    """The figure's spec, with its quick overrides merged in when asked (and `repetitions`, when
+    given, in place of the spec's: an adaptive round)."""
     path = specs_dir / figure.spec
     data = read_spec_data(path)
     if quick:
         data = merged(data, figure.quick)
+    if repetitions is not None:
+        data = merged(data, {"repetitions": repetitions})
     return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
 
 
-def judge(figure: Figure, results_dir: Path, experiment_id: str) -> tuple[list[Verdict], int]:
-    """The verdict on every claim, from the runs in the store; (verdicts, rows judged)."""
+def run_counts(results_dir: Path, experiment_id: str) -> dict[str, Any]:
+    """The experiment's runs in the store: ok, failed (or timed out), and their summed duration (s)."""
+    with ResultsStore(results_dir, read_only=True) as store:
+        row = store.query("SELECT count(*) FILTER (WHERE status = 'ok') AS ok, count(*) FILTER (WHERE status <> 'ok') "
+                          "AS failed, sum(duration_s) AS duration_s FROM runs WHERE experiment_id = ?", [experiment_id])[0]
+    return {"ok": int(row["ok"] or 0), "failed": int(row["failed"] or 0), "duration_s": row["duration_s"]}
+
+
+def judge(figure: Figure, results_dir: Path, experiment_id: str, budget: int = 0) -> tuple[list[Verdict], int]:
+    """The verdict on every claim, from the runs in the store; (verdicts, rows judged). With a
+    `budget`, a claim still inconclusive after a run that reached it is "inconclusive at budget"
+    (what --evaluate-only says after an adaptive run)."""
     if not (results_dir / "results.duckdb").exists():
         raise ProtolabError(f"{results_dir}: no results.duckdb to judge (run without --evaluate-only first)")
     with ResultsStore(results_dir, read_only=True) as store:
         rows = rows_of(store, figure.source, experiment_id)
-    return [claim.check(rows) for claim in figure.claims], len(rows)
+        repetitions = recorded_repetitions(store, experiment_id)
+    verdicts = [claim.check(rows) for claim in figure.claims]
+    if budget > 0 and repetitions is not None and repetitions >= budget:
+        verdicts = at_budget(verdicts, repetitions)
+    return verdicts, len(rows)
 
 
-def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int) -> dict[str, Any]:
+def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdicts: list[Verdict], rows: int,
+                     rounds: list[Round] | None = None, budget: int = 0, runs: dict[str, Any] | None = None,
+                     wall_time_s: float | None = None) -> dict[str, Any]:
+    """reproduce.json; `rounds` the adaptive rounds, `runs` as run_counts gives them, `wall_time_s`
+    the command's time on the figure (running and judging; judging only with --evaluate-only)."""
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -80,49 +108,127 @@ def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdic
         "paper": [{"what": what, "value": value} for what, value in figure.paper],
         "claims": [v.to_dict() for v in verdicts],
         "reproduced": sum(v.outcome == REPRODUCED for v in verdicts),
+        "inconclusive_at_budget": sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts),
+        "budget": budget,
+        "rounds": [r.to_dict() for r in rounds or []],
+        "runs": runs or {},
+        "wall_time_s": wall_time_s,
     }
-
-
-def _number(value: float) -> str:
-    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
 
 
 def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
     table = Table(title=f"{figure.id}: {figure.title} ({figure.seed})", box=box.SIMPLE_HEAD)
     for column, justify in [("claim", "left"), ("paper", "left"), ("expected", "right"), ("ours [95% CI]", "right"),
-                            ("n", "right"), ("verdict", "left")]:
+                            ("n", "right"), ("verdict", "left"), ("why", "left")]:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for v in verdicts:
         e = v.estimate
-        ours = "-" if e is None else f"{_number(e.value)} [{_number(e.low)}, {_number(e.high)}]"
+        interval = f"[{format_number(e.low)}, {format_number(e.high)}]" if e is not None and e.has_interval else "[no CI]"
+        ours = "-" if e is None else f"{format_number(e.value)} {interval}"
         style = VERDICT_STYLE.get(v.outcome, "")
-        table.add_row(escape(v.claim.statement), escape(v.claim.paper), v.claim.expected(), ours,
-                      "-" if e is None else str(e.n), f"[{style}]{v.outcome}[/]")
+        table.add_row(escape(v.claim.statement), escape(v.claim.paper), v.claim.expected(), escape(ours),
+                      "-" if e is None else str(e.n), f"[{style}]{v.label()}[/]", escape(v.reason))
     return table
 
 
 def list_table() -> Table:
-    """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own."""
-    from protolab.run.runner import plan
-
+    """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own.
+    Entries that cannot run here say why, and which entry answers the same question."""
     table = Table(box=box.SIMPLE_HEAD)
     for column, justify in [("figure", "left"), ("seed / what", "left"), ("spec", "left"), ("claims", "right"),
                             ("runs quick/full", "right")]:
         table.add_column(column, justify=justify, no_wrap=column == "figure")  # type: ignore[arg-type]
     for figure in FIGURES:
+        what = f"{figure.seed}: {figure.title}"
+        if figure.not_runnable:
+            instead = f"; instead: {figure.substitute}" if figure.substitute else ""
+            table.add_row(figure.id, escape(f"{what}\nnot runnable here: {figure.not_runnable}{instead}"), "-",
+                          str(len(figure.claims)), "[dim]not runnable[/]")
+            continue
         quick, full = (len(plan(experiment_of(figure, q))) for q in (True, False))
-        table.add_row(figure.id, escape(f"{figure.seed}: {figure.title}"), figure.spec, str(len(figure.claims)),
-                      f"{quick}/{full}")
+        table.add_row(figure.id, escape(what), figure.spec, str(len(figure.claims)), f"{quick}/{full}")
     return table
+
+
+def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim] | None, results_dir: Path,
+              binary: Path | None, lab: str | None) -> None:
+    """One round of adaptive repetitions: the spec at `repetitions`, only the cells the
+    undecided `claims` read (None: every cell)."""
+    experiment = experiment_of(figure, quick, repetitions=repetitions)
+    needed = None if claims is None else needed_runs(claims, plan(experiment))
+    execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed)
+
+
+def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate_only: bool, budget: int | None,
+                     binary: Path | None, lab: str | None) -> dict[str, Any]:
+    """Run a figure (unless `evaluate_only`) in adaptive rounds until its claims decide or its
+    budget is spent, judge it, print the verdicts, write and return its reproduce.json."""
+    started = time.monotonic()
+    experiment = experiment_of(chosen, quick)
+    rounds: list[Round] = []
+    budget = budget if budget is not None else chosen.quick_budget if quick else chosen.budget
+    if evaluate_only:
+        verdicts, rows = judge(chosen, results_dir, experiment.name, budget)
+    else:
+        outcome = run_adaptively(
+            experiment.spec.repetitions, budget,
+            run=lambda repetitions, claims: run_round(chosen, quick, repetitions, claims, results_dir, binary, lab),
+            judge=lambda: judge(chosen, results_dir, experiment.name), progress=lambda text: console.print(escape(text)))
+        verdicts, rows, rounds = outcome.verdicts, outcome.rows, outcome.rounds
+    console.print(verdict_table(chosen, verdicts))
+    for what, value in chosen.paper:
+        console.print(f"  paper: {escape(what)}: {escape(value)}", highlight=False)
+    if chosen.note:
+        console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
+    out = results_dir / "reproduce.json"
+    document = verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget,
+                                run_counts(results_dir, experiment.name), time.monotonic() - started)
+    write_text_atomically(out, json.dumps(document, indent=2) + "\n")
+    done = sum(v.outcome == REPRODUCED for v in verdicts)
+    at_budget_count = sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts)
+    console.print(f"{done} of {len(verdicts)} claims reproduced"
+                  f"{f', {at_budget_count} inconclusive at budget' if at_budget_count else ''}; verdicts in {out}")
+    return document
+
+
+def reproduce_all(quick: bool, root: Path, *, evaluate_only: bool, budget: int | None, binary: Path | None,
+                  lab: str | None) -> None:
+    """Every runnable figure, one after the other (a figure that fails is reported and skipped),
+    then the atlas."""
+    from protolab.reproduce import atlas
+
+    failed = []
+    for figure in FIGURES:
+        if figure.not_runnable:
+            continue
+        results_dir = atlas.results_dir_of(root, figure, quick)
+        if evaluate_only and not (results_dir / "results.duckdb").exists():
+            console.print(f"{figure.id}: no results in {results_dir}; skipped", style="dim")
+            continue
+        try:
+            reproduce_figure(figure, quick, results_dir, evaluate_only=evaluate_only, budget=budget, binary=binary,
+                             lab=lab)
+        except ProtolabError as exc:
+            failed.append(figure.id)
+            console.print(f"{figure.id}: {escape(str(exc))}", style="bold red")
+    console.print(f"atlas: {atlas.build(FIGURES, root, quick)}")
+    if failed:
+        raise ProtolabError(f"figures that failed: {', '.join(failed)} (the atlas shows their last verdicts, if any)")
 
 
 def reproduce_command(
     figure: Annotated[str | None, typer.Argument(help="Figure id (protolab reproduce --list).")] = None,
     list_flag: Annotated[bool, typer.Option("--list", help="List the figures and exit.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="The reduced variant (fewer pages, repetitions, points).")] = False,
-    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/reproduce/FIGURE[-quick]).")] = None,
+    results: Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/reproduce/FIGURE[-quick]; "
+                                                 "with --all or --atlas: the directory holding every figure's, results/reproduce).")] = None,
     evaluate_only: Annotated[bool, typer.Option("--evaluate-only", help="Judge the runs already in RESULTS; run nothing.")] = False,
+    all_flag: Annotated[bool, typer.Option("--all", help="Every runnable figure, then the atlas (RESULTS/atlas[-quick].html).")] = False,
+    atlas_flag: Annotated[bool, typer.Option("--atlas", help="Only (re)build the atlas from the figures' reproduce.json in RESULTS.")] = False,
     dry_run_flag: Annotated[bool, typer.Option("--dry-run", help="Print the run matrix and exit.")] = False,
+    budget: Annotated[int | None, typer.Option(
+        "--budget", min=0, help="Most repetitions per cell while claims are undecided (default: the figure's budget, "
+                                "--list; 0: the spec's repetitions only).")] = None,
     binary: BinaryOption = None,
     lab: LabOption = None,
 ) -> None:
@@ -130,26 +236,26 @@ def reproduce_command(
     if list_flag:
         console.print(list_table())
         return
+    if atlas_flag or all_flag:
+        root = results if results is not None else Path("results") / "reproduce"
+        if atlas_flag:
+            from protolab.reproduce import atlas
+
+            console.print(f"atlas: {atlas.build(FIGURES, root, quick)}")
+        else:
+            reproduce_all(quick, root, evaluate_only=evaluate_only, budget=budget, binary=binary, lab=lab)
+        return
     if figure is None:
-        raise ProtolabError("name a figure (protolab reproduce --list shows them)")
+        raise ProtolabError("name a figure (protolab reproduce --list shows them), or --all")
     chosen = figure_named(figure)
-    experiment = experiment_of(chosen, quick)
+    if chosen.not_runnable:
+        instead = f"; {chosen.substitute} answers the same question here" if chosen.substitute else ""
+        raise ProtolabError(f"{chosen.id} cannot run here: {chosen.not_runnable}{instead}")
     results_dir = results if results is not None else Path("results") / "reproduce" / f"{chosen.id}{'-quick' if quick else ''}"
     if dry_run_flag:
-        dry_run(experiment, results_dir, console)
+        dry_run(experiment_of(chosen, quick), results_dir, console)
         return
-    if not evaluate_only:
-        execute(experiment, results_dir, console, binary=binary, lab=lab)
-    verdicts, rows = judge(chosen, results_dir, experiment.name)
-    console.print(verdict_table(chosen, verdicts))
-    for what, value in chosen.paper:
-        console.print(f"  paper: {escape(what)}: {escape(value)}", highlight=False)
-    if chosen.note:
-        console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
-    out = results_dir / "reproduce.json"
-    write_text_atomically(out, json.dumps(verdict_document(chosen, quick, experiment, verdicts, rows), indent=2) + "\n")
-    done = sum(v.outcome == REPRODUCED for v in verdicts)
-    console.print(f"{done} of {len(verdicts)} claims reproduced; verdicts in {out}")
+    reproduce_figure(chosen, quick, results_dir, evaluate_only=evaluate_only, budget=budget, binary=binary, lab=lab)
 
 
 def scenarios_command() -> None:

@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
+
+from protolab.corpus.table1 import SITES
 from protolab.errors import ProtolabError
 from protolab.plan.spec import CONDITION_COLUMNS
+from protolab.reproduce.windows import backoff_factors, mean_summed_window
+from protolab.run.runner import PlannedRun
 from protolab.store import ResultsStore
 
 RUN_COLUMNS = ("run_key", "mode", "page", *CONDITION_COLUMNS, "quic_cc", "tcp_cc",
@@ -82,6 +87,164 @@ def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     return rows
 
 
+def recorded_repetitions(store: ResultsStore, experiment: str) -> int | None:
+    """The repetitions of the spec last run into the store (an adaptive run's last round)."""
+    for row in store.query("SELECT spec FROM experiments WHERE id = ?", [experiment]):
+        spec = json.loads(row["spec"]) if isinstance(row["spec"], str) else row["spec"]
+        repetitions = spec.get("repetitions") if isinstance(spec, dict) else None
+        return repetitions if isinstance(repetitions, int) else None
+    return None
+
+
+def planned_row(run: PlannedRun) -> dict[str, Any]:
+    """What a claim's filters can select of a run before it ran: its mode, page, condition and
+    scenario parameters, as the row sources name them (for pairs the mode is the pair, for
+    overhead the protocol; the rpm source's buffer in BDPs)."""
+    c = run.condition
+    row = {**run.params, **dict(c.extras), "mode": run.mode, "page": run.page.name if run.page else None,
+           "bandwidth_mbps": c.bandwidth_mbps, "rtt_ms": c.rtt_ms, "loss_pct": c.loss_pct,
+           "pair": run.mode, "protocol": run.mode}
+    if c.bandwidth_mbps and c.rtt_ms and c.buffer_bytes:
+        row["buffer_bdp"] = round(c.buffer_bytes / (c.bandwidth_mbps * 1e6 * c.rtt_ms / 1e3 / 8), 2)
+    site = SITES.get(row["page"] or "")
+    if site is not None:  # as runs_by_size names them
+        row["size_kb"] = site.size_kb
+        row["size_class"] = size_class(site.size_kb)
+    return row
+
+
+# 001 speaks of "small", "medium and large websites" (§IV-C1) without bounds; these split Table I
+# into 6 / 4 / 5 pages by size (kB): small below 500 (baidu .. reddit), large above 1500 (qq ..).
+SIZE_CLASSES = ((500, "small"), (1500, "medium"), (float("inf"), "large"))
+
+
+def size_class(size_kb: float) -> str:
+    return next(name for bound, name in SIZE_CLASSES if size_kb < bound)
+
+
+def _runs_by_size(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The runs, each with its page's Table I size (`size_kb`) and `size_class` (small, medium,
+    large; pages outside Table I have neither)."""
+    rows = _runs(store, experiment)
+    for row in rows:
+        site = SITES.get(row.get("page") or "")
+        if site is not None:
+            row["size_kb"] = site.size_kb
+            row["size_class"] = size_class(site.size_kb)
+    return rows
+
+
+ServerWindows = dict[str, dict[tuple[str, int | None], list[tuple[int, float]]]]
+
+
+def server_windows(store: ResultsStore, experiment: str) -> ServerWindows:
+    """Per run, per server-side connection (and MPTCP subflow): its (t_unix_ns, cwnd_bytes)
+    samples. The server sends the page, so its window is the one that limits the load."""
+    windows: ServerWindows = {}
+    for s in store.query(
+            "SELECT s.run_key, s.conn, s.subflow, s.t_unix_ns, s.cwnd_bytes FROM transport_samples s "
+            "JOIN runs r USING (experiment_id, run_key) WHERE s.experiment_id = ? AND r.status = 'ok' "
+            "AND s.role = 'server' AND coalesce(s.event, 'sample') = 'sample' AND s.cwnd_bytes IS NOT NULL",
+            [experiment]):
+        windows.setdefault(s["run_key"], {}).setdefault((s["conn"], s["subflow"]), []).append(
+            (int(s["t_unix_ns"]), float(s["cwnd_bytes"])))
+    return windows
+
+
+def server_backoffs(store: ResultsStore, experiment: str) -> dict[str, list[float]]:
+    """Per run, the backoff factor (new ssthresh / window before) of every window reduction of
+    every server-side connection and subflow (reproduce.windows.backoff_factors)."""
+    samples: dict[tuple[str, str, int | None], list[tuple[int, float, float | None]]] = {}
+    for s in store.query(
+            "SELECT s.run_key, s.conn, s.subflow, s.t_unix_ns, s.cwnd, s.ssthresh FROM transport_samples s "
+            "JOIN runs r USING (experiment_id, run_key) WHERE s.experiment_id = ? AND r.status = 'ok' "
+            "AND s.role = 'server' AND coalesce(s.event, 'sample') = 'sample' AND s.cwnd IS NOT NULL", [experiment]):
+        samples.setdefault((s["run_key"], s["conn"], s["subflow"]), []).append(
+            (int(s["t_unix_ns"]), float(s["cwnd"]), None if s["ssthresh"] is None else float(s["ssthresh"])))
+    factors: dict[str, list[float]] = {}
+    for (run_key, _, _), points in samples.items():
+        factors.setdefault(run_key, []).extend(backoff_factors(points))
+    return factors
+
+
+def load_spans(store: ResultsStore, experiment: str) -> dict[str, tuple[int, int]]:
+    """Per run: (start, end) of its page load, Unix ns."""
+    spans = {}
+    for p in store.query("SELECT run_key, start_unix_ns, plt_ms FROM page_loads WHERE experiment_id = ?", [experiment]):
+        if p["start_unix_ns"] is not None and p["plt_ms"] is not None:
+            spans[p["run_key"]] = (int(p["start_unix_ns"]), int(p["start_unix_ns"] + p["plt_ms"] * 1e6))
+    return spans
+
+
+def _cwnd(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The runs, each with `cwnd_kb`: the server's window summed over the load's connections
+    and averaged over the load (reproduce.windows), kB; `connections`; `backoff`: the share of
+    the window a loss cuts (1 - the median backoff factor over the run's reductions, 001
+    Fig. 3b) and `reductions`, their number."""
+    rows = _runs(store, experiment)
+    windows = server_windows(store, experiment)
+    spans = load_spans(store, experiment)
+    backoffs = server_backoffs(store, experiment)
+    for row in rows:
+        conns = windows.get(row["run_key"], {})
+        span = spans.get(row["run_key"])
+        mean = mean_summed_window(conns, *span) if span and conns else None
+        row["cwnd_kb"] = None if mean is None else mean / 1000
+        row["connections"] = len({conn for conn, _ in conns})
+        factors = backoffs.get(row["run_key"])
+        row["backoff"] = 1 - float(np.median(factors)) if factors else None
+        row["reductions"] = len(factors or [])
+    return rows
+
+
+def _connection_shares(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The runs, each with `connections` (opened by the load), `byte_shares` (each connection's
+    share of the page's bytes, largest first) and `top_share`, the first of them (001 Fig. 4c)."""
+    rows = _runs(store, experiment)
+    per_run: dict[str, list[float]] = {}
+    for c in store.query("SELECT run_key, bytes FROM connections WHERE experiment_id = ?", [experiment]):
+        per_run.setdefault(c["run_key"], []).append(float(c["bytes"] or 0))
+    for row in rows:
+        carried = per_run.get(row["run_key"], [])
+        total = sum(carried)
+        row["connections"] = len(carried)
+        row["byte_shares"] = sorted((c / total for c in carried), reverse=True) if total > 0 else []
+        row["top_share"] = row["byte_shares"][0] if row["byte_shares"] else None
+    return rows
+
+
+SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm, "runs_by_size": _runs_by_size,
+           "cwnd": _cwnd, "connection_shares": _connection_shares}
+
+
+def _page_attributes(store: ResultsStore, experiment: str) -> dict[str, dict[str, Any]]:
+    """Per page, 002 Table 5.1's attributes from its most complete successful load: objects,
+    bytes (the manifest's sizes), origins (server addresses) and the mean object size."""
+    attributes: dict[str, dict[str, Any]] = {}
+    for row in store.query(
+            "SELECT r.page, o.run_key, count(*) AS objects, sum(o.expected_bytes) AS bytes, "
+            "count(DISTINCT o.origin) AS origins FROM objects o JOIN runs r USING (experiment_id, run_key) "
+            "WHERE o.experiment_id = ? AND r.status = 'ok' GROUP BY r.page, o.run_key ORDER BY o.run_key",
+            [experiment]):
+        known = attributes.get(row["page"])
+        if known is None or row["objects"] > known["page_objects"]:
+            bytes_ = float(row["bytes"] or 0)
+            attributes[row["page"]] = {"page_objects": row["objects"], "page_bytes": bytes_,
+                                       "page_origins": row["origins"],
+                                       "page_mean_object_bytes": bytes_ / row["objects"]}
+    return attributes
+
+
+def _page_runs(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The runs, each with its page's attributes (`page_objects`, `page_bytes`, `page_origins`,
+    `page_mean_object_bytes`): 002 Table 5.1 relates a page's score to them."""
+    attributes = _page_attributes(store, experiment)
+    return [{**row, **attributes.get(row["page"], {})} for row in _runs(store, experiment)]
+
+
+SOURCES["page_runs"] = _page_runs
+
+
 def _intervals(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     """Per interval of a bulk transfer's own log (bulk_intervals): its rate, with the run's mode,
     condition and extra axes (e.g. the cellular `trace`)."""
@@ -91,7 +254,7 @@ def _intervals(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     return [{**runs[row["run_key"]], **row} for row in rows if row["run_key"] in runs]
 
 
-SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm, "intervals": _intervals}
+SOURCES["intervals"] = _intervals
 
 
 def rows_of(store: ResultsStore, source: str, experiment: str) -> list[dict[str, Any]]:

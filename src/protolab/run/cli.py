@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -153,7 +154,10 @@ def dry_run(experiment: Experiment, results_dir: Path, console: Console) -> None
 
 
 def execute(experiment: Experiment, results_dir: Path, console: Console, *, binary: Path | None,
-            lab: str | None, delay_compensation: bool = True, cluster: str | None = None) -> Summary:
+            lab: str | None, delay_compensation: bool = True, cluster: str | None = None,
+            needed: Callable[[PlannedRun], bool] | None = None) -> Summary:
+    """Run the experiment (resuming); `needed` keeps only the planned runs it accepts (not with a
+    cluster)."""
     events = RichEvents(console)
     executor = LabExecutor(workloads=EXECUTORS, binary=binary, lab_name=lab, delay_compensation=delay_compensation)
     try:
@@ -162,7 +166,7 @@ def execute(experiment: Experiment, results_dir: Path, console: Console, *, bina
 
             summary = run_on_cluster(experiment, results_dir, cluster, events)
         else:
-            summary = run_experiment(experiment, results_dir, executor, events)
+            summary = run_experiment(experiment, results_dir, executor, events, needed=needed)
     except KeyboardInterrupt:
         events.stop()
         console.print("interrupted: the lab was torn down and the run in progress was not recorded; "

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -274,16 +275,19 @@ def run_experiment(
     results_dir: Path,
     executor: Executor,
     events: Events | None = None,
+    needed: Callable[[PlannedRun], bool] | None = None,
 ) -> Summary:
     """Run every unfinished run of the experiment; record each in RESULTS/results.duckdb.
 
     A run that fails is recorded with its error and the sweep goes on. Ctrl-C (KeyboardInterrupt)
     stops at once: the lab is torn down, the run in progress is not recorded (its directory is
-    removed) and the exception propagates; running the same spec again resumes.
+    removed) and the exception propagates; running the same spec again resumes. `needed`, when
+    given, keeps only the planned runs it accepts (the totals count those): `protolab reproduce`
+    grows only the cells its undecided claims read.
     """
     events = events or Events()
     results_dir.mkdir(parents=True, exist_ok=True)
-    runs = plan(experiment)
+    runs = [run for run in plan(experiment) if needed is None or needed(run)]
     experiment_id = experiment.name
     started = time.monotonic()
     with ResultsStore(results_dir) as store:

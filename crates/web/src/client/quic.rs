@@ -114,7 +114,8 @@ impl Connector {
     /// allows early data and a session can be resumed), the HTTP/3 set-up, then the sampler.
     pub(crate) async fn quic_handshake(&self, opened: QuicOpened, hostname: &str, addr: SocketAddr) -> Result<QuicConnected, String> {
         let QuicOpened { endpoint, config, conn_id, qlog } = opened;
-        let h3 = quic_connect(endpoint, config, hostname, addr, self.early_data).await?;
+        let feedback_controller = self.quic.as_ref().map(|setup| &setup.options.controller);
+        let h3 = quic_connect(endpoint, config, hostname, addr, self.early_data, feedback_controller).await?;
         let controller = self.quic.as_ref().map_or("", |setup| setup.options.controller.given.as_str());
         let sampler = self.instrument.quic_sampler(&h3.conn, &conn_id, Role::Client, controller).map_err(|e| format!("samples of {conn_id}: {e}"))?;
         let H3Session { endpoint, conn, sender, driver, local, zero_rtt } = h3;
@@ -155,9 +156,17 @@ struct H3Session {
     zero_rtt: Option<Arc<AtomicU8>>,
 }
 
-/// QUIC from `endpoint` to `addr` with `config` (ALPN `h3` required), then the HTTP/3 set-up.
-/// On failure the endpoint is closed.
-async fn quic_connect(endpoint: quinn::Endpoint, config: quinn::ClientConfig, hostname: &str, addr: SocketAddr, early_data: bool) -> Result<H3Session, String> {
+/// QUIC from `endpoint` to `addr` with `config` (ALPN `h3` required), then the HTTP/3 set-up;
+/// the task driving HTTP/3 also runs the connection's Sprout-EWMA feedback loop when
+/// `controller` takes feedback (`crate::feedback`). On failure the endpoint is closed.
+async fn quic_connect(
+    endpoint: quinn::Endpoint,
+    config: quinn::ClientConfig,
+    hostname: &str,
+    addr: SocketAddr,
+    early_data: bool,
+    controller: Option<&cc::ControllerSpec>,
+) -> Result<H3Session, String> {
     let mut zero_rtt = None;
     let result = async {
         let connecting = endpoint.connect_with(config, addr, hostname).map_err(|e| format!("QUIC connect to {addr}: {e}"))?;
@@ -189,8 +198,17 @@ async fn quic_connect(endpoint: quinn::Endpoint, config: quinn::ClientConfig, ho
             check_alpn(Protocol::H3, negotiated.as_deref(), addr)?;
         }
         let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(conn.clone())).await.map_err(|e| format!("HTTP/3 setup: {e}"))?;
+        let feedback = controller.and_then(|c| crate::feedback::feedback_loop(&conn, c));
         let driver = tokio::spawn(async move {
-            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+            let drive = std::future::poll_fn(|cx| driver.poll_close(cx));
+            match feedback {
+                // Both end with the connection; aborting the driver stops both.
+                Some(feedback) => tokio::select! {
+                    _ = drive => {}
+                    () = feedback => {}
+                },
+                None => drop(drive.await),
+            }
         });
         Ok::<_, String>((conn, sender, driver))
     }

@@ -14,6 +14,7 @@ use std::fmt::Display;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -348,7 +349,9 @@ async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>, tls: bool) {
             let _ = SockRef::from(&stream).set_tcp_congestion(cc.as_bytes());
         }
         let local = stream.local_addr().ok();
-        let transport = if ctx.tcp.mptcp { "mptcp" } else { "tcp" };
+        // An MPTCP listener also accepts plain TCP clients (the socket falls back): name those
+        // `tcp` as the client does, or the two ends' sample files would not pair up.
+        let transport = if ctx.tcp.mptcp && !crate::sockopt::mptcp_fell_back(stream.as_fd()) { "mptcp" } else { "tcp" };
         let conn_id = instrument::connection_id(transport, Some(peer), local);
         let sampler = ctx.instrument.tcp_sampler(&stream, &conn_id, Role::Server, ctx.tcp.mptcp).unwrap_or_else(|e| report_skipped("samples", &conn_id, e));
         let ctx = ctx.clone();

@@ -104,8 +104,15 @@ pub(super) async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
                 .instrument
                 .quic_sampler(&conn, &conn_id, Role::Server, &ctx.quic.controller.given)
                 .unwrap_or_else(|e| report_skipped("samples", &conn_id, e));
+            // Sprout-EWMA's feedback loop (sprout-ewma only), stopped with the connection's
+            // service so that it does not keep the connection open.
+            let feedback = crate::feedback::feedback_loop(&conn, &ctx.quic.controller).map(|f| (tokio::spawn(f), conn.clone()));
             serve_h3(conn, handshake, peer, local_ip, ctx).await;
             watchdog.abort();
+            if let Some((f, conn)) = feedback {
+                f.abort();
+                crate::feedback::warn_without_reports(&conn, &conn_id);
+            }
             if let Some(s) = sampler {
                 let _ = s.stop().await;
             }

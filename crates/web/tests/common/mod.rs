@@ -58,6 +58,11 @@ pub struct Lab {
 
 impl Lab {
     pub async fn start(limits: Limits) -> Lab {
+        Lab::start_with(limits, web::transport::QuicOptions::default()).await
+    }
+
+    /// A lab whose server runs these QUIC options (e.g. another controller).
+    pub async fn start_with(limits: Limits, quic: web::transport::QuicOptions) -> Lab {
         let manifest = Manifest::parse(PAGE, "page.json").unwrap();
         let site = Site::new(&[("page.json".into(), manifest.clone())]).unwrap();
         let origins: Vec<_> = site.origins().iter().map(|(h, a)| (h.clone(), vec![*a])).collect();
@@ -69,6 +74,7 @@ impl Lab {
             tcp_congestion: Some("reno".into()),
             raw_port: Some(0),
             limits,
+            quic,
             ..ServeOptions::default()
         };
         let server = Server::bind(&options, Arc::new(site), material.server_config(&[b"h2", b"http/1.1"]).unwrap()).unwrap();

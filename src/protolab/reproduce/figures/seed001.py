@@ -2,16 +2,197 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from protolab.reproduce.claims import Claim, Median, Ratio, RatioOfRatios
 from protolab.reproduce.figures.base import PAGES_QUICK, Figure, plt_ratio
 
+NO_ROUTE_OUT = "live websites: this machine has no route to the Internet (and 001's 2017 pages are gone)"
+
+
+def cwnd_ratio(num: str, den: str) -> Ratio:
+    """The time-averaged summed window of mode `num` over mode `den`'s, per page."""
+    return Ratio("cwnd_kb", {"mode": num}, {"mode": den}, by="page")
+
+
+def speedup(mode: str, where: dict[str, Any]) -> Ratio:
+    """H2's median PLT over `mode`'s (> 1: `mode` is faster) under `where`, per page."""
+    return plt_ratio({"mode": "h2", **where}, {"mode": mode, **where})
+
+
+def speedup_by_size(mode: str, where: dict[str, Any]) -> RatioOfRatios:
+    """The speed-up of `mode` over H2 on large pages over the one on small pages (pooled per class)."""
+    return RatioOfRatios("plt_ms", {"mode": "h2", "size_class": "large", **where},
+                         {"mode": mode, "size_class": "large", **where},
+                         {"mode": "h2", "size_class": "small", **where}, {"mode": mode, "size_class": "small", **where})
+
+
+FIG3 = Figure(
+    id="001-fig3",
+    title="Congestion window during a page load at 2% loss, all five modes",
+    seed="001 §V-A, Fig. 3a-b",
+    spec="cwnd-loss.toml",
+    source="cwnd",
+    quick={"repetitions": 2},
+    budget=10,
+    quick_budget=6,
+    drawing="cwnd",
+    paper=(("7 Mbit/s, 50 ms RTT, 45 kB buffer, 2% loss; a page of JPG images", "cwnd per protocol over a 5 s window"),
+           ("H1 (up to 6 connections, summed)", "a much higher cumulative cwnd than the others"),
+           ("QUIC v39 vs H2", "almost twice H2's cwnd: 32-packet initial window, Cubic emulating 2 connections"),
+           ("H2", "the single connection keeps losing: a very small cwnd"),
+           ("Fig. 3b, QUIC vs H2", "on a loss QUIC's cwnd is reduced at half the rate of H2's, and recovers faster")),
+    claims=(
+        Claim("H1's summed window is larger than H2's", cwnd_ratio("h1", "h2"), low=1.0,
+              paper="H1 has a much higher cumulative cwnd size than others"),
+        Claim("H1's summed window is larger than H2-Parallel's", cwnd_ratio("h1", "h2-parallel:2"), low=1.0,
+              paper="H1 has a much higher cumulative cwnd size than others"),
+        Claim("H1's summed window is larger than H2-MP's (both subflows)", cwnd_ratio("h1", "h2-mptcp"), low=1.0,
+              paper="H1 has a much higher cumulative cwnd size than others"),
+        Claim("H1's summed window is larger than QUIC's (gquic39)", cwnd_ratio("h1", "h3"), low=1.0,
+              paper="H1 has a much higher cumulative cwnd size than others"),
+        Claim("QUIC's (gquic39) window is about twice H2's (1.5-2.5)", cwnd_ratio("h3", "h2"), low=1.5, high=2.5,
+              paper="QUIC has almost twice the size of cwnd as compared to H2"),
+        Claim("on a loss QUIC (gquic39) cuts its window about half as much as H2 (0.35-0.65)",
+              Ratio("backoff", {"mode": "h3"}, {"mode": "h2"}, by="page"), low=0.35, high=0.65,
+              paper="in the event of packet loss the cwnd is reduced at half the rate of H2 (Fig. 3b)"),
+    ),
+    note="the window the server (the sender) keeps, averaged over the load; amazon stands in for 001's page of JPGs",
+)
+
+FIG4 = Figure(
+    id="001-fig4",
+    title="PLT of live websites with H1, H2 and H2-Parallel, 0% and 2% loss",
+    seed="001 §IV-B1, Fig. 4a-c",
+    spec="",
+    source="runs",
+    claims=(),
+    paper=(("10 live H2 sites, RTT 15-165 ms, 15 cold loads", "mean PLT and its standard deviation per site"),
+           ("0% loss", "H2 mostly better than H1; H2-Parallel similar to H2"),
+           ("2% loss, Facebook", "H2 almost 12 s on average, H1 around 8.5 s"),
+           ("2% loss, all sites", "H2-Parallel reduces PLT by 53% on average (vs H2)"),
+           ("Fig. 4c", "H2: 83% of the bytes on one connection on average; H2-Parallel: 52%")),
+    not_runnable=NO_ROUTE_OUT,
+    substitute="001-fig5",
+    note="001-fig5 asks Fig. 4a-b's question (H1 vs H2 vs H2-Parallel at 0% and 2% loss) on the recorded Table I "
+         "pages, 001-fig4c Fig. 4c's (the bytes per connection)",
+)
+
+TABLE2 = Figure(
+    id="001-table2",
+    title="The live websites: objects, size, domains, connections per protocol",
+    seed="001 §IV-B1, Table II",
+    spec="",
+    source="runs",
+    claims=(),
+    paper=(("10 live H2 sites", "17-86 objects, 286-4266 kB, 1-3 domains"),
+           ("connections", "H2: one per domain; H2-Parallel: two per domain; H1: 2-14")),
+    not_runnable=NO_ROUTE_OUT,
+    substitute="001-fig4c",
+    note="001-fig4c counts the connections each protocol opens on the recorded Table I pages",
+)
+
+FIG4C = Figure(
+    id="001-fig4c",
+    title="Connections per page and the busiest connection's share of the bytes, H2 vs H2-Parallel, recorded pages",
+    seed="001 §IV-B1, Fig. 4c and Table II (on the recorded Table I pages)",
+    spec="connection-shares.toml",
+    source="connection_shares",
+    quick={"repetitions": 3, "axes": {"page": PAGES_QUICK, "loss_pct": [2]}},
+    budget=15,
+    quick_budget=6,
+    drawing="connection_shares",
+    paper=(("10 live H2 sites (Table II), 1-3 domains", "H2: one connection per domain; H2-Parallel: two"),
+           ("Fig. 4c, H2", "83% of the bytes on one connection, on average over the sites"),
+           ("Fig. 4c, H2-Parallel", "a single connection carries 52% of the traffic on average")),
+    claims=(
+        Claim("H2-Parallel opens twice H2's connections (1.9-2.1)",
+              Ratio("connections", {"mode": "h2-parallel:2"}, {"mode": "h2"}, by="page"), low=1.9, high=2.1,
+              paper="Table II: H2 one connection per domain, H2-Parallel two"),
+        Claim("with H2 one connection carries most of the bytes (> 0.5)", Median("top_share", {"mode": "h2"}), low=0.5,
+              paper="83% on average"),
+        Claim("with H2-Parallel the busiest connection carries about half (0.4-0.65)",
+              Median("top_share", {"mode": "h2-parallel:2"}), low=0.4, high=0.65, paper="52% on average"),
+        Claim("H2-Parallel spreads the bytes more evenly than H2",
+              Ratio("top_share", {"mode": "h2"}, {"mode": "h2-parallel:2"}, by="page"), low=1.0,
+              paper="distributing the load more evenly across multiple connections"),
+    ),
+    note="the recorded Table I pages (1-3 origins each, corpus.table1) stand in for 001's live sites; medians "
+         "over loads where 001 averaged over sites",
+)
+
+FIG5C = Figure(
+    id="001-fig5c",
+    title="Speed-up of H2-MP and H2-Parallel over H2 per page, WiFi 0% and 2% loss",
+    seed="001 §IV-C2, Fig. 5c",
+    spec="wifi-loss-speedup.toml",
+    source="runs_by_size",
+    quick={"repetitions": 3, "axes": {"page": ["baidu", "amazon"]}},
+    budget=30,
+    quick_budget=6,
+    drawing="speedup",
+    paper=(("7 Mbit/s, 50 ms, 15 pages sorted by size x 30 cold loads", "mean speed-up over H2 in seconds per page"),
+           ("0% loss", "H2-Parallel and H2-MP do not show significant differences"),
+           ("2% loss", "the speed-up relative to H2 is particularly pronounced for large pages")),
+    claims=(
+        Claim("at 0% loss H2-Parallel is about as fast as H2 (0.9-1.1)", speedup("h2-parallel:2", {"loss_pct": 0}),
+              low=0.9, high=1.1, paper="no significant differences under good network condition"),
+        Claim("at 0% loss H2-MP is about as fast as H2 (0.9-1.1)", speedup("h2-mptcp", {"loss_pct": 0}),
+              low=0.9, high=1.1, paper="no significant differences under good network condition"),
+        Claim("at 2% loss H2-Parallel speeds up large pages", speedup("h2-parallel:2", {"loss_pct": 2, "size_class": "large"}),
+              low=1.0, paper="speedup particularly pronounced for large web pages"),
+        Claim("at 2% loss H2-MP speeds up large pages", speedup("h2-mptcp", {"loss_pct": 2, "size_class": "large"}),
+              low=1.0, paper="speedup particularly pronounced for large web pages"),
+        Claim("at 2% loss H2-Parallel's relative speed-up (PLT ratio) is larger on large pages than on small ones",
+              speedup_by_size("h2-parallel:2", {"loss_pct": 2}), low=1.0,
+              paper="particularly pronounced for large web pages (001 plots the speed-up in seconds)"),
+    ),
+    note="pages by Table I size: small < 500 kB, large > 1500 kB (reproduce.data.SIZE_CLASSES)",
+)
+
+FIG6C = Figure(
+    id="001-fig6c",
+    title="Speed-up of H2-MP and H2-Parallel over H2 per page, ECMP without and with congestion",
+    seed="001 §IV-C1, Fig. 6c",
+    spec="ecmp-speedup.toml",
+    source="runs_by_size",
+    quick={"repetitions": 2, "axes": {"page": ["baidu", "amazon"]}},
+    budget=30,
+    quick_budget=6,
+    drawing="speedup",
+    paper=(("no congestion", "no speed-up using H2-Parallel, moderate speed-up using MPTCP"),
+           ("one path congested", "both H2-Parallel and MPTCP achieve impressive speed-ups, particularly for large pages")),
+    claims=(
+        Claim("without congestion H2-Parallel is about as fast as H2 (0.9-1.1)",
+              speedup("h2-parallel:2", {"congested": False}), low=0.9, high=1.1, paper="no speedup using H2-Parallel"),
+        Claim("without congestion H2-MP is faster than H2", speedup("h2-mptcp", {"congested": False}), low=1.0,
+              paper="moderate speedup using MPTCP"),
+        Claim("with congestion H2-Parallel speeds up large pages", speedup("h2-parallel:2", {"congested": True,
+              "size_class": "large"}), low=1.0, paper="impressive speedups particularly for large pages"),
+        Claim("with congestion H2-MP speeds up large pages", speedup("h2-mptcp", {"congested": True, "size_class": "large"}),
+              low=1.0, paper="impressive speedups particularly for large pages"),
+        Claim("with congestion H2-MP's relative speed-up (PLT ratio) is larger on large pages than on small ones",
+              speedup_by_size("h2-mptcp", {"congested": True}), low=1.0, paper="particularly for large pages"),
+        Claim("with congestion H2-MP is faster than H2-Parallel",
+              plt_ratio({"mode": "h2-parallel:2", "congested": True}, {"mode": "h2-mptcp", "congested": True}), low=1.0,
+              paper="H2-MP performs the best as it can route the traffic away from the congested path (§IV-C1)"),
+    ),
+    note="paths of 20 Mbit/s with greedy cross traffic, as 001-fig6; pages small < 500 kB, large > 1500 kB",
+)
+
 FIGURES: tuple[Figure, ...] = (
+    FIG3,
+    FIG4,
+    FIG4C,
+    TABLE2,
     Figure(
         id="001-fig5",
         title="PLT over an emulated WiFi link, 0% and 2% loss",
         seed="001 §IV-C2, Fig. 5a-b",
         spec="wifi-loss.toml",
         source="runs",
+        budget=30,  # the spec's 30 loads per cell (4500 runs)
+        quick_budget=6,  # 3 pages (t over pages): more loads help only as far as the pages agree
         quick={"repetitions": 3, "axes": {"page": PAGES_QUICK}},
         paper=(("7 Mbit/s, 50 ms, loss 0% / 2%, 15 pages x 30 cold loads", "box plots of PLT per protocol"),
                ("with 2% loss", "H2's PLT increases greatly; the others by around 20%")),
@@ -32,18 +213,27 @@ FIGURES: tuple[Figure, ...] = (
                   RatioOfRatios("plt_ms", {"mode": "h2", "loss_pct": 2}, {"mode": "h2", "loss_pct": 0},
                                 {"mode": "h1", "loss_pct": 2}, {"mode": "h1", "loss_pct": 0}, by="page"),
                   low=1.0, paper="H2's PLT increases greatly while the other protocols see a moderate increase"),
+            Claim("2% loss slows H1 down by around 20% (1.1-1.35)",
+                  plt_ratio({"mode": "h1", "loss_pct": 2}, {"mode": "h1", "loss_pct": 0}), low=1.1, high=1.35,
+                  paper="the other protocols see only a moderate increase by around 20%"),
         ),
     ),
+    FIG5C,
     Figure(
         id="001-fig6",
         title="PLT with ECMP routing, one path congested",
         seed="001 §IV-C1, Fig. 6a-b",
         spec="ecmp-congestion.toml",
         source="runs",
+        budget=10,  # 5 pages: a t over pages; up to twice the spec's 5 loads
+        quick_budget=8,  # 2 pages: each ratio's 4 medians need 8 loads per cell
         quick={"repetitions": 2, "axes": {"page": ["vk", "amazon"]}},
         paper=(("congested", "H2's PLT shoots up, some pages 12 s on average"),
                ("congested", "QUIC 34% slower than H2-Parallel on medium and large pages")),
         claims=(
+            Claim("without congestion H1C (cleartext) is faster than H1",
+                  plt_ratio({"mode": "h1", "congested": False}, {"mode": "h1c", "congested": False}), low=1.0,
+                  paper="H1C is faster than H1 because of the TLS overhead in the latter"),
             Claim("congestion slows H2 down by at least 1.5x",
                   plt_ratio({"mode": "h2", "congested": True}, {"mode": "h2", "congested": False}),
                   low=1.5, paper="H2's PLT shoots up"),
@@ -62,12 +252,15 @@ FIGURES: tuple[Figure, ...] = (
         ),
         note="paths of 20 Mbit/s with greedy cross traffic (001: 1 Gbit/s, 90% offered); docs/scenarios.md",
     ),
+    FIG6C,
     Figure(
         id="001-fig7",
         title="Bandwidth shares of competing protocols on a 7 Mbit/s bottleneck",
         seed="001 §V-D, Fig. 7",
         spec="fairness.toml",
         source="pairs",
+        budget=12,
+        quick_budget=6,  # a median share needs 6 runs per pair
         quick={"repetitions": 2, "axes": {"mode": ["h3@gquic39 vs h2", "h3@gquic39 vs h2-parallel:2",
                                                    "h3@gquic39 vs h1", "h2 vs h1"]}},
         paper=(("QUIC 39 vs H2", "QUIC gets twice H2's share"), ("QUIC 39 vs H2-Parallel (2)", "equal shares"),

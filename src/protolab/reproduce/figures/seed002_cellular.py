@@ -22,7 +22,7 @@ CUBIC = "cubic"
 TMOBILE_DOWN_MEDIAN_MBPS = 13.81
 SPROUT = "sprout-ewma"
 
-# Fig. 6-2: 1 s rates of saturating downloads; quick: 50 of them (the 10th and 90th percentiles need 42).
+# Fig. 6-2: 1 s rates of saturating downloads; quick: 50 of them (the 90th percentile's interval needs 42).
 UPLINK_QUICK: dict[str, Any] = {"repetitions": 2, "params": {"duration_s": 25}}
 # Quick variants of Figs. 6-3/6-4: three pages, two repetitions (the percentile claims are then
 # inconclusive: their interval needs 86 loads per cell).
@@ -80,8 +80,9 @@ FIGURES: tuple[Figure, ...] = (
         quick=UPLINK_QUICK,
         paper=(("Verizon LTE uplink", "the delivered rate over time varies widely"),),
         claims=(
-            Claim("the link's rate varies widely: the 90th percentile of its 1 s rate is over twice its 10th",
-                  QuantileRatio("rate_mbps", {}, {}, q=0.9, q_den=0.1), low=2.0,
+            Claim("the link's rate varies widely: the 90th percentile of its 1 s rate is over 1.5 times its median "
+                  "(the trace's own: 2.1)",
+                  QuantileRatio("rate_mbps", {}, {}, q=0.9, q_den=0.5), low=1.5,
                   paper="high variability of bandwidth over time"),
             Claim("a saturating download gets the trace's typical rate: median 1 s rate within 25% of the trace's "
                   "(13.8 Mbit/s, the median over TMobile-LTE-short.down's 1 s windows)",
@@ -89,7 +90,7 @@ FIGURES: tuple[Figure, ...] = (
                   paper="(the link replays the recorded trace)"),
         ),
         budget=5,
-        quick_budget=1,
+        quick_budget=2,
         note="Verizon stand-in: the T-Mobile LTE trace; 002 plots the uplink, here the downlink, where the "
              "receiving client logs what the link delivered (raw TCP, 1000-packet queue); the 1 s rates of one "
              "transfer are a time series, so their interval is indicative",

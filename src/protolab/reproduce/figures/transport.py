@@ -22,6 +22,8 @@ FIGURES: tuple[Figure, ...] = (
         seed="004 ch. 7, Figs. 8-10",
         spec="quic-vs-tcp.toml",
         source="runs",
+        budget=12,
+        quick_budget=8,  # one group: a ratio needs 7 runs per cell
         quick={"repetitions": 2, "sweeps": [{"bandwidth_mbps": [100]}, {"rtt_ms": [800]}, {"loss_pct": [0, 0.5]}]},
         paper=(("100 Mbit/s, 40 ms", "QUIC 53.76, TCP 66.67 Mbit/s"), ("800 ms RTT, 50 Mbit/s", "QUIC 5.49, TCP 5.02"),
                ("0.5% loss, 50 Mbit/s, 40 ms", "QUIC 7.41, TCP 2.37"), ("0% loss", "QUIC 38.13, TCP 41.26")),
@@ -44,6 +46,8 @@ FIGURES: tuple[Figure, ...] = (
         seed="000 §6.1.4, Table 6.2",
         spec="cpu-limit.toml",
         source="runs",
+        budget=12,
+        quick_budget=8,  # one group: a ratio of ratios needs 8 runs per cell
         quick={"repetitions": 2, "axes": {"bandwidth_mbps": [10, 60], "cpu_pct": [10, 100]}},
         paper=(("58.5 Mbit/s link", "TCP -8.6%, QUIC -54.3%"), ("31.8 Mbit/s", "TCP -6.9%, QUIC -21.6%"),
                ("10.2 Mbit/s", "TCP -3%, QUIC -16.4%")),
@@ -62,6 +66,8 @@ FIGURES: tuple[Figure, ...] = (
         seed="003 ch. 6 (RPM validation on emulated links), ch. 7",
         spec="rpm.toml",
         source="rpm",
+        budget=8,  # medians need 6 runs; ratios over the 2 modes 8 per cell
+        quick_budget=8,
         quick={"axes": {"buffer": ["1bdp", "8bdp"]}, "params": {"max_duration_s": 12}},
         paper=(("RPM method", "loaded latency tracks the buffer: bufferbloat lowers RPM"),
                ("factor of increase", "idle RPM / loaded RPM, larger with larger buffers")),
@@ -91,6 +97,8 @@ FIGURES: tuple[Figure, ...] = (
         seed="003 ch. 7",
         spec="loss-analysis.toml",
         source="overhead",
+        budget=12,
+        quick_budget=8,  # a ratio over one group needs 7 runs per protocol
         quick={"repetitions": 2, "params": {"duration_s": 10}},
         paper=(("QUIC", "overhead factor 1.051"),),
         claims=(

@@ -61,6 +61,16 @@ class QuicSample(BaseModel):
     """
     Bytes in flight at the last acknowledgements (null for quinn's own controllers).
     """
+    cc_feedback_rate_bps: Annotated[int | None, Field(ge=0)] = None
+    """
+    `sprout-ewma`: the receiving rate of the peer's report the window was last set from, bit/s
+    (absent before the first report and for other controllers).
+    """
+    cc_feedback_reports: Annotated[int | None, Field(ge=0)] = None
+    """
+    `sprout-ewma`: the peer's feedback reports the controller accepted so far (absent for
+    other controllers).
+    """
     cc_state: CcState | None = None
     """
     The controller's state (null for quinn's own controllers).

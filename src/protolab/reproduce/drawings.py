@@ -1,0 +1,388 @@
+"""How the atlas draws our side of a figure: a registry of drawings, keyed by `Figure.drawing`
+or, when a figure names none, by its row source (`Figure.source`).
+
+A drawing maps the rows a figure is judged on (reproduce.data) to a matplotlib figure drawn the
+way the seed drew it: box plots of PLT per mode and condition for page-load runs, the shares of
+each side for fairness pairs, the speed-up per page over H2, the summed congestion window over
+a load. A helper whose figures need their own drawing registers it with `register`; a source
+with no drawing gets none (the atlas still shows the verdicts and their intervals, drawn by
+`claims_figure`). Drawings reuse the report's plotting helpers (protolab.report.figures).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from matplotlib import rc_context
+from matplotlib.figure import Figure as MplFigure
+
+from protolab.reproduce.estimators import configuration_improvements, ranked_sites
+from protolab.reproduce.figures import Figure
+from protolab.report.figures import RC, connections_figure, mode_colors, plt_boxplots, speedup_figure
+
+Row = dict[str, Any]
+# Columns that tell one condition from another in page-load runs; the panel title names those
+# that vary.
+CONDITION_KEYS = ("bandwidth_mbps", "rtt_ms", "loss_pct", "buffer_bytes", "congested", "quic_cc", "tcp_cc")
+CONDITION_UNITS = {"bandwidth_mbps": " Mbit/s", "rtt_ms": " ms RTT", "loss_pct": "% loss", "buffer_bytes": " kB buffer"}
+CONDITION_SCALE = {"buffer_bytes": 1e-3}
+
+
+@dataclass(frozen=True)
+class DrawingInput:
+    """What a drawing may use: the judged rows, and per run the server's window timeline
+    (run_key -> (seconds since the load's start, summed window in bytes)) when the source has one."""
+
+    figure: Figure
+    rows: Sequence[Row]
+    timelines: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+Drawing = Callable[[DrawingInput], MplFigure | None]
+DRAWINGS: dict[str, Drawing] = {}
+
+
+def register(name: str) -> Callable[[Drawing], Drawing]:
+    """Register a drawing under `name` (a `Figure.drawing` value or a row source)."""
+
+    def add(drawing: Drawing) -> Drawing:
+        DRAWINGS[name] = drawing
+        return drawing
+
+    return add
+
+
+def drawing_for(figure: Figure) -> Drawing | None:
+    return DRAWINGS.get(figure.drawing or figure.source) or DRAWINGS.get(figure.source)
+
+
+def _ordered(values: Sequence[Any]) -> list[Any]:
+    """Distinct values in first-seen order."""
+    return list(dict.fromkeys(v for v in values if v is not None))
+
+
+# The seeds' order of the modes (001's figures: H1, H2, H2-Parallel, H2-MP, QUIC).
+MODE_ORDER = ("h1c", "h1", "h2", "h2-parallel", "h2-mptcp", "h3", "h3-parallel")
+
+
+def _modes(rows: Sequence[Row]) -> list[str]:
+    """The modes of the rows, in the seeds' order (by family; unknown ones last, as seen)."""
+    seen = _ordered([r.get("mode") for r in rows])
+    family = {mode: str(mode).split(":")[0].split("@")[0] for mode in seen}
+    return sorted(seen, key=lambda m: MODE_ORDER.index(family[m]) if family[m] in MODE_ORDER else len(MODE_ORDER))
+
+
+def _condition_title(row: Row, varying: Sequence[str]) -> str:
+    parts = []
+    for key in varying:
+        value = row.get(key)
+        if key == "congested":
+            parts.append("congested" if value else "not congested")
+        else:
+            parts.append(f"{value * CONDITION_SCALE.get(key, 1):g}{CONDITION_UNITS[key]}"
+                         if isinstance(value, int | float) and key in CONDITION_UNITS
+                         else f"{key} {value}")
+    return ", ".join(parts) or "all runs"
+
+
+def conditions(rows: Sequence[Row]) -> tuple[list[str], dict[str, list[Row]]]:
+    """The condition keys that vary across the rows, and the rows per condition title."""
+    varying = [k for k in CONDITION_KEYS if len({str(r.get(k)) for r in rows}) > 1]
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        grouped.setdefault(_condition_title(row, varying), []).append(row)
+    return varying, grouped
+
+
+@register("runs")
+def plt_boxes(data: DrawingInput) -> MplFigure | None:
+    """001 Figs. 5a-b, 6a-b: box plots of PLT over all pages, one box per mode, a panel per
+    condition; bulk runs (no PLT): the same of their goodput."""
+    metric, scale, label = "plt_ms", 1 / 1000, None
+    rows = [r for r in data.rows if isinstance(r.get(metric), int | float)]
+    if not rows:
+        metric, scale, label = "goodput_mbps", 1.0, "goodput (Mbit/s)"
+        rows = [r for r in data.rows if isinstance(r.get(metric), int | float)]
+    if not rows:
+        return None
+    modes = _modes(rows)
+    _, grouped = conditions(rows)
+    panels = []
+    for title, group in grouped.items():
+        cells: dict[tuple[str, str], list[float]] = {}
+        for row in group:
+            cells.setdefault(("all pages", row["mode"]), []).append(row[metric] * scale)  # the pooled box's key
+        panels.append((title, cells))
+    fig = plt_boxplots(panels, ["all pages"], modes, pooled=True)
+    if label is not None:
+        for ax in fig.axes:
+            ax.set_ylabel(label)
+            ax.set_xticks([0], ["all runs"])
+    return fig
+
+
+@register("overhead")
+def overhead_boxes(data: DrawingInput) -> MplFigure | None:
+    """003 ch. 7: the overhead factor (bytes on the wire per byte of goodput) per protocol."""
+    rows = [r for r in data.rows if isinstance(r.get("factor"), int | float)]
+    protocols = _ordered([r.get("protocol") for r in rows])
+    if not protocols:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(4.5, 3.2), layout="constrained")
+        ax = fig.subplots()
+        ax.boxplot([[r["factor"] for r in rows if r.get("protocol") == p] for p in protocols], showmeans=True)
+        ax.set_xticks(range(1, len(protocols) + 1), protocols)
+        ax.set_ylabel("overhead factor")
+    return fig
+
+
+register("runs_by_size")(plt_boxes)
+
+
+@register("speedup")
+def speedups(data: DrawingInput) -> MplFigure | None:
+    """001 Figs. 5c, 6c: per page (smallest first) the speed-up of each mode over H2, median PLT
+    ratio and difference in seconds, a panel per condition."""
+    rows = [r for r in data.rows if isinstance(r.get("plt_ms"), int | float)]
+    if not any(r.get("mode") == "h2" for r in rows):
+        return None
+    pages = sorted(_ordered([r.get("page") for r in rows]),
+                   key=lambda p: next((r.get("size_kb") or 0 for r in rows if r.get("page") == p), 0))
+    modes = [m for m in _modes(rows) if m != "h2"]
+    _, grouped = conditions(rows)
+    panels = []
+    for title, group in grouped.items():
+        medians: dict[tuple[str, str], float] = {}
+        for page in pages:
+            for mode in ("h2", *modes):
+                values = [r["plt_ms"] / 1000 for r in group if r.get("page") == page and r.get("mode") == mode]
+                if values:
+                    medians[(page, mode)] = float(np.median(values))
+        cells = {(page, mode): (medians[(page, "h2")] / medians[(page, mode)], medians[(page, "h2")] - medians[(page, mode)])
+                 for page in pages for mode in modes if (page, mode) in medians and (page, "h2") in medians}
+        panels.append((title, cells))
+    return speedup_figure(panels, pages, modes, "h2", ["h2", *modes])
+
+
+@register("cwnd")
+def windows(data: DrawingInput) -> MplFigure | None:
+    """001 Fig. 3a: the server's window summed over a load's connections against time, the first
+    repetition of each mode on one axis; beside it the time average of every run per mode."""
+    rows = [r for r in data.rows if r.get("mode")]
+    modes = _modes(rows)
+    if not modes:
+        return None
+    colors = mode_colors(modes)
+    with rc_context(RC):
+        fig = MplFigure(figsize=(11, 3.6), layout="constrained")
+        timeline_ax, mean_ax = fig.subplots(1, 2, width_ratios=[3, 1])
+        for mode in modes:
+            first = min((r for r in rows if r["mode"] == mode), key=lambda r: r.get("repetition") or 0)
+            times, total = data.timelines.get(first["run_key"], (np.empty(0), np.empty(0)))
+            if len(times):
+                timeline_ax.step(times, total / 1000, where="post", color=colors[mode], label=mode, linewidth=1)
+        timeline_ax.set_xlabel("time since the load's start (s)")
+        timeline_ax.set_ylabel("cwnd, summed over connections (kB)")
+        timeline_ax.set_title("first repetition of each mode")
+        timeline_ax.legend(frameon=False, fontsize=8)
+        for i, mode in enumerate(modes):
+            values = [r["cwnd_kb"] for r in rows if r["mode"] == mode and isinstance(r.get("cwnd_kb"), int | float)]
+            mean_ax.scatter([i] * len(values), values, color=colors[mode], s=12)
+            if values:
+                mean_ax.hlines(float(np.median(values)), i - 0.3, i + 0.3, color="black")
+        mean_ax.set_xticks(range(len(modes)), modes, rotation=45, ha="right")
+        mean_ax.set_ylabel("time-averaged cwnd (kB)")
+        mean_ax.set_title("every run (line: median)")
+    return fig
+
+
+@register("pairs")
+def shares(data: DrawingInput) -> MplFigure | None:
+    """001 Fig. 7: per pair, the median bandwidth share of each side (stacked to 1)."""
+    rows = [r for r in data.rows if isinstance(r.get("share_a"), int | float)]
+    pairs = _ordered([r.get("pair") for r in rows])
+    if not pairs:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(max(5.0, 1.4 * len(pairs)), 3.6), layout="constrained")
+        ax = fig.subplots()
+        for i, pair in enumerate(pairs):
+            a = float(np.median([r["share_a"] for r in rows if r.get("pair") == pair]))
+            left, _, right = pair.partition(" vs ")
+            ax.bar(i, a, color="#1f77b4", width=0.6)
+            ax.bar(i, 1 - a, bottom=a, color="#d62728", width=0.6)
+            ax.text(i, a / 2, f"{left}\n{a:.2f}", ha="center", va="center", fontsize=7, color="white")
+            ax.text(i, a + (1 - a) / 2, f"{right}\n{1 - a:.2f}", ha="center", va="center", fontsize=7, color="white")
+        ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
+        ax.set_xticks(range(len(pairs)), pairs, rotation=20, ha="right")
+        ax.set_ylabel("share of the bottleneck (median)")
+        ax.set_ylim(0, 1)
+    return fig
+
+
+@register("connection_shares")
+def connection_shares(data: DrawingInput) -> MplFigure | None:
+    """001 Fig. 4c: per page and mode the connections opened (median) and the mean share of the
+    page's bytes of each connection, largest first."""
+    rows = [r for r in data.rows if r.get("byte_shares")]
+    if not rows:
+        return None
+    pages, modes = _ordered([r.get("page") for r in rows]), _modes(rows)
+    counts: dict[tuple[str, str], float] = {}
+    shares: dict[tuple[str, str], list[float]] = {}
+    for page in pages:
+        for mode in modes:
+            cell = [r for r in rows if r.get("page") == page and r.get("mode") == mode]
+            if cell:
+                counts[(page, mode)] = float(np.median([r["connections"] for r in cell]))
+                ranks = max(len(r["byte_shares"]) for r in cell)
+                shares[(page, mode)] = [float(np.mean([r["byte_shares"][k] if k < len(r["byte_shares"]) else 0.0
+                                                       for r in cell])) for k in range(ranks)]
+    return connections_figure(pages, modes, counts, shares)
+
+
+def claims_figure(claims: Sequence[dict[str, Any]]) -> MplFigure | None:
+    """Every claim of a reproduce.json: our estimate with its CI (points and bars) against the
+    interval the claim expects (shaded), one row per claim, each on its own scale."""
+    drawn = [c for c in claims if c.get("estimate")]
+    if not drawn:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(7.5, 0.5 + 0.55 * len(drawn)), layout="constrained")
+        axes = fig.subplots(len(drawn), 1, squeeze=False)[:, 0]
+        for ax, claim in zip(axes, drawn):
+            e, expected = claim["estimate"], claim.get("expected") or {}
+            points = [v for v in (e["value"], e["ci_low"], e["ci_high"], expected.get("low"), expected.get("high"))
+                      if isinstance(v, int | float) and math.isfinite(v)]
+            span = (max(points) - min(points)) or abs(points[0]) or 1.0
+            lo, hi = min(points) - 0.3 * span, max(points) + 0.3 * span
+            ax.axvspan(expected.get("low") if expected.get("low") is not None else lo,
+                       expected.get("high") if expected.get("high") is not None else hi, color="#2ca02c", alpha=0.15)
+            if e["ci_low"] is not None and e["ci_high"] is not None:
+                ax.errorbar([e["value"]], [0], xerr=[[e["value"] - e["ci_low"]], [e["ci_high"] - e["value"]]],
+                            fmt="o", color="black", capsize=3)
+            else:  # too few values for an interval: the point alone
+                ax.plot([e["value"]], [0], "o", color="black", fillstyle="none")
+            ax.set_xlim(lo, hi)
+            ax.set_yticks([])
+            ax.set_title(f"{claim['statement']}: {claim['verdict']}", fontsize=8, loc="left")
+            ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+@register("cdf")
+def plt_cdfs(data: DrawingInput) -> MplFigure | None:
+    """002 Figs. 4-2 and 5-1: the CDF of PLT per mode (over pages and loads), a panel per
+    condition."""
+    rows = [r for r in data.rows if isinstance(r.get("plt_ms"), int | float)]
+    if not rows:
+        return None
+    modes = _modes(rows)
+    colors = mode_colors(modes)
+    _, grouped = conditions(rows)
+    columns = min(3, len(grouped))
+    with rc_context(RC):
+        fig = MplFigure(figsize=(3.2 * columns, 2.6 * math.ceil(len(grouped) / columns)), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(math.ceil(len(grouped) / columns), columns, squeeze=False)).ravel()
+        for ax, (title, group) in zip(axes, grouped.items(), strict=False):
+            for mode in modes:
+                values = np.sort([r["plt_ms"] / 1000 for r in group if r.get("mode") == mode])
+                if len(values):
+                    ax.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=mode,
+                            color=colors[mode])
+            ax.set_title(title)
+            ax.set_xlabel("PLT (s)")
+            ax.set_ylabel("CDF")
+        for ax in axes[len(grouped):]:
+            ax.set_visible(False)
+        axes[0].legend(fontsize=7)
+    return fig
+
+
+# 002 Fig. 5-2's three maps: (numerator mode, denominator mode) of the % improvement.
+HEATMAP_PAIRS = (("h2", "h1c", "SPDY (h2) over HTTP/1.1 (h1c)"), ("h3", "h1c", "QUIC over HTTP/1.1 (h1c)"),
+                 ("h3", "h2", "QUIC over SPDY (h2)"))
+
+
+@register("heatmap")
+def improvement_maps(data: DrawingInput) -> MplFigure | None:
+    """002 Fig. 5-2: % improvement of the median PLT over the pages per configuration, one map per
+    protocol pair; a grid's cells and a space-filling design's points alike, as coloured markers
+    over bandwidth (log) and RTT, green where the first protocol is faster."""
+    maps = [(title, configuration_improvements(data.rows, "plt_ms", {"mode": num}, {"mode": den}))
+            for num, den, title in HEATMAP_PAIRS]
+    maps = [(title, cells) for title, cells in maps if cells]
+    if not maps:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(3.6 * len(maps), 3.2), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, len(maps), squeeze=False)).ravel()
+        for ax, (title, cells) in zip(axes, maps, strict=True):
+            configs = sorted(cells)
+            x = [c[1] for c in configs]
+            y = [c[0] for c in configs]
+            values = [cells[c] for c in configs]
+            points = ax.scatter(x, y, c=values, cmap="RdYlGn", vmin=-60, vmax=60, s=160, marker="s")
+            for xi, yi, v in zip(x, y, values, strict=True):
+                ax.annotate(f"{v:.0f}", (xi, yi), ha="center", va="center", fontsize=6)
+            ax.set_yscale("log")
+            ax.set_xlabel("minimum RTT (ms)")
+            ax.set_ylabel("bandwidth (Mbit/s)")
+            ax.set_title(title)
+        fig.colorbar(points, ax=list(axes), label="% improvement of the median PLT")
+    return fig
+
+
+@register("page_runs")
+def site_scores_figure(data: DrawingInput) -> MplFigure | None:
+    """002 Table 5.1: each page's score (mean % improvement of QUIC over HTTP/1.1 across the
+    configurations) against its total size and its mean object size; the 10 pages QUIC hurts
+    most and helps most named."""
+    worst, best = ranked_sites(data.rows, "plt_ms", {"mode": "h3"}, {"mode": "h1c"})
+    lower, upper = ranked_sites(data.rows, "plt_ms", {"mode": "h3"}, {"mode": "h1c"}, count=len(data.rows))
+    pages = [p for p in lower + upper if p.get("page_bytes") and p.get("page_mean_object_bytes")]  # every page
+    if not pages:
+        return None
+    named = {p["page"] for p in worst + best}
+    with rc_context(RC):
+        fig = MplFigure(figsize=(8, 3.4), layout="constrained")
+        for ax, attribute, label in zip(fig.subplots(1, 2), ("page_bytes", "page_mean_object_bytes"),
+                                        ("total size (kB)", "mean object size (kB)"), strict=True):
+            ax.scatter([p[attribute] / 1e3 for p in pages], [p["score"] for p in pages], s=14)
+            for p in pages:
+                if p["page"] in named:
+                    ax.annotate(str(p["page"]), (p[attribute] / 1e3, p["score"]), fontsize=6)
+            ax.set_xscale("log")
+            ax.axhline(0, color="grey", linewidth=0.8)
+            ax.set_xlabel(label)
+            ax.set_ylabel("score: QUIC over HTTP/1.1 (%)")
+    return fig
+
+
+@register("intervals")
+def rate_over_time(data: DrawingInput) -> MplFigure | None:
+    """002 Fig. 6-2: the delivered rate of each bulk transfer per logged interval over time, one
+    step line per run (a cellular trace's variability)."""
+    runs: dict[str, list[Row]] = {}
+    for row in data.rows:
+        if isinstance(row.get("t_ms"), int | float) and isinstance(row.get("rate_mbps"), int | float):
+            runs.setdefault(str(row.get("run_key")), []).append(row)
+    if not runs:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(11, 3.6), layout="constrained")
+        ax = fig.subplots()
+        for rows in runs.values():
+            rows.sort(key=lambda r: r["t_ms"])
+            label = f"{rows[0].get('trace') or rows[0].get('mode')}, repetition {rows[0].get('repetition')}"
+            ax.step([r["t_ms"] / 1000 for r in rows], [r["rate_mbps"] for r in rows], where="pre", linewidth=1,
+                    label=label)
+        ax.set_xlabel("time since the transfer's start (s)")
+        ax.set_ylabel("delivered rate per interval (Mbit/s)")
+        ax.legend(frameon=False, fontsize=8)
+    return fig

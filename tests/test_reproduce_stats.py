@@ -1,0 +1,108 @@
+"""The coverage of the claims' 95% intervals, by simulation (fixed seeds, so the same numbers every
+time): page-load-time-like lognormal samples, many trials per (groups, values per cell), and
+the share of trials whose interval holds the true value, where the estimator decides; below its
+minimum it must decline. docs/reproduce.md quotes these numbers (`python
+tests/test_reproduce_stats.py` prints them)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from protolab.reproduce.claims import Estimate, Median, Ratio, RatioOfRatios
+
+TRIALS = 600
+FLOOR = 0.93  # 95% intervals; 600 trials leave a standard error of 0.9 points
+
+RATIO = Ratio("plt_ms", {"part": 0}, {"part": 1}, by="page")
+RATIO_OF_RATIOS = RatioOfRatios("plt_ms", {"part": 0}, {"part": 1}, {"part": 2}, {"part": 3}, by="page")
+
+
+def _rows(log_values: np.ndarray) -> list[dict[str, Any]]:
+    """`log_values[g, p, i]`: the log PLT of load i of part p on page g."""
+    return [{"page": g, "part": p, "plt_ms": float(v)}
+            for (g, p, _), v in np.ndenumerate(np.exp(log_values))]
+
+
+def _coverage(estimates: list[Estimate | None], truth: list[float]) -> tuple[int, float]:
+    """(trials that decided, share of those whose interval holds the truth)."""
+    decided = [(e, t) for e, t in zip(estimates, truth, strict=True) if e is not None and e.has_interval]
+    covered = sum(e.low <= t <= e.high for e, t in decided)
+    return len(decided), covered / len(decided) if decided else math.nan
+
+
+def median_coverage(n: int, seed: int = 1) -> tuple[int, float]:
+    """Lognormal PLTs around 1.1 s with a spread of 0.5 in the log: the true median is e^7."""
+    rng = np.random.default_rng(seed)
+    samples = rng.normal(7.0, 0.5, size=(TRIALS, n))
+    estimates = [Median("plt_ms", {}).estimate([{"plt_ms": float(v)} for v in np.exp(s)]) for s in samples]
+    return _coverage(estimates, [math.exp(7.0)] * TRIALS)
+
+
+def grouped_coverage(estimator: Ratio | RatioOfRatios, groups: int, n: int, spread: str, seed: int = 2) -> tuple[int, float]:
+    """Pages whose sizes differ (log-medians 6..9) and one effect for every page (the hardest
+    case for a t over pages: no spread between pages to widen it); `spread` "equal" gives every
+    cell a log spread of 0.3, "mixed" spreads from 0.03 to 0.9 across pages."""
+    rng = np.random.default_rng(seed)
+    parts = 2 if isinstance(estimator, Ratio) else 4
+    effect = np.array([0.2, 0.0, -0.1, 0.0][:parts])  # log of each part's median over the page's base
+    sigma = np.full(groups, 0.3) if spread == "equal" else np.geomspace(0.03, 0.9, groups)
+    signs = np.array([1, -1, -1, 1][:parts])
+    truth = math.exp(float((effect * signs).sum()))
+    estimates = []
+    for _ in range(TRIALS):
+        base = rng.uniform(6.0, 9.0, size=(groups, 1, 1))
+        noise = rng.normal(0.0, 1.0, size=(groups, parts, n)) * sigma[:, None, None]
+        estimates.append(estimator.estimate(_rows(base + effect[None, :, None] + noise)))
+    return _coverage(estimates, [truth] * TRIALS)
+
+
+@pytest.mark.parametrize("n", [6, 7, 10, 25])
+def test_the_median_interval_holds_its_coverage_from_6_values(n: int) -> None:
+    decided, coverage = median_coverage(n)
+    assert decided == TRIALS and coverage >= FLOOR, coverage
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_the_median_declines_below_6_values(n: int) -> None:
+    assert median_coverage(n)[0] == 0
+
+
+# (estimator, groups, values per cell, whether it decides): one or two pages use the combined
+# order-statistic intervals (a ratio needs 7 values per cell on one page, 8 on two; a ratio of
+# ratios 8 and 9), three pages or more the t over pages (any number of values).
+GROUPED = [
+    (RATIO, 1, 3, False), (RATIO, 1, 6, False), (RATIO, 1, 7, True), (RATIO, 1, 12, True),
+    (RATIO, 2, 7, False), (RATIO, 2, 8, True),
+    (RATIO, 3, 1, True), (RATIO, 3, 2, True), (RATIO, 3, 4, True), (RATIO, 6, 3, True),
+    (RATIO_OF_RATIOS, 1, 7, False), (RATIO_OF_RATIOS, 1, 8, True), (RATIO_OF_RATIOS, 2, 8, False),
+    (RATIO_OF_RATIOS, 2, 9, True), (RATIO_OF_RATIOS, 3, 2, True), (RATIO_OF_RATIOS, 5, 3, True),
+]
+
+
+@pytest.mark.parametrize("spread", ["equal", "mixed"])
+@pytest.mark.parametrize(("estimator", "groups", "n", "decides"), GROUPED,
+                         ids=[f"{type(e).__name__}-{g}pages-n{n}" for e, g, n, _ in GROUPED])
+def test_ratio_intervals_hold_their_coverage_or_decline(estimator: Ratio | RatioOfRatios, groups: int, n: int,
+                                                        decides: bool, spread: str) -> None:
+    decided, coverage = grouped_coverage(estimator, groups, n, spread)
+    if decides:
+        assert decided == TRIALS and coverage >= FLOOR, coverage
+    else:
+        assert decided == 0
+
+
+def _table() -> None:
+    """The coverage figures docs/reproduce.md quotes."""
+    for n in (2, 5, 6, 7, 10, 25):
+        print(f"Median n={n}: decided, coverage = {median_coverage(n)}")
+    for estimator, groups, n, _ in GROUPED:
+        for spread in ("equal", "mixed"):
+            print(f"{type(estimator).__name__} pages={groups} n={n} {spread}: {grouped_coverage(estimator, groups, n, spread)}")
+
+
+if __name__ == "__main__":
+    _table()
