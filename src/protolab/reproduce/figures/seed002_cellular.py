@@ -110,8 +110,8 @@ FIGURES: tuple[Figure, ...] = (
                                 "Cubic's p95 13% lower (ratio 0.87)"),
         budget=10,
         quick_budget=3,
-        note="Verizon stand-in: the T-Mobile LTE trace; Sprout-EWMA as registered under `sprout-ewma` "
-             "(002 §6.2: receiver-side rate estimate, gain 1/8, target delay min(100 ms, min RTT))",
+        note="Verizon stand-in: the T-Mobile LTE trace; Sprout-EWMA is `sprout-ewma` (002 §6.2: the "
+             "receiver's rate estimate fed back, gain 1/8, target delay min(100 ms, min RTT))",
     ),
     Figure(
         id="002-fig6-4",
