@@ -140,8 +140,12 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str = "spec.toml", path: 
     return resolve(spec, source=source, path=path)
 
 
-def _axis_values(scenario: Scenario, params: BaseModel, name: str, values: list[Any], where: str, source: str) -> list[Any]:
+def _axis_values(scenario: Scenario, params: BaseModel, name: str, values: Any, where: str, source: str) -> list[Any]:
     """Checks the values of one axis: standard, scenario-specific or transport."""
+    if not isinstance(values, list):
+        # Scenario and transport axes are extra keys the model does not type: a string here
+        # would otherwise become a list of its characters.
+        raise SpecError(f"{source}: {where}.{name}: an axis is a list of values, got {quoted(values)[:80]}")
     if name == "mode":
         checked = []
         for index, value in enumerate(values):
@@ -304,17 +308,17 @@ def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
                                 "which load no pages")
             base[name] = []
             continue
-        base[name] = _axis_values(scenario, params, name, list(values), "axes", source)
+        base[name] = _axis_values(scenario, params, name, values, "axes", source)
     for name, values in written.items():
         if name not in base:
-            base[name] = _axis_values(scenario, params, name, list(values), "axes", source)
+            base[name] = _axis_values(scenario, params, name, values, "axes", source)
     sweeps: list[dict[str, list[Any]]] = []
     for index, sweep in enumerate(spec.sweeps):
         where = f"sweeps[{index}]"
         override = _written_axes(sweep)
         if "page" in override and not workload.uses_pages(params):
             raise SpecError(f"{source}: {where}.page: scenario {quoted(scenario.name)} loads no pages")
-        sweeps.append({**base, **{name: _axis_values(scenario, params, name, list(values), where, source)
+        sweeps.append({**base, **{name: _axis_values(scenario, params, name, values, where, source)
                                   for name, values in override.items()}})
     sweeps = _design_sweeps(spec, scenario, params, base, written, source) or sweeps or [base]
     # Every axis over all sweeps, values in first-seen order.
