@@ -323,3 +323,77 @@ def test_live_client_metadata(body: bytes) -> None:
     client = refuses_cleanly(lambda: parse_client_metadata(body), LiveError, "client metadata")
     if client is not None:
         _stores(json.loads(RESULT_SEED), client)
+
+
+# ---------------------------------------------------------------------- regressions
+# The minimal failing examples the properties above found, kept as explicit tests.
+
+
+def _tstat_with(scratch: Path, seed_name: str, cells: dict[int, str], line: int = 1) -> Path:
+    """A copy of a seed Tstat log with cells (0-based column -> value) of one data line replaced."""
+    lines = (FIXTURES / "tstat" / seed_name).read_text().splitlines()
+    fields = lines[line].split()
+    for column, value in cells.items():
+        fields[column] = value
+    lines[line] = " ".join(fields)
+    path = scratch / seed_name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(("seed_name", "cells", "expected"), [
+    # 5000 digits: int() refused them with Python's ValueError (the digit limit), uncaught.
+    ("log_udp_complete", {2: "9" * 5000}, r"line 2: column 'c_first_abs' \(column 3\) '9{40}\.\.\.' is out of range"),
+    # decimal.Overflow when scaled to ns.
+    ("log_udp_complete", {2: "1e999999999"}, r"column 'c_first_abs' .*'1e999999999' is out of range"),
+    # Unicode digits: "²".isdigit() is True, int("²") raises ValueError.
+    ("log_udp_complete", {2: "²"}, r"column 'c_first_abs' .*'²' is not a number"),
+    # int() took Arabic-Indic digits as 12: Tstat writes ASCII only.
+    ("log_udp_complete", {1: "١٢"}, r"column 'c_port' .*'١٢' is not an integer"),
+    # Each value fits BIGINT, first + durat does not: a DuckDB error at the Parquet write before.
+    ("log_udp_complete", {2: "9223372036854", 3: "1000"}, r"line 2: last_ns = \d+ is beyond the flow schema's range"),
+    # SYN counts fit BIGINT, their sum does not fit the INTEGER column.
+    ("log_tcp_complete", {12: str(2**31), 26: "1"}, r"line 2: syn = 2147483649 is beyond the flow schema's range"),
+])
+def test_tstat_regressions(scratch: Path, seed_name: str, cells: dict[int, str], expected: str) -> None:
+    path = _tstat_with(scratch, seed_name, cells)
+    out = scratch / "flows.parquet"
+    out.unlink(missing_ok=True)
+    with pytest.raises(TstatError, match=expected) as caught:
+        import_tstat([path], out)
+    assert str(path) in str(caught.value)
+    assert not out.exists()
+
+
+def test_tstat_unicode_digit_in_header(scratch: Path) -> None:
+    # "c_port:²" passed isdigit() and int("²") raised ValueError.
+    path = scratch / "log_tcp_complete"
+    text = (FIXTURES / "tstat" / "log_tcp_complete").read_text()
+    path.write_text(text.replace("c_port:2 ", "c_port:² ", 1))
+    with pytest.raises(TstatError, match=r"line 1: header column 2 is 'c_port:²'"):
+        list(read_log(path))
+
+
+def test_tstat_corrupt_gzip_stream(scratch: Path) -> None:
+    # Damage past the gzip header surfaces as zlib.error, which is not an OSError.
+    raw = bytearray(gzip.compress((FIXTURES / "tstat" / "log_tcp_complete").read_bytes(), mtime=0))
+    raw[40:48] = b"\xff" * 8
+    path = scratch / "log_tcp_complete.gz"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(TstatError, match=r"cannot read"):
+        list(read_log(path))
+
+
+@pytest.mark.parametrize(("client", "shown"), [(None, "None"), (3, "3"), ("chromium", '"chromium"')])
+def test_spec_scenario_axis_not_a_list(client: Any, shown: str) -> None:
+    # A scenario axis is an extra key the model does not type: None or a number raised TypeError
+    # in resolve(), and a string became the list of its characters.
+    doc = {"schema_version": 1, "name": "x", "scenario": "wifi-loss", "axes": {"page": ["baidu"], "client": client}}
+    with pytest.raises(SpecError, match=rf"^x\.toml: axes\.client: an axis is a list of values, got {shown}"):
+        spec_from_dict(doc, source="x.toml")
+
+
+def test_spec_sweep_axis_not_a_list() -> None:
+    text = 'schema_version = 1\nname = "x"\nscenario = "wifi-loss"\n[axes]\npage = ["baidu"]\n[[sweeps]]\nclient = "engine"\n'
+    with pytest.raises(SpecError, match=r'^x\.toml: sweeps\[0\]\.client: an axis is a list of values, got "engine"'):
+        parse_spec(text, source="x.toml")

@@ -203,7 +203,9 @@ def _scaled(column: str, text: str, ns_per_unit: int) -> int:
         scaled = int(whole) * ns_per_unit + (int(frac) if frac else 0)
     else:
         try:
-            value = Decimal(text) if text.isascii() else Decimal("NaN")
+            if not text.isascii():  # Decimal() also takes other scripts' digits
+                raise DecimalException
+            value = Decimal(text)
         except DecimalException:
             raise _BadValue(column, f"'{_shown(text)}' is not a number") from None
         if not value.is_finite() or value < 0:
