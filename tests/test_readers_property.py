@@ -23,10 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protolab.corpus.errors import CorpusError, HarError
+from protolab.corpus.errors import CorpusError, HarError, ManifestError
 from protolab.corpus.har import import_har, import_har_file
+from protolab.corpus.manifest import load_manifest
 from protolab.errors import ProtolabError
-from protolab.live.coordinator import LiveError, parse_client_metadata, parse_result
+from protolab.live.coordinator import Coordinator, LiveError, parse_client_metadata, parse_result
 from protolab.live.store import row_for
 from protolab.measure.qlog import QlogError, read_qlog
 from protolab.plan.experiment import parse_spec, spec_from_dict
@@ -185,6 +186,84 @@ def test_har_file_mutations(emu_binary: Path, scratch: Path, raw: bytes) -> None
     refuses_cleanly(lambda: import_har_file(path), HarError, str(path))
 
 
+def _mostly(usual: list[Any], odd: list[Any]) -> st.SearchStrategy[Any]:
+    """One of `usual` three times in four, else one of `odd`: odd documents that still get past
+    the first check, so the later stages (parents, origins, the manifest check) are reached."""
+    return st.one_of(st.sampled_from(usual), st.sampled_from(usual), st.sampled_from(usual), st.sampled_from(odd))
+
+
+@st.composite
+def odd_har(draw: st.DrawFn) -> dict[str, Any]:
+    """A HAR that is well formed but odd: unusual URLs, methods, statuses, times and sizes."""
+    hosts = _mostly(["a.test", "www.shop.test", "img.shop.test"],
+                    ["xn--bcher-kva.test", "bücher.test", "[2001:db8::1]", "203.0.113.9", "a.test:8443", "localhost",
+                     "a..test", "-a.test", "x" * 70 + ".test", "a.test:0", "a.test:99999"])
+    paths = _mostly(["/", "/a.css", "/app.js?v=2", "/img/1.png"],
+                    ["/a b.js", "/%zz", "/?q=1&r=%E2%82%AC", "/é.png", "//x", "/" + "p" * 3000, "", "/#f", "/\x00"])
+    entries = []
+    for _ in range(draw(st.integers(1, 6))):
+        url = draw(_mostly(["https://", "http://"], ["data:", "ws://", "https:///", ""])) + draw(hosts) + draw(paths)
+        size = draw(st.one_of(st.integers(0, 10**6), st.sampled_from([-1, 0, 2**31, 2**63, 10**30])))
+        time_ms = draw(st.one_of(st.floats(0, 1e5), st.sampled_from([-1, 0, 1e12, 0.001])))
+        entry: dict[str, Any] = {
+            "startedDateTime": draw(_mostly(
+                ["2026-11-21T10:00:00.000Z", "2026-11-21T10:00:00.250+02:00"],
+                ["2026-11-21T10:00:00", "2026-02-30T10:00:00Z", "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z",
+                 "2026-11-21T10:00:00.1234567890Z", "2026-11-21t10:00:00z"])),
+            "time": time_ms,
+            "request": {"method": draw(_mostly(["GET"], ["POST", "HEAD", "OPTIONS", "get", "CONNECT", ""])),
+                        "url": url, "headers": []},
+            "response": {"status": draw(_mostly([200], [204, 206, 301, 304, 404, 0, -1, 999])),
+                         "headers": draw(_mostly([[]], [[{"name": "Content-Length", "value": "-5"}],
+                                                        [{"name": "content-type", "value": "text/html\r\nX: y"}],
+                                                        [{"name": 3, "value": None}], [None]])),
+                         "content": {"size": size, "mimeType": draw(_mostly(
+                             ["text/html", "image/png", "text/css"],
+                             ["", "application/x-\u0000", "text/css; charset=é", "a" * 500]))},
+                         "bodySize": size},
+            "timings": {"send": -1, "wait": time_ms, "receive": 0},
+            "serverIPAddress": draw(_mostly(["203.0.113.7", "198.51.100.2"],
+                                            ["127.0.0.1", "0.0.0.0", "2001:db8::1", "[::1]", "x", "255.255.255.255"])),
+        }
+        if entries and draw(st.booleans()):
+            entry["_initiator"] = {"type": "parser", "url": draw(st.sampled_from(entries))["request"]["url"]}
+        entries.append(entry)
+    return {"log": {"version": "1.2", "pages": [{"id": "page_1"}], "entries": entries}}
+
+
+@BOUNDED
+@given(har=odd_har())
+def test_har_odd_documents(emu_binary: Path, har: dict[str, Any]) -> None:
+    try:
+        result = refuses_cleanly(lambda: import_har(har, "odd.har", "odd"), HarError, "odd.har: ")
+    except CorpusError as exc:
+        assert not isinstance(exc, HarError)
+        assert "no free address" in str(exc)
+        return
+    if result is not None:
+        assert 0 < result.kept <= result.entries
+        assert len(result.manifest["objects"]) == result.kept
+
+
+# ---------------------------------------------------------------------- page manifests
+
+MANIFEST_SEED = (SEEDS / "page.manifest.json").read_bytes()
+
+
+@BOUNDED
+@given(raw=st.one_of(mutated_bytes(MANIFEST_SEED),
+                     mutated_json(json.loads(MANIFEST_SEED)).map(lambda d: json.dumps(d).encode())))
+def test_manifest_mutations(emu_binary: Path, scratch: Path, raw: bytes) -> None:
+    # protolab-net checks the manifest, the pydantic model types it: they must agree.
+    path = scratch / "page.json"
+    path.write_bytes(raw)
+    try:
+        load_manifest(path)
+    except ManifestError as exc:
+        assert str(exc).startswith(f"{path}: "), str(exc)
+        assert "accepted by protolab-net, but not by the model" not in str(exc)
+
+
 # ---------------------------------------------------------------------- Tstat
 
 
@@ -323,6 +402,48 @@ def test_live_client_metadata(body: bytes) -> None:
     client = refuses_cleanly(lambda: parse_client_metadata(body), LiveError, "client metadata")
     if client is not None:
         _stores(json.loads(RESULT_SEED), client)
+
+
+class _Clock:
+    """Monotonic seconds that move only when the test says so (lock expiry without waiting)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def coordinator(scratch: Path) -> Iterator[tuple[Coordinator, _Clock, list[str]]]:
+    clock, lines = _Clock(), []
+    live = Coordinator(scratch / "live", lock_timeout_s=60, max_upload_bytes=1 << 16, clock=clock, log=lines.append)
+    yield live, clock, lines
+    live.close()
+
+
+@settings(BOUNDED, max_examples=max(1, EXAMPLES // 2))
+@given(client=st.one_of(st.just(CLIENT_SEED), mutated_bytes(CLIENT_SEED)),
+       body=st.one_of(mutated_bytes(RESULT_SEED), mutated_json(json.loads(RESULT_SEED)).map(lambda d: json.dumps(d).encode())))
+def test_live_upload_stores_all_or_nothing(coordinator: tuple[Coordinator, _Clock, list[str]], client: bytes,
+                                           body: bytes) -> None:
+    # The coordinator end to end: a refused token request or upload leaves no file behind; an
+    # accepted upload is stored whole and recorded in the table.
+    live, clock, lines = coordinator
+    clock.now += 61  # the previous example's lock (if refused, still held) has expired
+    before = sorted(p.name for p in live.tests_dir.iterdir())
+    issued = refuses_cleanly(lambda: live.issue_token(client), LiveError, "client metadata")
+    if issued is None:
+        return
+    token = issued["token"]
+    response = refuses_cleanly(lambda: live.submit_result(token, body), LiveError, "result")
+    after = sorted(p.name for p in live.tests_dir.iterdir())
+    if response is None:
+        assert after == before
+        return
+    assert after == sorted([*before, token])
+    assert json.loads((live.tests_dir / token / "result.json").read_text()) == json.loads(body)
+    assert response["recorded"], lines[-1:]
 
 
 # ---------------------------------------------------------------------- regressions
