@@ -5,7 +5,8 @@ logs, the contract's sample files, specs/) and then broken: bytes flipped, inser
 fields deleted, values replaced by wrong types, huge or negative numbers and unicode. The
 property is protolab's promise about bad input: the reader returns its model or raises its
 domain error, and the message names the file (and the field where the format has fields);
-never another exception. PROTOLAB_PROPERTY_EXAMPLES scales the example count for a longer run.
+never another exception. PROTOLAB_PROPERTY_EXAMPLES scales the example count (100 per property
+by default) and PROTOLAB_PROPERTY_RANDOM=1 draws fresh examples, for a longer search.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from protolab.analysis.cli import _analyze_file as analyze_file
 from protolab.corpus.errors import CorpusError, HarError, ManifestError
 from protolab.corpus.har import import_har, import_har_file
 from protolab.corpus.manifest import load_manifest
@@ -34,6 +36,7 @@ from protolab.plan.experiment import parse_spec, spec_from_dict
 from protolab.plan.spec import SpecError
 from protolab.results.documents import DocumentError
 from protolab.results.samples import read_samples_file
+from protolab.scenarios import SCENARIOS
 from protolab.traffic.tstat import TstatError, import_tstat, read_log
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,9 +46,11 @@ SPEC_SEEDS = sorted((ROOT / "specs").glob("*.toml"))
 TSTAT_SEEDS = sorted((FIXTURES / "tstat").iterdir())
 SAMPLE_SEEDS = sorted((ROOT / "crates" / "contract" / "tests" / "fixtures").glob("samples-*.ndjson"))
 
-EXAMPLES = int(os.environ.get("PROTOLAB_PROPERTY_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("PROTOLAB_PROPERTY_EXAMPLES", "100"))
 # Derandomized and without an example database: the same examples on every machine and run.
-BOUNDED = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+# PROTOLAB_PROPERTY_RANDOM=1 draws fresh examples instead (a longer search for new failures).
+BOUNDED = settings(max_examples=EXAMPLES, deadline=None, database=None,
+                   derandomize=os.environ.get("PROTOLAB_PROPERTY_RANDOM") != "1",
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -143,7 +148,7 @@ def scratch() -> Iterator[Path]:
 
 @BOUNDED
 @given(data=st.data())
-def test_spec_text_mutations(data: st.DataObject) -> None:
+def test_spec_text_mutations(emu_binary: Path, data: st.DataObject) -> None:
     seed = data.draw(st.sampled_from(SPEC_SEEDS)).read_bytes()
     text = data.draw(mutated_bytes(seed)).decode("utf-8", errors="replace")
     refuses_cleanly(lambda: parse_spec(text, source="fuzz.toml"), SpecError, "fuzz.toml")
@@ -151,7 +156,7 @@ def test_spec_text_mutations(data: st.DataObject) -> None:
 
 @BOUNDED
 @given(data=st.data())
-def test_spec_field_mutations(data: st.DataObject) -> None:
+def test_spec_field_mutations(emu_binary: Path, data: st.DataObject) -> None:
     import tomllib
 
     seed = tomllib.loads(data.draw(st.sampled_from(SPEC_SEEDS)).read_text())
@@ -159,6 +164,56 @@ def test_spec_field_mutations(data: st.DataObject) -> None:
     if not isinstance(doc, dict):
         return
     refuses_cleanly(lambda: spec_from_dict(doc, source="fuzz.toml"), SpecError, "fuzz.toml: ")
+
+
+def _mostly(usual: list[Any], odd: list[Any], weight: int = 3) -> st.SearchStrategy[Any]:
+    """One of `usual` `weight` times in `weight + 1`, else one of `odd`: odd documents that still
+    get past the first checks, so that the later stages are reached too."""
+    return st.one_of(*[st.sampled_from(usual)] * weight, st.sampled_from(odd))
+
+
+@st.composite
+def odd_spec(draw: st.DrawFn) -> dict[str, Any]:
+    """A spec of the right shape with odd values: axis values at and past their limits, odd
+    modes, pages and transport settings, and a design or sweeps now and then."""
+    number = st.one_of(st.floats(0.001, 1e3), st.integers(1, 10**3), st.integers(1, 10**3),
+                       st.sampled_from([0, -1, 0.0001, 1e9, 2**63, 1e308, 100, 100.0001]))
+    axes: dict[str, Any] = {}
+    for name, values in [("bandwidth_mbps", st.one_of(number, st.just("unlimited"), st.just("1Gbit"))),
+                         ("rtt_ms", number), ("loss_pct", number),
+                         ("buffer", st.one_of(number, st.sampled_from(["1bdp", "0bdp", "-1bdp", "1e400bdp", "nanbdp",
+                                                                        "infbdp", "default", "bdp", "0.5BDP"]))),
+                         ("mode", st.sampled_from(["h1", "h2", "h3", "h2-parallel:2", "h2-parallel:0", "h2-parallel:99999",
+                                                   "h2-parallel:x", "h3@gquic39", "h3@nope", "H1", "", "mptcp"])),
+                         ("page", st.sampled_from(["baidu", "vk", "", "nope", "../etc/passwd", "ü"])),
+                         ("client", st.sampled_from(["engine", "chromium", "x"])),
+                         ("warm", st.sampled_from(["cold", "resumed", "warm"])),
+                         ("quic_cc", st.sampled_from(["cubic", "reno", "bbr", "gquic39", "cubic:c=0.8", "cubic:c=-1", "x"])),
+                         ("congested", st.one_of(st.booleans(), st.just("yes"))), ("cpu_pct", number)]:
+        if draw(st.booleans()):
+            axes[name] = draw(st.lists(values, min_size=draw(_mostly([1], [0], 9)), max_size=3))
+    spec: dict[str, Any] = {"schema_version": draw(_mostly([1], [0, 2, "1"], 9)),
+                            "name": draw(_mostly(["odd"], ["", "a/b", "ü" * 200], 9)),
+                            "scenario": draw(st.sampled_from(sorted(SCENARIOS) + ["nope"])),
+                            "seed": draw(_mostly([1, 7, 2**32], [0, -1, 2**63, 2**64], 9)),
+                            "repetitions": draw(_mostly([1, 3], [0, -1, 10**6], 9)), "axes": axes}
+    if draw(st.booleans()):
+        spec["sweeps"] = [{"mode": draw(st.lists(st.sampled_from(["h1", "h3", "x"]), max_size=2))}]
+    if draw(st.booleans()):
+        low, high = draw(number), draw(number)
+        spec["design"] = {"kind": draw(st.sampled_from(["lhs", "sobol", "grid", "x"])), "points": draw(st.sampled_from([1, 8, 0, 10**9])),
+                          "ranges": {draw(st.sampled_from(["rtt_ms", "buffer", "loss_pct", "mode", "x"])): [low, high]},
+                          "log": draw(st.lists(st.sampled_from(["rtt_ms", "buffer"]), max_size=2))}
+    return spec
+
+
+@BOUNDED
+@given(doc=odd_spec())
+def test_spec_odd_documents(emu_binary: Path, doc: dict[str, Any]) -> None:
+    # emu_binary: resolving modes asks protolab-net for its registry.
+    experiment = refuses_cleanly(lambda: spec_from_dict(doc, source="odd.toml"), SpecError, "odd.toml: ")
+    if experiment is not None:
+        assert experiment.name == doc["name"]
 
 
 # ---------------------------------------------------------------------- HAR
@@ -185,11 +240,6 @@ def test_har_file_mutations(emu_binary: Path, scratch: Path, raw: bytes) -> None
     path.write_bytes(raw)
     refuses_cleanly(lambda: import_har_file(path), HarError, str(path))
 
-
-def _mostly(usual: list[Any], odd: list[Any]) -> st.SearchStrategy[Any]:
-    """One of `usual` three times in four, else one of `odd`: odd documents that still get past
-    the first check, so the later stages (parents, origins, the manifest check) are reached."""
-    return st.one_of(st.sampled_from(usual), st.sampled_from(usual), st.sampled_from(usual), st.sampled_from(odd))
 
 
 @st.composite
@@ -289,7 +339,7 @@ def tstat_odd_cell(draw: st.DrawFn) -> tuple[Path, int, int, str]:
     value = draw(st.one_of(
         st.sampled_from(["-1", "9" * 40, "9" * 5000, "1e999999999", "1E-999999999", "²", "١٢", "1.²", "0x10",
                          "Infinity", "NaN", "-0", "1_000", "+5", "::1", "256.1.1.1", "fe80::1%eth0", "٣.٥"]),
-        st.text(st.characters(blacklist_categories=["Zs", "Zl", "Zp", "Cc"]), min_size=1, max_size=8),
+        st.text(st.characters(blacklist_categories=["Zs", "Zl", "Zp", "Cc", "Cs"]), min_size=1, max_size=8),
     ))
     return seed, line, column, value
 
@@ -346,7 +396,37 @@ def test_qlog_field_mutations(scratch: Path, records: list[Any]) -> None:
     trace = refuses_cleanly(lambda: read_qlog(path), QlogError, str(path))
     if trace is not None:
         assert all(isinstance(e.time_ms, float) and isinstance(e.data, dict) for e in trace.events)
-        trace.start_unix_ns  # noqa: B018 - reading the header's description must not raise
+        # What `protolab analyze FILE.sqlog` does with a trace it read: QUIC_info and loss bursts.
+        refuses_cleanly(lambda: analyze_file(path, as_json=True), ProtolabError, str(path))
+
+
+@st.composite
+def odd_qlog_events(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Well-formed qlog events with odd contents: the names protolab reads, odd data values."""
+    names = ["transport:packet_sent", "transport:packet_received", "recovery:packet_lost",
+             "recovery:metrics_updated", "recovery:congestion_state_updated", "transport:parameters_set", "x:y"]
+    value = st.one_of(ODD_VALUE, st.integers(-5, 10**6), st.floats(0, 1e6))
+    events = []
+    for _ in range(draw(st.integers(0, 8))):
+        data = draw(st.dictionaries(st.sampled_from(["header", "congestion_window", "bytes_in_flight", "smoothed_rtt",
+                                                     "latest_rtt", "min_rtt", "rtt_variance", "ssthresh", "new",
+                                                     "old", "raw", "frames", "packet_type", "trigger"]),
+                                    value, max_size=5))
+        if draw(st.booleans()):
+            data["header"] = draw(st.dictionaries(st.sampled_from(["packet_type", "packet_number", "length"]),
+                                                  value, max_size=3))
+        events.append({"time": draw(st.one_of(st.floats(-1, 1e9, allow_nan=False), st.integers(-1, 2**70))),
+                       "name": draw(st.sampled_from(names)), "data": data})
+    return events
+
+
+@BOUNDED
+@given(events=odd_qlog_events())
+def test_qlog_odd_events(scratch: Path, events: list[dict[str, Any]]) -> None:
+    path = scratch / "trace.sqlog"
+    path.write_text("".join("\x1e" + json.dumps(r) + "\n" for r in [QLOG_RECORDS[0], *events]))
+    assert len(read_qlog(path).events) == len(events)
+    refuses_cleanly(lambda: analyze_file(path, as_json=True), ProtolabError, str(path))
 
 
 # ---------------------------------------------------------------------- sample files
@@ -372,6 +452,8 @@ def test_samples_field_mutations(scratch: Path, data: st.DataObject) -> None:
     rows = refuses_cleanly(lambda: read_samples_file(path), DocumentError, str(path))
     if rows is not None:
         assert all(isinstance(row, dict) and "cwnd_bytes" in row for row in rows)
+        # What `protolab analyze FILE.ndjson` does with the rows: TCP_info or QUIC_info.
+        refuses_cleanly(lambda: analyze_file(path, as_json=True), ProtolabError, str(path))
 
 
 # ---------------------------------------------------------------------- live uploads
