@@ -32,9 +32,10 @@ from protolab.errors import ProtolabError
 from protolab.live.coordinator import Coordinator, LiveError, parse_client_metadata, parse_result
 from protolab.live.store import row_for
 from protolab.measure.qlog import QlogError, read_qlog
-from protolab.plan.experiment import parse_spec, spec_from_dict
+from protolab.plan.experiment import load_spec, parse_spec, spec_from_dict
 from protolab.plan.spec import SpecError
-from protolab.results.documents import DocumentError
+from protolab.results.documents import DocumentError, read_document
+from protolab.results.generated.sample_header import SampleHeader
 from protolab.results.samples import read_samples_file
 from protolab.scenarios import SCENARIOS
 from protolab.traffic.tstat import TstatError, import_tstat, read_log
@@ -69,7 +70,7 @@ def mutated_bytes(draw: st.DrawFn, seed: bytes) -> bytes:
     """The seed with a few byte-level edits: flips, insertions of odd bytes, cuts, truncation."""
     data = bytearray(seed)
     for _ in range(draw(st.integers(1, 4))):
-        edit = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "duplicate"]))
+        edit = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "duplicate", "nest"]))
         at = draw(st.integers(0, len(data)))
         if edit == "flip" and at < len(data):
             data[at] ^= 1 << draw(st.integers(0, 7))
@@ -82,6 +83,8 @@ def mutated_bytes(draw: st.DrawFn, seed: bytes) -> bytes:
             del data[at:]
         elif edit == "duplicate":
             data[at:at] = data[at:at + draw(st.integers(1, 200))]
+        elif edit == "nest":  # deeper than Python's json and tomllib parsers recurse
+            data[at:at] = draw(st.sampled_from([b"[", b'{"a":', b"{a=", b"[{}"])) * 100_000
     return bytes(data)
 
 
@@ -152,6 +155,16 @@ def test_spec_text_mutations(emu_binary: Path, data: st.DataObject) -> None:
     seed = data.draw(st.sampled_from(SPEC_SEEDS)).read_bytes()
     text = data.draw(mutated_bytes(seed)).decode("utf-8", errors="replace")
     refuses_cleanly(lambda: parse_spec(text, source="fuzz.toml"), SpecError, "fuzz.toml")
+
+
+@BOUNDED
+@given(data=st.data())
+def test_spec_file_mutations(emu_binary: Path, scratch: Path, data: st.DataObject) -> None:
+    # From the file, as `protolab run` reads it: bytes that are not UTF-8 included.
+    seed = data.draw(st.sampled_from(SPEC_SEEDS))
+    path = scratch / seed.name
+    path.write_bytes(data.draw(mutated_bytes(seed.read_bytes())))
+    refuses_cleanly(lambda: load_spec(path), SpecError, seed.name)
 
 
 @BOUNDED
@@ -600,3 +613,46 @@ def test_spec_sweep_axis_not_a_list() -> None:
     text = 'schema_version = 1\nname = "x"\nscenario = "wifi-loss"\n[axes]\npage = ["baidu"]\n[[sweeps]]\nclient = "engine"\n'
     with pytest.raises(SpecError, match=r'^x\.toml: sweeps\[0\]\.client: an axis is a list of values, got "engine"'):
         parse_spec(text, source="x.toml")
+
+
+DEEP_JSON = "[" * 100_000
+
+
+@pytest.mark.parametrize(("name", "read", "error"), [
+    ("page.har", lambda path: import_har_file(path), HarError),
+    ("trace.sqlog", lambda path: read_qlog(path), QlogError),
+    ("document.json", lambda path: read_document(SampleHeader, path), DocumentError),
+])
+def test_json_nested_too_deeply(emu_binary: Path, scratch: Path, name: str, read: Callable[[Path], Any],
+                                error: type[ProtolabError]) -> None:
+    # json.loads raises RecursionError (not a ValueError) for 100,000 nested arrays. (A page
+    # manifest is parsed by protolab-net first, which refuses it.)
+    path = scratch / name
+    path.write_text(DEEP_JSON + "\n")
+    with pytest.raises(error, match=r"nested too deeply") as caught:
+        read(path)
+    assert str(path) in str(caught.value)
+
+
+def test_samples_line_nested_too_deeply_is_skipped(scratch: Path) -> None:
+    # A sample file's unreadable lines are skipped (a killed sampler cuts the last one short).
+    seed = SAMPLE_SEEDS[0].read_text().splitlines()
+    path = scratch / "samples.ndjson"
+    path.write_text("\n".join([seed[0], DEEP_JSON, *seed[1:]]) + "\n")
+    assert len(read_samples_file(path)) == len(seed) - 1
+
+
+def test_spec_nested_too_deeply(scratch: Path) -> None:
+    # tomllib recurses too: RecursionError before.
+    path = scratch / "deep.toml"
+    path.write_text("a = " + "[" * 100_000)
+    with pytest.raises(SpecError, match=r"^deep\.toml: not valid TOML: nested too deeply"):
+        load_spec(path)
+
+
+def test_spec_not_utf8(scratch: Path) -> None:
+    # read_text() raised UnicodeDecodeError, which is a ValueError, not the OSError caught.
+    path = scratch / "latin1.toml"
+    path.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
+    with pytest.raises(SpecError, match=r"^latin1\.toml: not UTF-8 text"):
+        load_spec(path)

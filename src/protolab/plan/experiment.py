@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from protolab.browser.modes import UnsupportedMode, chromium_mode
 from protolab.corpus.errors import ManifestError
 from protolab.corpus.manifest import read_manifest
+from protolab.files import parse_toml
 from protolab.plan import controllers
 from protolab.plan.design import WSP_MAX_POINTS, design_points, design_seed
 from protolab.plan.spec import (
@@ -118,16 +118,18 @@ def read_spec_data(path: Path) -> dict[str, Any]:
         text = path.read_text()
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:  # a ValueError, not an OSError
+        raise SpecError(f"{path.name}: not UTF-8 text: {exc}") from exc
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parse_toml(text)
+    except ValueError as exc:  # TOMLDecodeError, or NestedTooDeeply
         raise SpecError(f"{path.name}: not valid TOML: {exc}") from exc
 
 
 def parse_spec(text: str, *, source: str = "spec.toml", path: Path | None = None) -> Experiment:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = parse_toml(text)
+    except ValueError as exc:  # TOMLDecodeError, or NestedTooDeeply
         raise SpecError(f"{source}: not valid TOML: {exc}") from exc
     return spec_from_dict(data, source=source, path=path)
 
