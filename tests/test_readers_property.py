@@ -28,10 +28,11 @@ from protolab.analysis.cli import _analyze_file as analyze_file
 from protolab.corpus.errors import CorpusError, HarError, ManifestError
 from protolab.corpus.har import import_har, import_har_file
 from protolab.corpus.manifest import load_manifest
-from protolab.errors import ProtolabError
+from protolab.errors import ProtolabError, ToolError
 from protolab.live.coordinator import Coordinator, LiveError, parse_client_metadata, parse_result
 from protolab.live.store import row_for
 from protolab.measure.qlog import QlogError, read_qlog
+from protolab.measure.tools import parse_iperf3, parse_irtt, parse_ping
 from protolab.plan.experiment import load_spec, parse_spec, spec_from_dict
 from protolab.plan.spec import SpecError
 from protolab.results.documents import DocumentError, read_document
@@ -541,6 +542,25 @@ def test_live_upload_stores_all_or_nothing(coordinator: tuple[Coordinator, _Cloc
     assert response["recorded"], lines[-1:]
 
 
+# ---------------------------------------------------------------------- tool outputs
+# Not files users hand in, but text protolab reads from irtt, iperf3 and ping, whose versions
+# vary: an output of another shape must be a ToolError, not a traceback in the validation.
+
+TOOL_PARSERS = {"irtt_client.json": parse_irtt, "iperf3_client.json": parse_iperf3, "ping_ok.txt": parse_ping}
+
+
+@BOUNDED
+@given(data=st.data())
+def test_tool_output_mutations(data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(sorted(TOOL_PARSERS)))
+    raw = (FIXTURES / name).read_bytes()
+    if name.endswith(".json") and data.draw(st.booleans()):
+        raw = json.dumps(data.draw(mutated_json(json.loads(raw)))).encode()
+    else:
+        raw = data.draw(mutated_bytes(raw))
+    refuses_cleanly(lambda: TOOL_PARSERS[name](raw.decode("utf-8", errors="replace")), ToolError)
+
+
 # ---------------------------------------------------------------------- regressions
 # The minimal failing examples the properties above found, kept as explicit tests.
 
@@ -656,3 +676,18 @@ def test_spec_not_utf8(scratch: Path) -> None:
     path.write_bytes('name = "caf\xe9"\n'.encode("latin-1"))
     with pytest.raises(SpecError, match=r"^latin1\.toml: not UTF-8 text"):
         load_spec(path)
+
+
+@pytest.mark.parametrize(("parse", "text", "expected"), [
+    # A list where an object was expected: AttributeError (.get) before.
+    (parse_irtt, '{"stats": [], "round_trips": []}', r"not irtt JSON: AttributeError"),
+    (parse_irtt, '{"stats": {"packets_sent": "many"}}', r"(?s)not irtt JSON: .*packets_sent"),
+    (parse_iperf3, "[]", r"not iperf3's -J output: TypeError"),
+    (parse_iperf3, '{"start": {}, "end": {"sum_received": {"bits_per_second": "fast"}, "sum_sent": {}}}',
+     r"not iperf3's -J output: ValueError"),
+    # [\d.]+ matched "1.2.3", float() raised ValueError.
+    (parse_ping, "3 packets transmitted, 3 received\nrtt min/avg/max/mdev = 1.2.3/2/3/4 ms", r"unreadable rtt line"),
+])
+def test_tool_output_regressions(parse: Callable[[str], Any], text: str, expected: str) -> None:
+    with pytest.raises(ToolError, match=expected):
+        parse(text)
