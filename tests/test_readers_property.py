@@ -16,6 +16,7 @@ import gzip
 import json
 import os
 import tempfile
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -171,8 +172,6 @@ def test_spec_file_mutations(emu_binary: Path, scratch: Path, data: st.DataObjec
 @BOUNDED
 @given(data=st.data())
 def test_spec_field_mutations(emu_binary: Path, data: st.DataObject) -> None:
-    import tomllib
-
     seed = tomllib.loads(data.draw(st.sampled_from(SPEC_SEEDS)).read_text())
     doc = data.draw(mutated_json(seed))
     if not isinstance(doc, dict):
