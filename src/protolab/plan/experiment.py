@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -162,7 +162,10 @@ def _axis_values(scenario: Scenario, params: BaseModel, name: str, values: Any, 
         return list(values)
     kind = scenario.extra_axes.get(name)
     if kind is None and name in TRANSPORT_AXES:
-        kind = Transport.model_fields[name].annotation
+        info = Transport.model_fields[name]
+        # With the field's constraints (lengths, ranges): the bare annotation has none of them,
+        # and an axis value must obey the same as the [transport] value.
+        kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
     if kind is None:
         known = [*STANDARD_AXES, *scenario.extra_axes, *TRANSPORT_AXES]
         raise SpecError(f"{source}: {where}.{name}: unknown axis for scenario {quoted(scenario.name)} "
