@@ -137,6 +137,8 @@ BAD_SPECS: list[tuple[str, dict[str, str], str]] = [
      'spec.toml: axes.quic_cc[0]: fixed:rate=50% gives a rate in % of the link, but the bandwidth axis has "unlimited"'),
     ("transport axis value", {"[axes]": "[axes]\nquic_packet_threshold = [3, 2]"},
      "spec.toml: axes.quic_packet_threshold[1]: Input should be greater than or equal to 3"),
+    ("stream window", {"[axes]": "[transport]\nquic_stream_window = 1000\n[axes]"},
+     "spec.toml: transport.quic_stream_window: Input should be greater than or equal to 1200"),
     ("transport twice", {"[axes]": '[transport]\nquic_cc = "bbr"\n[axes]\nquic_cc = ["cubic"]'},
      "spec.toml: axes.quic_cc: also set in [transport]; give it in one place"),
     ("sweep axis", {"[axes]": "[[sweeps]]\nloss_pct = [101]\n[axes]"}, "spec.toml: sweeps[0].loss_pct[0]: invalid loss 101.0"),

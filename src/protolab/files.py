@@ -1,9 +1,34 @@
-"""Writing result files so that no reader ever sees a half-written one."""
+"""Writing result files so that no reader ever sees a half-written one, and parsing JSON and
+TOML written by others without a RecursionError escaping."""
 
 from __future__ import annotations
 
+import json
 import os
+import tomllib
 from pathlib import Path
+from typing import Any
+
+
+class NestedTooDeeply(ValueError):
+    """A JSON or TOML document nested deeper than Python's parsers recurse (e.g. 100,000 `[`)."""
+
+
+def parse_json(text: str | bytes, **options: Any) -> Any:
+    """json.loads; too deep a document raises NestedTooDeeply (a ValueError, as every other
+    reason json.loads refuses a text) instead of RecursionError."""
+    try:
+        return json.loads(text, **options)
+    except RecursionError:
+        raise NestedTooDeeply("nested too deeply to read") from None
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """tomllib.loads; too deep a document raises NestedTooDeeply instead of RecursionError."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise NestedTooDeeply("nested too deeply to read") from None
 
 
 def write_text_atomically(path: Path, text: str) -> None:

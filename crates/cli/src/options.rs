@@ -34,6 +34,10 @@ pub struct QuicArgs {
     /// With the ACK-frequency request: the peer's maximum ACK delay in milliseconds.
     #[arg(long)]
     pub quic_max_ack_delay_ms: Option<u64>,
+    /// Flow control: every stream's receive window in bytes (default: quinn's 1.25 MB, which
+    /// caps a stream at 1.25 MB per RTT).
+    #[arg(long)]
+    pub quic_stream_window: Option<u64>,
 }
 
 impl QuicArgs {
@@ -47,6 +51,7 @@ impl QuicArgs {
             time_threshold: self.quic_time_threshold,
             ack_eliciting_threshold: self.quic_ack_eliciting_threshold,
             max_ack_delay: self.quic_max_ack_delay_ms.map(Duration::from_millis),
+            stream_window: self.quic_stream_window,
             ..QuicOptions::default()
         };
         // Checked here so that bad values are bad input, before anything starts.

@@ -58,6 +58,9 @@ pub struct QuicConfig {
     /// ACK frequency asked of the peer: maximum ACK delay, ms (null = not asked).
     #[serde(rename = "quic_max_ack_delay_ms")]
     pub max_ack_delay_ms: Option<f64>,
+    /// Flow control: every stream's receive window, bytes (null = quinn's 1.25 MB).
+    #[serde(rename = "quic_stream_window", default)]
+    pub stream_window: Option<u64>,
 }
 
 /// Who loaded the page, with the configuration it ran (`config.client` of a result).

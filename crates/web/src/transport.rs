@@ -182,7 +182,19 @@ pub struct QuicOptions {
     pub idle_timeout: Option<Duration>,
     /// Maximum concurrent bidirectional streams the peer may open.
     pub max_concurrent_bidi_streams: Option<u32>,
+    /// Flow control: the receive window of every stream in bytes (quinn's default is
+    /// [`QUINN_STREAM_WINDOW`], 1.25 MB: one stream carries at most that per RTT).
+    pub stream_window: Option<u64>,
 }
+
+/// quinn's default stream receive window (its `TransportConfig::default`: 12.5 MB/s over an
+/// expected 100 ms RTT): a download's bytes in flight stop there, whatever the congestion
+/// window, so above 100 ms RTT a stream is capped at 1.25 MB per RTT (12.5 Mbit/s at 800 ms).
+pub const QUINN_STREAM_WINDOW: u64 = 1_250_000;
+/// quinn's default send window (unacknowledged bytes a sender keeps): 8 stream windows.
+const QUINN_SEND_WINDOW: u64 = 8 * QUINN_STREAM_WINDOW;
+/// The smallest stream window accepted: one full-sized datagram's payload.
+const MIN_STREAM_WINDOW: u64 = 1200;
 
 impl Default for QuicOptions {
     fn default() -> Self {
@@ -196,6 +208,7 @@ impl Default for QuicOptions {
             max_ack_delay: None,
             idle_timeout: None,
             max_concurrent_bidi_streams: None,
+            stream_window: None,
         }
     }
 }
@@ -245,6 +258,16 @@ impl QuicOptions {
         if let Some(n) = self.max_concurrent_bidi_streams {
             transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(n));
         }
+        if let Some(bytes) = self.stream_window {
+            let window = quinn::VarInt::from_u64(bytes)
+                .ok()
+                .filter(|_| bytes >= MIN_STREAM_WINDOW)
+                .ok_or_else(|| TransportError::QuicOption { option: "stream_window", why: format!("{bytes} bytes is not in {MIN_STREAM_WINDOW}..2^62") })?;
+            transport.stream_receive_window(window);
+            // The sender must be allowed to keep a whole window unacknowledged, or its send
+            // window caps the stream instead.
+            transport.send_window(bytes.max(QUINN_SEND_WINDOW));
+        }
         Ok(transport)
     }
 
@@ -258,6 +281,7 @@ impl QuicOptions {
             time_threshold: self.time_threshold,
             ack_eliciting_threshold: self.ack_eliciting_threshold,
             max_ack_delay_ms: self.max_ack_delay.map(|d| d.as_secs_f64() * 1e3),
+            stream_window: self.stream_window,
         }
     }
 }
@@ -290,6 +314,14 @@ mod tests {
         assert!(bad.transport_config().is_err());
         let bad = QuicOptions { initial_window: Some(100), ..Default::default() };
         assert!(bad.transport_config().is_err());
+        for window in [100, 1 << 62] {
+            let bad = QuicOptions { stream_window: Some(window), ..Default::default() };
+            let err = bad.transport_config().unwrap_err().to_string();
+            assert!(err.contains("stream_window"), "{err}");
+        }
+        let wide = QuicOptions { stream_window: Some(16_000_000), ..Default::default() };
+        assert!(wide.transport_config().is_ok());
+        assert_eq!(wide.config().stream_window, Some(16_000_000));
         let good = QuicOptions {
             controller: cc::ControllerSpec::parse("bbr").unwrap(),
             initial_window: Some(100_000),

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from protolab.errors import ProtolabError
+from protolab.files import parse_json
 
 
 class CorpusError(ProtolabError):
@@ -40,6 +40,6 @@ def read_json_file(path: str | os.PathLike[str], error: type[FileFieldError], en
     except (OSError, UnicodeDecodeError) as exc:
         raise error(label, "(file)", f"cannot read: {exc}") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return parse_json(text)
+    except ValueError as exc:  # JSONDecodeError, or NestedTooDeeply
         raise error(label, "(document)", f"not JSON: {exc}") from None

@@ -9,7 +9,6 @@ a record that is not JSON, a truncated last record, a first record without `qlog
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from protolab.errors import ProtolabError
+from protolab.files import parse_json
 
 RS = b"\x1e"
 # What protolab writes (quinn 0.11, qlog crate 0.15): docs/samples.md.
@@ -100,8 +100,8 @@ def read_qlog(path: Path) -> QlogTrace:
     for index, (line, offset, record) in enumerate(records):
         where = f"{path}: line {line} (byte {offset})"
         try:
-            value = json.loads(record)
-        except (ValueError, UnicodeDecodeError) as exc:
+            value = parse_json(record)
+        except (ValueError, UnicodeDecodeError) as exc:  # incl. NestedTooDeeply
             last = index == len(records) - 1
             if last and not ends_cleanly:
                 raise QlogError(f"{where}: truncated record at the end of the file") from None

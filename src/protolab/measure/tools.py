@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from protolab.errors import ToolError
+from protolab.files import parse_json
 
 NS_PER_MS = 1e6
 
@@ -56,13 +56,22 @@ class IrttResult(BaseModel):
         return self.upstream_trials - self.lost_up
 
 
+# What a tool's JSON of an unexpected shape raises while it is read: a missing key, a value of
+# another type (AttributeError: .get on a list), a number that is not one (ValueError, also
+# pydantic's ValidationError and NestedTooDeeply).
+_SHAPE_ERRORS = (KeyError, IndexError, TypeError, AttributeError, ValueError)
+
+
 def parse_irtt(text: str) -> IrttResult:
     try:
-        data = json.loads(text)
-        stats = data["stats"]
-        round_trips = data.get("round_trips") or []
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ToolError(f"irtt output is not irtt JSON: {exc}") from exc
+        return _irtt_result(parse_json(text))
+    except _SHAPE_ERRORS as exc:
+        raise ToolError(f"irtt output is not irtt JSON: {exc!r}"[:500]) from exc
+
+
+def _irtt_result(data: Any) -> IrttResult:
+    stats = data["stats"]
+    round_trips = data.get("round_trips") or []
     # Per-probe loss classification: irtt learns from the server's receive window which
     # direction lost a probe; "true" means it could not tell (no later reply came back).
     lost = [str(rt.get("lost", "false")) for rt in round_trips]
@@ -113,18 +122,22 @@ class IperfResult(BaseModel):
 
 def parse_iperf3(text: str) -> IperfResult:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = parse_json(text)
+    except ValueError as exc:
         raise ToolError(f"iperf3 output is not JSON: {exc}") from exc
-    if data.get("error"):
+    if isinstance(data, dict) and data.get("error"):
         raise ToolError(f"iperf3: {data['error']}")
     try:
-        end = data["end"]
-        received = end["sum_received"]
-        sent = end["sum_sent"]
-        connected = data["start"].get("connected", [])
-    except (KeyError, TypeError) as exc:
-        raise ToolError(f"iperf3 JSON lacks {exc}") from exc
+        return _iperf_result(data)
+    except _SHAPE_ERRORS as exc:
+        raise ToolError(f"iperf3 JSON is not iperf3's -J output: {exc!r}"[:500]) from exc
+
+
+def _iperf_result(data: Any) -> IperfResult:
+    end = data["end"]
+    received = end["sum_received"]
+    sent = end["sum_sent"]
+    connected = data["start"].get("connected", [])
     return IperfResult(
         goodput_bps=float(received["bits_per_second"]),
         sender_bps=float(sent["bits_per_second"]),
@@ -160,7 +173,10 @@ def parse_ping(text: str) -> PingResult:
     if counts is None:
         raise ToolError(f"ping output has no summary line: {text[-300:]!r}")
     rtt = _PING_RTT.search(text)
-    values = [float(v) if v else math.nan for v in rtt.groups()] if rtt else [math.nan] * 4
+    try:  # [\d.]+ also matches "1.2.3"
+        values = [float(v) if v else math.nan for v in rtt.groups()] if rtt else [math.nan] * 4
+    except ValueError:
+        raise ToolError(f"ping output has an unreadable rtt line: {rtt.group(0)!r}") from None
     return PingResult(
         transmitted=int(counts.group(1)),
         received=int(counts.group(2)),

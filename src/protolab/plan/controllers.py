@@ -72,6 +72,10 @@ def check(spec: str) -> dict[str, Any]:
     ControllerError with the registry's message. Percent rates are checked with a placeholder."""
     if not spec.strip():
         raise ControllerError("empty controller spec")
+    # The spec goes to protolab-net as an argument: a NUL byte cannot (subprocess raises
+    # ValueError), and no controller name or parameter has control characters.
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in spec):
+        raise ControllerError(f"a controller spec has no control characters: {spec[:80]!r}")
     return _check_one(str(find_binary()), _PERCENT_RATE.sub(lambda m: m.group("key") + _PLACEHOLDER_RATE, spec))
 
 

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from protolab.browser.modes import UnsupportedMode, chromium_mode
 from protolab.corpus.errors import ManifestError
 from protolab.corpus.manifest import read_manifest
+from protolab.files import parse_toml
 from protolab.plan import controllers
 from protolab.plan.design import WSP_MAX_POINTS, design_points, design_seed
 from protolab.plan.spec import (
@@ -118,16 +118,18 @@ def read_spec_data(path: Path) -> dict[str, Any]:
         text = path.read_text()
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:  # a ValueError, not an OSError
+        raise SpecError(f"{path.name}: not UTF-8 text: {exc}") from exc
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return parse_toml(text)
+    except ValueError as exc:  # TOMLDecodeError, or NestedTooDeeply
         raise SpecError(f"{path.name}: not valid TOML: {exc}") from exc
 
 
 def parse_spec(text: str, *, source: str = "spec.toml", path: Path | None = None) -> Experiment:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = parse_toml(text)
+    except ValueError as exc:  # TOMLDecodeError, or NestedTooDeeply
         raise SpecError(f"{source}: not valid TOML: {exc}") from exc
     return spec_from_dict(data, source=source, path=path)
 
@@ -140,8 +142,12 @@ def spec_from_dict(data: Mapping[str, Any], *, source: str = "spec.toml", path: 
     return resolve(spec, source=source, path=path)
 
 
-def _axis_values(scenario: Scenario, params: BaseModel, name: str, values: list[Any], where: str, source: str) -> list[Any]:
+def _axis_values(scenario: Scenario, params: BaseModel, name: str, values: Any, where: str, source: str) -> list[Any]:
     """Checks the values of one axis: standard, scenario-specific or transport."""
+    if not isinstance(values, list):
+        # Scenario and transport axes are extra keys the model does not type: a string here
+        # would otherwise become a list of its characters.
+        raise SpecError(f"{source}: {where}.{name}: an axis is a list of values, got {quoted(values)[:80]}")
     if name == "mode":
         checked = []
         for index, value in enumerate(values):
@@ -156,7 +162,10 @@ def _axis_values(scenario: Scenario, params: BaseModel, name: str, values: list[
         return list(values)
     kind = scenario.extra_axes.get(name)
     if kind is None and name in TRANSPORT_AXES:
-        kind = Transport.model_fields[name].annotation
+        info = Transport.model_fields[name]
+        # With the field's constraints (lengths, ranges): the bare annotation has none of them,
+        # and an axis value must obey the same as the [transport] value.
+        kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
     if kind is None:
         known = [*STANDARD_AXES, *scenario.extra_axes, *TRANSPORT_AXES]
         raise SpecError(f"{source}: {where}.{name}: unknown axis for scenario {quoted(scenario.name)} "
@@ -312,17 +321,17 @@ def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
                                 "which load no pages")
             base[name] = []
             continue
-        base[name] = _axis_values(scenario, params, name, list(values), "axes", source)
+        base[name] = _axis_values(scenario, params, name, values, "axes", source)
     for name, values in written.items():
         if name not in base:
-            base[name] = _axis_values(scenario, params, name, list(values), "axes", source)
+            base[name] = _axis_values(scenario, params, name, values, "axes", source)
     sweeps: list[dict[str, list[Any]]] = []
     for index, sweep in enumerate(spec.sweeps):
         where = f"sweeps[{index}]"
         override = _written_axes(sweep)
         if "page" in override and not workload.uses_pages(params):
             raise SpecError(f"{source}: {where}.page: scenario {quoted(scenario.name)} loads no pages")
-        sweeps.append({**base, **{name: _axis_values(scenario, params, name, list(values), where, source)
+        sweeps.append({**base, **{name: _axis_values(scenario, params, name, values, where, source)
                                   for name, values in override.items()}})
     sweeps = _design_sweeps(spec, scenario, params, base, written, source) or sweeps or [base]
     # Every axis over all sweeps, values in first-seen order.

@@ -225,6 +225,8 @@ class Transport(BaseModel):
     quic_time_threshold: Annotated[float, Field(ge=1.0, le=1000.0)] | None = None
     quic_ack_eliciting_threshold: Annotated[int, Field(ge=0, le=100_000)] | None = None
     quic_max_ack_delay_ms: Annotated[int, Field(ge=1, le=16_383)] | None = None
+    # Flow control: every QUIC stream's receive window, bytes (None: quinn's 1.25 MB).
+    quic_stream_window: Annotated[int, Field(ge=1200, le=1 << 40)] | None = None
     h1_connections: Annotated[int, Field(ge=1, le=64)] = 6
     scheduler: Scheduler = "round-robin"
     # Who loads the pages: protolab's page-load engine or headless Chromium (docs/browser.md).

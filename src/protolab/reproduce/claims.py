@@ -33,7 +33,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import stats
@@ -327,7 +327,20 @@ class QuantileRatio:
         return Estimate(point, num_ci[0] / den_ci[1], num_ci[1] / den_ci[0], 1, n, method)
 
 
-Estimator = Median | Ratio | RatioOfRatios | QuantileRatio
+class Estimator(Protocol):
+    """What a claim estimates: Median, Ratio, RatioOfRatios, QuantileRatio here, and reproduce.estimators'."""
+
+    def minimum(self) -> str:
+        """The fewest values its interval needs, in words."""
+        ...
+
+    def filters(self) -> list[Filter]:
+        """The row filters it reads (adaptive rounds grow only the runs they select)."""
+        ...
+
+    def estimate(self, rows: Sequence[Row]) -> Estimate | None:
+        """The estimate and its interval from the rows (None: they hold nothing it needs)."""
+        ...
 
 
 def format_number(value: float) -> str:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from protolab.errors import ProtolabError
+from protolab.files import parse_json
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -42,8 +42,8 @@ def read_document(model: type[Model], path: Path) -> Model:
     except (OSError, UnicodeDecodeError) as exc:
         raise DocumentError(f"{path}: cannot read: {exc}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = parse_json(text)
+    except ValueError as exc:  # JSONDecodeError, or NestedTooDeeply
         raise DocumentError(f"{path}: not JSON: {exc}") from None
     return parse_document(model, data, str(path))
 

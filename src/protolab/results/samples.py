@@ -10,13 +10,13 @@ role, transport and controller into the store; TCP's `retrans` is the store's `r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from protolab.files import parse_json
 from protolab.results.documents import DocumentError, parse_document
 from protolab.results.generated.quic_sample import QuicSample
 from protolab.results.generated.sample_header import SampleHeader
@@ -99,8 +99,8 @@ def _lines(file: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise DocumentError(f"{file}: cannot read: {exc}") from None
     for number, line in enumerate(text.splitlines(), start=1):
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
+            value = parse_json(line)
+        except ValueError:  # not JSON, or nested too deeply: not a sample line
             continue
         if isinstance(value, dict):
             yield number, value

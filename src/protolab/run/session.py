@@ -59,6 +59,7 @@ TRANSPORT_FLAGS = {
     "quic_time_threshold": "--quic-time-threshold",
     "quic_ack_eliciting_threshold": "--quic-ack-eliciting-threshold",
     "quic_max_ack_delay_ms": "--quic-max-ack-delay-ms",
+    "quic_stream_window": "--quic-stream-window",
 }
 
 

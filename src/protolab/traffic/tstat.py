@@ -41,9 +41,10 @@ import os
 import re
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -110,7 +111,7 @@ def parse_header(line: str, path: Path) -> list[str]:
         name, sep, number = token.rpartition(":")
         if not sep:
             name = token
-        elif not number.isdigit() or int(number) != position:
+        elif not (number.isascii() and number.isdigit()) or int(number) != position:  # isdigit() alone takes "²"
             raise TstatError(f"{path}: line 1: header column {position} is '{token}' (expected 'name:{position}')")
         if not name:
             raise TstatError(f"{path}: line 1: header column {position} has no name")
@@ -143,13 +144,30 @@ def log_kind(names: Sequence[str], path: Path) -> str:
 # Values
 
 
+# The flow schema's integer columns are DuckDB BIGINT or INTEGER: a value beyond them would fail
+# the Parquet write with a DuckDB error instead of an error naming the line.
+_INTEGER_LIMITS = {"BIGINT": 2**63 - 1, "INTEGER": 2**31 - 1}
+_COLUMN_LIMITS = {c: _INTEGER_LIMITS[t] for c, t, _ in FLOW_COLUMNS if t in _INTEGER_LIMITS}
+_MAX_VALUE = _INTEGER_LIMITS["BIGINT"]
+
+
+def _shown(text: str) -> str:
+    """A value for an error message: a 5000-digit field is cut, not printed whole."""
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
 def _int(column: str, text: str) -> int:
+    # ASCII only: int() also takes other scripts' digits ("١٢") and "1_000", which Tstat never writes.
     try:
-        value = int(text)
-    except ValueError:
-        raise _BadValue(column, f"'{text}' is not an integer") from None
+        value = int(text) if text.isascii() and "_" not in text else None
+    except ValueError:  # also Python's limit on very long digit strings
+        value = None
+    if value is None:
+        raise _BadValue(column, f"'{_shown(text)}' is not an integer")
     if value < 0:
-        raise _BadValue(column, f"'{text}' is negative")
+        raise _BadValue(column, f"'{_shown(text)}' is negative")
+    if value > _MAX_VALUE:
+        raise _BadValue(column, f"'{_shown(text)}' is out of range (above 2^63-1)")
     return value
 
 
@@ -179,17 +197,25 @@ def _ip(column: str, text: str) -> str:
 def _scaled(column: str, text: str, ns_per_unit: int) -> int:
     """A non-negative decimal number of units (ms or s) as integer nanoseconds, exactly."""
     whole, dot, frac = text.partition(".")
-    if whole.isdigit() and (not dot or frac.isdigit() or frac == ""):
+    if text.isascii() and whole.isdigit() and len(whole) <= 19 and (not dot or frac.isdigit() or frac == ""):
         digits = len(str(ns_per_unit)) - 1  # ns_per_unit is a power of ten
         frac = (frac + "0" * digits)[:digits]
-        return int(whole) * ns_per_unit + (int(frac) if frac else 0)
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise _BadValue(column, f"'{text}' is not a number") from None
-    if not value.is_finite() or value < 0:
-        raise _BadValue(column, f"'{text}' is not a non-negative number")
-    return int(value * ns_per_unit)
+        scaled = int(whole) * ns_per_unit + (int(frac) if frac else 0)
+    else:
+        try:
+            if not text.isascii():  # Decimal() also takes other scripts' digits
+                raise DecimalException
+            value = Decimal(text)
+        except DecimalException:
+            raise _BadValue(column, f"'{_shown(text)}' is not a number") from None
+        if not value.is_finite() or value < 0:
+            raise _BadValue(column, f"'{_shown(text)}' is not a non-negative number")
+        # adjusted() is the exponent of the leading digit: checked before multiplying, because
+        # "1e999999999" times 10^6 overflows the decimal context.
+        scaled = _MAX_VALUE + 1 if value.adjusted() > 19 else int(value * ns_per_unit)
+    if scaled > _MAX_VALUE:
+        raise _BadValue(column, f"'{_shown(text)}' is out of range (above 2^63-1 ns)")
+    return scaled
 
 
 def _ms(column: str, text: str) -> int:
@@ -344,6 +370,19 @@ def _udp_row(get: Callable[[str], str | None]) -> dict[str, Any]:
     }
 
 
+def _check_limits(row: dict[str, Any]) -> None:
+    """Sums of valid values (last = first + durat, SYNs of both directions) can still exceed
+    their column."""
+    for column, limit in _COLUMN_LIMITS.items():
+        value = row.get(column)
+        if isinstance(value, int) and value > limit:
+            raise _BadValue("", f"{column} = {value} is beyond the flow schema's range (at most {limit})")
+
+
+# A corrupt gzip stream fails in zlib (not an OSError) when the damage is past the gzip header.
+_GZIP_ERRORS = (OSError, EOFError, gzip.BadGzipFile, zlib.error)
+
+
 def _open_text(path: Path) -> IO[str]:
     try:
         with path.open("rb") as probe:
@@ -367,7 +406,7 @@ def read_log(path: Path, *, skip_bad: bool = False, report: ImportReport | None 
     with _open_text(path) as f:
         try:
             header = f.readline()
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        except _GZIP_ERRORS as exc:
             raise TstatError(f"{path}: cannot read ({exc})") from exc
         if not header:
             raise TstatError(f"{path}: empty file (no Tstat header)")
@@ -384,7 +423,7 @@ def read_log(path: Path, *, skip_bad: bool = False, report: ImportReport | None 
         while True:
             try:
                 line = f.readline()
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            except _GZIP_ERRORS as exc:
                 raise TstatError(f"{path}: line {line_no + 1}: cannot read ({exc})") from exc
             if not line:
                 break
@@ -396,6 +435,7 @@ def read_log(path: Path, *, skip_bad: bool = False, report: ImportReport | None 
                 if len(fields) != width:
                     raise _BadValue("", f"{len(fields)} fields, the header names {width}")
                 row = make(lambda c, f=fields: f[position[c]] if c in position else None)
+                _check_limits(row)
             except _BadValue as bad:
                 where = f" column '{bad.column}' (column {position[bad.column] + 1})" if bad.column in position else ""
                 message = f"{path}: line {line_no}:{where} {bad.message}"

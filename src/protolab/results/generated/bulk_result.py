@@ -243,6 +243,10 @@ class BulkConfig(BaseModel):
     """
     Loss detection packet threshold (null = quinn's 3).
     """
+    quic_stream_window: Annotated[int | None, Field(ge=0)] = None
+    """
+    Flow control: every stream's receive window, bytes (null = quinn's 1.25 MB).
+    """
     quic_time_threshold: float | None = None
     """
     Loss detection time threshold, RTT multiple (null = quinn's 1.125).

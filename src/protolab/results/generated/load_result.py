@@ -404,6 +404,10 @@ class ClientConfig1(BaseModel):
     """
     Loss detection packet threshold (null = quinn's 3).
     """
+    quic_stream_window: Annotated[int | None, Field(ge=0)] = None
+    """
+    Flow control: every stream's receive window, bytes (null = quinn's 1.25 MB).
+    """
     quic_time_threshold: float | None = None
     """
     Loss detection time threshold, RTT multiple (null = quinn's 1.125).
@@ -605,6 +609,10 @@ class LoadConfig(BaseModel):
     quic_packet_threshold: Annotated[int | None, Field(ge=0)] = None
     """
     Loss detection packet threshold (null = quinn's 3).
+    """
+    quic_stream_window: Annotated[int | None, Field(ge=0)] = None
+    """
+    Flow control: every stream's receive window, bytes (null = quinn's 1.25 MB).
     """
     quic_time_threshold: float | None = None
     """
