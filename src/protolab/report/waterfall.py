@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from protolab.errors import ProtolabError
-from protolab.report.figures import PALETTE, RC
+from protolab.report.figures import RC
 from protolab.report import section as h
 from protolab.report.section import Builder, Experiment, Run, condition_label
 
@@ -144,6 +144,9 @@ def layout(run_key: str, title: str, plt_ms: float | None, objects: Sequence[dic
 CONNECT_COLOR = "#f5a623"   # WebPageTest's connect orange
 TLS_COLOR = "#b05cc6"       # and its TLS purple (QUIC's handshake too)
 QUEUED_COLOR = "#9a9a9a"
+# Connection colours: the report's palette without its red (failures are red crosses), orange and
+# purple (the connect and TLS segments).
+CONNECTION_PALETTE = ["#1f77b4", "#2ca02c", "#17becf", "#8c564b", "#bcbd22", "#7f7f7f", "#e377c2"]
 BAR_HEIGHT = 0.62
 
 
@@ -158,7 +161,8 @@ def draw(waterfall: Waterfall, last_ms: float | None = None) -> Figure:
         y, received = 0, 0
         labels: list[str] = []
         for lane_index, lane in enumerate(waterfall.lanes):
-            color = "#c00000" if lane.connection == NO_CONNECTION else PALETTE[lane_index % len(PALETTE)]
+            color = ("#c00000" if lane.connection == NO_CONNECTION
+                     else CONNECTION_PALETTE[lane_index % len(CONNECTION_PALETTE)])
             top = y
             if lane_index % 2 == 0:
                 ax.axhspan(top - 0.5, top + len(lane.rows) - 0.5, color="#eef2f7", zorder=0, linewidth=0)
@@ -182,8 +186,8 @@ def draw(waterfall: Waterfall, last_ms: float | None = None) -> Figure:
         handles = [Patch(facecolor=CONNECT_COLOR, label="TCP connect"),
                    Patch(facecolor=TLS_COLOR, label="TLS / QUIC handshake"),
                    Line2D([], [], color=QUEUED_COLOR, linewidth=1.5, label="queued in the client"),
-                   Patch(facecolor=PALETTE[0], alpha=0.3, label="waiting for the first byte"),
-                   Patch(facecolor=PALETTE[0], label="receiving"),
+                   Patch(facecolor=CONNECTION_PALETTE[0], alpha=0.3, label="waiting for the first byte"),
+                   Patch(facecolor=CONNECTION_PALETTE[0], label="receiving"),
                    Line2D([], [], color="black", linestyle="--", label="PLT")]
         fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), frameon=False)
     return fig
