@@ -67,8 +67,8 @@ _EXPLAINED_FIG6_4_300MS = Explanation(
           "trails Cubic's: over att, instagram, one offset, the window went from 96 to 269 kB in 3 s of the "
           "page's bulk phase, Cubic's from 163 to 614 kB in 1 s. With the target at the min RTT "
           "(`sprout-ewma:target=300ms`: horizon 2 min RTTs, up to 2x a round trip, 1.60x on the virtual clock) "
-          "the same loads are faster than Cubic's, as in 002. 002 states the target but not how its window "
-          "started or grew",
+          "the same loads take 0.92 of Cubic's median PLT (002: 0.87; the interval just reaches 1). 002 states "
+          "the target but not how its window started or grew; the default keeps 002's target",
     evidence="2026-11-26, att, 300 ms, vk and instagram, the same trace offsets for every controller, ratios of "
              "median PLT per page and offset (t over offsets): 1-BDP queue, 24 offsets, 90 loads: target = min RTT "
              "/ Sprout-EWMA 0.810 [0.731, 0.897], Sprout-EWMA / Cubic 1.129 [1.000, 1.275], target = min RTT / "
