@@ -51,7 +51,6 @@ def _sprout_vs_cubic(carrier: str, medians: dict[int, str], p95_at_30: str) -> t
     return tuple(claims)
 
 
-
 ATT_CLAIMS = _sprout_vs_cubic("AT&T", {300: "13% lower (ratio 0.87)", 120: "13% higher (ratio 1.13)"},
                               "Cubic's p95 16% lower (ratio 0.84)")
 
