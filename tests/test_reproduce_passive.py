@@ -198,3 +198,15 @@ def test_the_registry_lists_000_ch3_and_ch4() -> None:
     for figure in seed000_passive.FIGURES:
         assert figure.paper and figure.claims, figure.id
         assert any(isinstance(c.estimator, NotJudgeable) for c in figure.claims), figure.id  # the campus side
+
+
+@pytest.mark.parametrize("source", ["learning_curve", "cv_folds"])
+def test_the_atlas_draws_the_learning_curve_and_the_folds(source: str) -> None:
+    from protolab.reproduce.drawings import DrawingInput, drawing_for
+
+    figure = next(f for f in seed000_passive.FIGURES if f.source == source)
+    drawing = drawing_for(figure)
+    assert drawing is not None
+    drawn = drawing(DrawingInput(figure, rows_of(source)))
+    assert drawn is not None and len(drawn.axes) == 1
+    assert drawing(DrawingInput(figure, [])) is None
