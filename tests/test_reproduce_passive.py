@@ -102,6 +102,15 @@ def test_flow_features_are_the_labelled_flows_with_bytes_per_packet() -> None:
     assert rows[0]["c2s_bytes_per_packet"] == pytest.approx(first["c2s_bytes"] / first["c2s_packets"])
 
 
+def test_scatter_separation_is_a_two_feature_tree_per_panel_on_h1_and_h2() -> None:
+    rows = rows_of("scatter_separation")
+    assert [r["panel"] for r in rows] == ["e"] * passive.FOLDS + ["f"] * passive.FOLDS
+    h1_h2 = sum(1 for f in corpus() if f["protocol"] in ("h1", "h2"))
+    assert sum(r["flows"] for r in rows if r["panel"] == "e") == h1_h2
+    # The corpus' h1 requests are ~300 bytes per packet against h2's ~90: panel e separates them.
+    assert min(r["accuracy"] for r in rows if r["panel"] == "e") >= 0.9
+
+
 def test_cv_folds_give_ten_folds_per_algorithm_with_their_metrics() -> None:
     rows = rows_of("cv_folds")
     assert len(rows) == 4 * passive.FOLDS
@@ -190,7 +199,7 @@ def test_judged_lab_truths_are_reproduced_on_the_corpus() -> None:
 
 def test_the_registry_lists_000_ch3_and_ch4() -> None:
     ids = {f.id for f in FIGURES}
-    wanted = {"000-fig3.2", "000-fig3.3", "000-fig3.4", "000-s3.2.4-learning", "000-table3.1", "000-fig3.5",
+    wanted = {"000-fig3.2", "000-fig3.3", "000-fig3.3ef", "000-fig3.4", "000-s3.2.4-learning", "000-table3.1", "000-fig3.5",
               "000-fig3.6", "000-table3.2", "000-fig3.7", "000-table4.2", "000-fig4.3", "000-fig4.4", "000-fig4.5",
               "000-fig4.6", "000-fig4.7"}
     assert wanted <= ids

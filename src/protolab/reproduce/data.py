@@ -269,6 +269,7 @@ def corpus_flows(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
 
 # The passive figures (000 ch. 3-4): rows made from the labelled flow corpus (reproduce.passive).
 for _name, _analysis in (("service_shares", passive.service_shares), ("flow_features", passive.flow_features),
+                         ("scatter_separation", passive.scatter_separation),
                          ("cv_folds", passive.cv_folds), ("domain_accuracy", passive.domain_accuracy),
                          ("learning_curve", passive.learning_curve),
                          ("condition_stability", passive.condition_stability), ("sessions", passive.sessions),

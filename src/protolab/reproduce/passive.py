@@ -8,7 +8,8 @@ the run's `mode`, `page` and link condition) and returns rows for the claims (re
 | function | rows | 000 |
 | --- | --- | --- |
 | `service_shares` | per run and service: protocol shares, handshake-label agreement | Fig. 3.2 |
-| `flow_features` | per labelled flow: duration, packets, bytes, bytes per packet | Fig. 3.3 |
+| `flow_features` | per labelled flow: duration, packets, bytes, bytes per packet | Fig. 3.3 a-d |
+| `scatter_separation` | per panel and fold: H1 vs H2 accuracy of a tree on the panel's two features | Fig. 3.3 e-f |
 | `cv_folds` | per algorithm and fold of a stratified 10-fold CV: accuracy, F1, kappa, recall per class | Fig. 3.4, Table 3.1, Fig. 3.5 |
 | `domain_accuracy` | per SNI: the forest's out-of-fold accuracy and share of flows | Fig. 3.6 |
 | `learning_curve` | per training-set share and repetition: the forest's accuracy on held-out flows | §3.2.4 |
@@ -173,6 +174,27 @@ def cv_folds(flows: Sequence[Flow], algorithms: Sequence[str] = CLASSIFIER_ALGOR
             for label, scores in metrics["per_class"].items():
                 row[f"recall_{label}"] = scores["recall"] if scores["support"] else None
             rows.append(row)
+    return rows
+
+
+# 000 Fig. 3.3 e-f: scatter plots of H1 and H2 flows in two features each, "cleanly separated".
+SCATTER_PANELS = {"e": ("c2s_bytes_per_packet", "s2c_bytes_per_packet"), "f": ("duration_s", "c2s_bytes_per_packet")}
+
+
+def scatter_separation(flows: Sequence[Flow], seed: int = 0) -> list[dict[str, Any]]:
+    """Fig. 3.3 e-f as a measure: per panel and fold of a stratified 10-fold CV over the H1 and
+    H2 flows, the accuracy of a C4.5-like tree that sees only the panel's two features (how
+    cleanly the two protocols separate in that plane)."""
+    chosen = [f for f in labelled(flows) if f["protocol"] in ("h1", "h2")]
+    data = _flow_data(chosen)
+    y = np.array([f["protocol"] for f in chosen], dtype=str)
+    rows = []
+    for panel, features in SCATTER_PANELS.items():
+        X = feature_matrix(data, list(features))
+        for fold, (train, test) in enumerate(_folds(y, seed)):
+            model = make_estimator("c45", seed=seed, n_jobs=1).fit(X[train], y[train])
+            rows.append({"panel": panel, "fold": fold, "flows": len(test),
+                         "accuracy": float((predict_labels(model, X[test], 1) == y[test]).mean())})
     return rows
 
 
