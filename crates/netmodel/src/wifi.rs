@@ -16,12 +16,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use contract::link::WifiParams;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::ConfigError;
 use crate::packet::Packet;
-use crate::{Nanos, MS, US};
+use crate::Nanos;
 
 /// Bytes each MPDU adds to its IP packet inside an A-MPDU: the A-MPDU delimiter (4), the QoS
 /// data MAC header (26), the LLC/SNAP header (8) and the FCS (4). The padding of subframes to a
@@ -70,24 +71,31 @@ pub struct WifiConfig {
 }
 
 impl Default for WifiConfig {
-    /// 802.11n, 5 GHz, 2 spatial streams, 20 MHz (sources in docs/emulator.md).
+    /// The contract's defaults (one place): 802.11n, 5 GHz, 2 spatial streams, 20 MHz (sources
+    /// in docs/emulator.md).
     fn default() -> Self {
+        WifiConfig::from(&WifiParams::default())
+    }
+}
+
+impl From<&WifiParams> for WifiConfig {
+    fn from(p: &WifiParams) -> Self {
         WifiConfig {
-            phy_rate_bps: 130_000_000,
-            max_ampdu_frames: 64,
-            max_ampdu_bytes: 65_535,
-            max_ampdu_duration: 4 * MS,
-            slot: 9 * US,
-            sifs: 16 * US,
-            difs: 34 * US,
-            cw_min: 15,
-            cw_max: 1023,
-            preamble: 40 * US,
-            block_ack: 32 * US,
-            frame_error_rate: 0.05,
-            retry_limit: 7,
-            contention_probability: 0.0,
-            contention_txop: 2 * MS,
+            phy_rate_bps: p.phy_rate_bps,
+            max_ampdu_frames: p.max_ampdu_frames,
+            max_ampdu_bytes: p.max_ampdu_bytes,
+            max_ampdu_duration: p.max_ampdu_duration_ns,
+            slot: p.slot_ns,
+            sifs: p.sifs_ns,
+            difs: p.difs_ns,
+            cw_min: p.cw_min,
+            cw_max: p.cw_max,
+            preamble: p.preamble_ns,
+            block_ack: p.block_ack_ns,
+            frame_error_rate: p.frame_error_rate,
+            retry_limit: p.retry_limit,
+            contention_probability: p.contention_probability,
+            contention_txop: p.contention_txop_ns,
         }
     }
 }
