@@ -14,6 +14,7 @@ from protolab.lab import dumbbell, host, ideal_link, link
 from protolab.plan.experiment import load_spec, parse_spec
 from protolab.plan.spec import SpecError
 from protolab.run.runner import conditions, plan
+from protolab.validate.emulator import wifi_saturated_rate_bps
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,3 +68,16 @@ def test_emulator_checks_wifi_links(emu_binary: Path, tmp_path: Path) -> None:
     refused = _check(emu_binary, tmp_path, {"difs": "0"})
     assert refused.returncode != 0 and "wifi.difs_ns" in refused.stderr, refused.stderr
     assert ideal_link()["wifi"] is None, "a reset leaves no WiFi behind"
+
+
+def test_validation_expects_the_model_s_saturated_rate() -> None:
+    # The emulator's complete form of the 802.11n defaults (contract::link::WifiParams).
+    defaults = {"phy_rate_bps": 130_000_000, "max_ampdu_frames": 64, "max_ampdu_bytes": 65_535,
+                "max_ampdu_duration_ns": 4_000_000, "slot_ns": 9_000, "sifs_ns": 16_000, "difs_ns": 34_000,
+                "cw_min": 15, "cw_max": 1023, "preamble_ns": 40_000, "block_ack_ns": 32_000}
+    # 42 frames of 1500 B (the byte limit) per 4174.98 us; one frame per 284.392 us (the numbers
+    # of netmodel's saturated_rate_matches_the_efficiency_formula).
+    assert wifi_saturated_rate_bps(defaults) == pytest.approx(42 * 12_000 / 4174.977e-6, rel=1e-6)
+    assert wifi_saturated_rate_bps({**defaults, "max_ampdu_frames": 1}) == pytest.approx(12_000 / 284.3923e-6, rel=1e-6)
+    assert wifi_saturated_rate_bps({**defaults, "max_ampdu_bytes": 1 << 20, "max_ampdu_duration_ns": 10**9}) \
+        > wifi_saturated_rate_bps(defaults), "64 frames when neither bytes nor airtime limit"

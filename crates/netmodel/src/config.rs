@@ -169,7 +169,7 @@ impl LinkConfig {
             return Err(ConfigError::new("rate", "must be greater than zero"));
         }
         if let Rate::Wifi(wifi) = &self.rate {
-            wifi.validate()?;
+            wifi.validate().map_err(|(field, message)| ConfigError::new(field, message))?;
         }
         match self.queue.limit {
             QueueLimit::Packets(0) => return Err(ConfigError::new("queue.packets", "must be at least 1")),

@@ -20,7 +20,6 @@ use contract::link::WifiParams;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::ConfigError;
 use crate::packet::Packet;
 use crate::Nanos;
 
@@ -100,22 +99,26 @@ impl From<&WifiParams> for WifiConfig {
     }
 }
 
-fn check_probability(field: &str, p: f64, below_one: bool) -> Result<(), ConfigError> {
+/// A refused value: (field, why). `LinkConfig::validate` turns it into a `ConfigError` (this
+/// module stays below `config`, which holds a `WifiConfig`).
+pub(crate) type Refusal = (&'static str, String);
+
+fn check_probability(field: &'static str, p: f64, below_one: bool) -> Result<(), Refusal> {
     let within = p.is_finite() && p >= 0.0 && if below_one { p < 1.0 } else { p <= 1.0 };
     if within {
         Ok(())
     } else {
         let range = if below_one { "0..1 (1 excluded)" } else { "0..=1" };
-        Err(ConfigError::new(field, format!("probability {p} is outside {range}")))
+        Err((field, format!("probability {p} is outside {range}")))
     }
 }
 
 impl WifiConfig {
-    /// Checks every value; errors name the field as `wifi.<name>`.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let positive = |field: &str, value: u64| {
+    /// Checks every value; refusals name the field as `wifi.<name>`.
+    pub(crate) fn validate(&self) -> Result<(), Refusal> {
+        let positive = |field: &'static str, value: u64| {
             if value == 0 {
-                Err(ConfigError::new(field, "must be greater than zero"))
+                Err((field, "must be greater than zero".to_string()))
             } else {
                 Ok(())
             }
@@ -127,16 +130,16 @@ impl WifiConfig {
         // DIFS > 0 also guarantees that every TXOP takes time, so the model always advances.
         positive("wifi.difs", self.difs)?;
         if self.max_ampdu_frames > 1024 {
-            return Err(ConfigError::new("wifi.max_ampdu_frames", "at most 1024 (802.11be's block-ACK window)"));
+            return Err(("wifi.max_ampdu_frames", "at most 1024 (802.11be's block-ACK window)".into()));
         }
         if self.cw_min > self.cw_max {
-            return Err(ConfigError::new("wifi.cw_min", format!("{} is above cw_max {}", self.cw_min, self.cw_max)));
+            return Err(("wifi.cw_min", format!("{} is above cw_max {}", self.cw_min, self.cw_max)));
         }
         if self.cw_max > 65_535 {
-            return Err(ConfigError::new("wifi.cw_max", "at most 65535 slots"));
+            return Err(("wifi.cw_max", "at most 65535 slots".into()));
         }
         if self.retry_limit > 255 {
-            return Err(ConfigError::new("wifi.retry_limit", "at most 255 retransmissions"));
+            return Err(("wifi.retry_limit", "at most 255 retransmissions".into()));
         }
         check_probability("wifi.frame_error_rate", self.frame_error_rate, false)?;
         check_probability("wifi.contention_probability", self.contention_probability, true)

@@ -4,7 +4,7 @@ use super::*;
 use crate::config::{LinkConfig, QueueConfig, QueueLimit, Rate};
 use crate::link::{DropCause, EventKind, EventLog, Link};
 use crate::packet::FlowKey;
-use crate::SEC;
+use crate::{MS, SEC, US};
 
 const PACKET: u32 = 1500;
 
