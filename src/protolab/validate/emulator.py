@@ -476,6 +476,20 @@ def _rate_status(ratio: float, rate_mbit: float, limits: Thresholds) -> Status:
     return "info" if rate_mbit >= limits.info_only_rate_mbit else "fail"
 
 
+def _iperf3_with_counters(
+    lab: Lab, config: ValidationConfig, output: Path
+) -> tuple[IperfResult, dict[str, Any], dict[str, Any]]:
+    """One iperf3 TCP run of the rate checks' length, with the link counters sampled inside the
+    measured interval (after slow start): the emulator's own view of the achieved rate."""
+    seconds, omit = config.rate_seconds, config.rate_omit_seconds
+    process = _spawn_iperf3(lab, output, _iperf3_argv(lab, IPERF_PORTS[0], seconds, omit))
+    time.sleep(omit + 0.5)
+    before = lab.counters()
+    time.sleep(max(seconds - 1.0, 0.5))
+    after = lab.counters()
+    return _finish_iperf3(process, output, timeout=seconds + omit + 60), before, after
+
+
 def _rate_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
     checks: list[Check] = []
     limits = config.thresholds
@@ -484,16 +498,8 @@ def _rate_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCa
         bdp_bytes = max(MTU_BYTES, round(rate_mbit * 1e6 * config.rate_rtt_ms / 1e3 / 8))
         _configure(lab, access={"delay_ns": ms_to_ns(config.rate_rtt_ms / 4)},
                    p0_forward={"rate_bps": mbps_to_bps(rate_mbit), "queue_bytes": bdp_bytes}, p0_reverse={})
-        output = workdir / f"iperf3-rate-{rate_mbit:g}.json"
         seconds, omit = config.rate_seconds, config.rate_omit_seconds
-        process = _spawn_iperf3(lab, output, _iperf3_argv(lab, IPERF_PORTS[0], seconds, omit))
-        # Sample the link counters inside the measured interval (after slow start) for the
-        # emulator's own view of the achieved rate.
-        time.sleep(omit + 0.5)
-        before = lab.counters()
-        time.sleep(max(seconds - 1.0, 0.5))
-        after = lab.counters()
-        iperf = _finish_iperf3(process, output, timeout=seconds + omit + 60)
+        iperf, before, after = _iperf3_with_counters(lab, config, workdir / f"iperf3-rate-{rate_mbit:g}.json")
         configured_bps = rate_mbit * 1e6
         goodput_ratio = iperf.goodput_bps / configured_bps
         link_bps = _link_rate(before, after, "p0.forward")
@@ -683,14 +689,7 @@ def _wifi_rate_check(lab: Lab, config: ValidationConfig, workdir: Path, frames: 
     _configure(lab, access={"delay_ns": ms_to_ns(config.rate_rtt_ms / 4)}, p0_forward={}, p0_reverse={})
     effective = lab.set_link("p0.forward", **ideal_link(wifi={"max_ampdu_frames": frames, "frame_error_rate": 0.0}))
     expected_bps = wifi_saturated_rate_bps(effective["p0.forward"]["wifi"])
-    output = workdir / f"iperf3-wifi-{frames}.json"
-    seconds, omit = config.rate_seconds, config.rate_omit_seconds
-    process = _spawn_iperf3(lab, output, _iperf3_argv(lab, IPERF_PORTS[0], seconds, omit))
-    time.sleep(omit + 0.5)
-    before = lab.counters()
-    time.sleep(max(seconds - 1.0, 0.5))
-    after = lab.counters()
-    iperf = _finish_iperf3(process, output, timeout=seconds + omit + 60)
+    iperf, before, after = _iperf3_with_counters(lab, config, workdir / f"iperf3-wifi-{frames}.json")
     link_bps = _link_rate(before, after, "p0.forward")
     ratio = link_bps / expected_bps
     return Check(
@@ -707,7 +706,7 @@ def _wifi_rate_check(lab: Lab, config: ValidationConfig, workdir: Path, frames: 
         criterion=f"{limits.goodput_min_ratio:.0%} <= ratio <= {limits.goodput_max_ratio:.0%}",
         status=_rate_status(ratio, expected_bps / 1e6, limits),
         details={"iperf3_goodput_mbit": iperf.goodput_bps / 1e6, "retransmits": iperf.retransmits,
-                 "rtt_ms": config.rate_rtt_ms, "seconds": seconds},
+                 "rtt_ms": config.rate_rtt_ms, "seconds": config.rate_seconds},
     )
 
 
