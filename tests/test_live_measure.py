@@ -23,12 +23,17 @@ from protolab.lab import Lab
 from protolab.live import Coordinator as LiveCoordinator
 from protolab.live import serve
 from protolab.live.measure import (
+    BULK_SCHEMA,
     CLIENT_NAME,
     RMEM_MAX_GATE_BYTES,
+    BulkPlan,
+    BulkRun,
     Coordinator,
     MeasureError,
     RpmRun,
+    bulk_envelope,
     host_metadata,
+    limited_rates,
     measure,
 )
 from protolab.live.page import write_manifest
@@ -81,6 +86,29 @@ class FakeRpm(RpmRun):
         return {**fixture("rpm-h2.json"), "protocol": protocol}
 
 
+@dataclass
+class FakeBulk(BulkRun):
+    """protolab-net bulk replaced by the contract's fixture, its goodput set per controller (or
+    to the rate of a limited test)."""
+
+    def run(self, name: str, controller: str, rate_bps: float | None, workdir: Path) -> dict[str, Any]:
+        self.ran = [*getattr(self, "ran", []), (name, controller, rate_bps)]
+        goodput = rate_bps if rate_bps is not None else {"cubic": 18e6, "bbr": 16e6}[controller]
+        return {**fixture("bulk-tcp.json"), "goodput_bps": goodput}
+
+
+def test_limited_rates_are_fractions_of_the_reference_controllers_best_goodput() -> None:
+    runs = [bulk_envelope("bulk", "cubic", {"goodput_bps": 18e6}), bulk_envelope("bulk", "bbr", {"goodput_bps": 16e6}),
+            bulk_envelope("bulk", "bbr", {"goodput_bps": 17e6}), bulk_envelope("bulk", "bbr", {"goodput_bps": None})]
+    # 003 §4.2.2: the highest of the reference (BBR) transfers, whatever the others did.
+    assert limited_rates(runs, BulkPlan(("cubic", "bbr"), (0.3, 1.1), "bbr")) == [
+        (0.3, pytest.approx(0.3 * 17e6)), (1.1, pytest.approx(1.1 * 17e6))]
+    assert limited_rates(runs[:1], BulkPlan(("cubic",), (0.5,), "bbr")) == []
+    envelope = bulk_envelope("limited", "bbr", {"goodput_bps": 8e6, "status": "ok"}, 8.5e6, 0.5)
+    assert (envelope["schema"], envelope["schema_version"], envelope["test"], envelope["rate_bps"]) == (
+        BULK_SCHEMA, 1, "limited", 8.5e6)
+
+
 @pytest.fixture
 def coordinator(tmp_path: Path) -> Iterator[tuple[LiveCoordinator, str]]:
     live = LiveCoordinator(tmp_path / "data", lock_timeout_s=30, log=lambda line: None)
@@ -106,6 +134,23 @@ def test_each_protocol_is_tested_under_its_own_token_and_stored(coordinator: tup
     assert meta["client"]["rmem_max"] == 4_194_304 and meta["client"]["protocol"] == "h2"
     assert meta["client"]["interfaces"][0] == {"name": "eth0", "kind": "ethernet"}
     assert live.status() == {"busy": False, "held_for_s": None, "tests": 2}
+
+
+def test_bulk_per_controller_then_limited_tests_are_stored(coordinator: tuple[LiveCoordinator, str],
+                                                           tmp_path: Path) -> None:
+    live, url = coordinator
+    bulk = FakeBulk(Path("/nonexistent"), "10.0.0.1")
+    answers = measure(Coordinator(url), FakeRpm(Path("/nonexistent"), "10.0.0.1"), ["h3"], tmp_path / "out",
+                      bulk=bulk, plan=BulkPlan(("cubic", "bbr"), (0.5, 1.1), "bbr"), root=fake_root(tmp_path))
+    # BBR's 16 Mbit/s sets the limited rates, with BBR under the pacer.
+    assert bulk.ran == [("bulk-cubic", "cubic", None), ("bulk-bbr", "bbr", None),
+                        ("limited-0.5", "bbr", pytest.approx(8e6)), ("limited-1.1", "bbr", pytest.approx(17.6e6))]
+    assert len({a["token"] for a in answers}) == 5
+    assert [(r["schema"], r["protocol"]) for r in live.store.rows()] == [
+        ("protolab.rpm", "h3"), *[(BULK_SCHEMA, "h3")] * 4]
+    stored = json.loads((live.data_dir / answers[3]["stored"] / "result.json").read_text())
+    assert (stored["test"], stored["controller"], stored["fraction"]) == ("limited", "bbr", 0.5)
+    assert stored["result"]["goodput_bps"] == pytest.approx(8e6)
 
 
 def test_a_host_below_the_gate_takes_no_token(coordinator: tuple[LiveCoordinator, str], tmp_path: Path) -> None:
@@ -149,15 +194,24 @@ def test_the_wild_client_runs_against_the_coordinator_on_the_lab(emu_binary: Pat
         done = lab.run("client", [sys.executable, "-m", "protolab", "measure", "--coordinator", url, "--server",
                                   SERVER_ADDRESS, "--host", HOSTNAME, "--ca", served.tls_dir / "ca.pem",
                                   "--protocols", "h2,h3", "--max-duration-s", "4", "--out", tmp_path / "out",
-                                  "--no-rmem-gate", "--binary", emu_binary], timeout=150, check=False)
+                                  "--controllers", "cubic,bbr", "--bulk-duration-s", "2", "--limited-fractions", "0.5",
+                                  "--no-rmem-gate", "--binary", emu_binary], timeout=200, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     answers = json.loads(done.stdout)
-    assert [a["summary"]["protocol"] for a in answers] == ["h2", "h3"]
+    assert [a["summary"]["protocol"] for a in answers] == ["h2", "h3", "h3", "h3", "h3"]
     with duckdb.connect(str(tmp_path / "live-data" / "live.duckdb"), read_only=True) as con:
         rows = con.execute("SELECT client, schema, protocol, download_bps, download_rpm, download_confidence "
                            "FROM live_tests ORDER BY uploaded_unix_ns").fetchall()
-    assert [r[:3] for r in rows] == [(CLIENT_NAME, "protolab.rpm", "h2"), (CLIENT_NAME, "protolab.rpm", "h3")]
-    for _, _, protocol, bps, rpm, confidence in rows:
+    assert [r[:3] for r in rows] == [(CLIENT_NAME, "protolab.rpm", "h2"), (CLIENT_NAME, "protolab.rpm", "h3"),
+                                     *[(CLIENT_NAME, BULK_SCHEMA, "h3")] * 3]
+    bulk = [json.loads((tmp_path / "live-data" / a["stored"] / "result.json").read_text()) for a in answers[2:]]
+    assert [(b["test"], b["controller"], b["status"]) for b in bulk] == [
+        ("bulk", "cubic", "ok"), ("bulk", "bbr", "ok"), ("limited", "bbr", "ok")]
+    # The uploads fill the 20 Mbit/s link; the limited one is paced at half of BBR's goodput.
+    assert all(10e6 <= b["goodput_bps"] <= 21e6 for b in bulk[:2]), bulk
+    assert bulk[2]["rate_bps"] == pytest.approx(0.5 * bulk[1]["goodput_bps"])
+    assert 0.8 * bulk[2]["rate_bps"] <= bulk[2]["goodput_bps"] <= 1.1 * bulk[2]["rate_bps"], bulk[2]
+    for _, _, protocol, bps, rpm, confidence in rows[:2]:
         # The 20 Mbit/s access link of the page's lab; 4 s cannot saturate, so the RPM is speculative.
         assert 8e6 <= bps <= 20.5e6 and rpm > 0 and confidence == "speculative", (protocol, bps, rpm, confidence)
     stored = tmp_path / "live-data" / answers[1]["stored"]

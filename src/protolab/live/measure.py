@@ -1,11 +1,13 @@
 """`protolab measure`: the wild client (seed 003 §4.2.2, G3; docs/live.md "The wild client").
 
 On a volunteer's machine it takes a token from a coordinator (`protolab serve-live`), runs one
-responsiveness test (`protolab-net rpm`) while the token holds the lock, uploads the result with
-the token, and does the same for the next protocol. The results are stored beside the browser
-tests (`live_tests`, client `protolab-measure`); the token request carries the host's metadata
-(OS, kernel, interfaces and their kind, `rmem_max` and 003's gate on it), which the coordinator
-keeps in the test's meta.json.
+test while the token holds the lock, uploads the result with the token, and goes on with the
+next: a responsiveness test (`protolab-net rpm`) per protocol, a bulk transfer
+(`protolab-net bulk`, h3) per congestion controller, and 003's limited tests (Table 4.1: bulk
+transfers at a fixed rate, fractions of the best bulk goodput). The results are stored beside
+the browser tests (`live_tests`, client `protolab-measure`); the token request carries the
+host's metadata (OS, kernel, interfaces and their kind, `rmem_max` and 003's gate on it), which
+the coordinator keeps in the test's meta.json.
 
 It is Python, not a `protolab-net` subcommand, because the coordinator's JSON API and the
 metadata are Python's already; the measurements themselves stay in `protolab-net`. One token per
@@ -37,6 +39,9 @@ CLIENT_NAME = "protolab-measure"
 # would limit the result).
 RMEM_MAX_GATE_BYTES = 2_500_000
 PROTOCOLS = ("h1", "h2", "h3")
+# The bulk and limited tests' envelope (the bulk result itself has no `schema`).
+BULK_SCHEMA = "protolab.measure.bulk"
+BULK_SCHEMA_VERSION = 1
 # How long to keep asking for a token while other tests hold the lock.
 DEFAULT_WAIT_S = 300.0
 
@@ -185,11 +190,103 @@ class RpmRun:
         return dict(json.loads(out.read_text()))
 
 
+@dataclass
+class BulkRun:
+    """How to run `protolab-net bulk` against the test server: h3 uploads, because the client
+    chooses the controller only of what it sends (a download follows the server's controller,
+    docs/bulk.md), where 003's server switched controllers on the client's request."""
+
+    binary: Path
+    server: str
+    host: str | None = None
+    port: int = 443
+    ca: Path | None = None
+    duration_s: float = 3.0
+
+    def argv(self, controller: str, rate_bps: float | None, out: Path, qlog_dir: Path) -> list[str]:
+        argv = [str(self.binary), "bulk", "--server", self.server, "--protocol", "h3", "--direction", "upload",
+                "--duration-ms", str(round(self.duration_s * 1000)), "--quic-cc", controller,
+                "--https-port", str(self.port), "--qlog", str(qlog_dir), "--out", str(out)]
+        if rate_bps is not None:
+            argv += ["--rate", str(round(rate_bps))]
+        if self.host:
+            argv += ["--host", self.host]
+        if self.ca:
+            argv += ["--ca", str(self.ca)]
+        return argv
+
+    def run(self, name: str, controller: str, rate_bps: float | None, workdir: Path) -> dict[str, Any]:
+        """One transfer; its result (`protolab-net bulk`'s document, failed ones too)."""
+        out = workdir / f"{name}.json"
+        qlog_dir = workdir / f"qlog-{name}"
+        try:
+            done = subprocess.run(self.argv(controller, rate_bps, out, qlog_dir), capture_output=True, text=True,
+                                  timeout=self.duration_s + 90, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise MeasureError(f"protolab-net bulk {name}: {exc}") from exc
+        if not out.exists():
+            raise MeasureError(f"protolab-net bulk {name} wrote no result (exit {done.returncode}): {done.stderr[-2000:]}")
+        return dict(json.loads(out.read_text()))
+
+
+@dataclass
+class BulkPlan:
+    """003's tests set: a bulk transfer per controller, then limited transfers at `fractions`
+    of the best goodput of the `reference` controller's bulk transfers (003: BBR)."""
+
+    controllers: Sequence[str] = ("cubic", "bbr")
+    fractions: Sequence[float] = (0.5, 1.1)
+    reference: str = "bbr"
+
+
+def bulk_envelope(test: str, controller: str, result: dict[str, Any], rate_bps: float | None = None,
+                  fraction: float | None = None) -> dict[str, Any]:
+    """What the coordinator stores for a bulk or limited test: the test's arguments (003 Table
+    4.1: test name, controller, rate, way) around `protolab-net bulk`'s result."""
+    return {"schema": BULK_SCHEMA, "schema_version": BULK_SCHEMA_VERSION, "test": test, "protocol": "h3",
+            "direction": "upload", "controller": controller, "rate_bps": rate_bps, "fraction": fraction,
+            "goodput_bps": result.get("goodput_bps"), "status": result.get("status"), "result": result}
+
+
+def limited_rates(bulk: Sequence[dict[str, Any]], plan: BulkPlan) -> list[tuple[float, float]]:
+    """(fraction, rate bit/s) of each limited test: the fractions of the reference controller's
+    best bulk goodput (003 §4.2.2: "the magnitude of the user bandwidth"). None without one."""
+    goodputs = [b["goodput_bps"] for b in bulk if b["controller"] == plan.reference and b.get("goodput_bps")]
+    if not goodputs:
+        return []
+    best = max(goodputs)
+    return [(fraction, fraction * best) for fraction in plan.fractions]
+
+
+def _bulk_tests(coordinator: Coordinator, bulk: BulkRun, plan: BulkPlan, workdir: Path, metadata: dict[str, Any],
+                wait_s: float, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The bulk transfers per controller, then the limited ones, each under its own token."""
+    answers = []
+    envelopes: list[dict[str, Any]] = []
+    for controller in plan.controllers:
+        token = coordinator.token({**metadata, "protocol": "h3", "test": "bulk", "controller": controller}, wait_s)
+        envelopes.append(bulk_envelope("bulk", controller, bulk.run(f"bulk-{controller}", controller, None, workdir)))
+        answers.append(coordinator.upload(token, envelopes[-1]))
+        say(f"bulk {controller}: {_mbps(envelopes[-1]['goodput_bps'])}, stored {answers[-1].get('stored')}")
+    for fraction, rate in limited_rates(envelopes, plan):
+        token = coordinator.token({**metadata, "protocol": "h3", "test": "limited", "rate_bps": rate}, wait_s)
+        result = bulk.run(f"limited-{fraction:g}", plan.reference, rate, workdir)
+        answers.append(coordinator.upload(token, bulk_envelope("limited", plan.reference, result, rate, fraction)))
+        say(f"limited {fraction:g} x ({_mbps(rate)}): {_mbps(result.get('goodput_bps'))}, stored {answers[-1].get('stored')}")
+    return answers
+
+
+def _mbps(bps: Any) -> str:
+    return f"{bps / 1e6:.2f} Mbit/s" if isinstance(bps, int | float) else "-"
+
+
 def measure(coordinator: Coordinator, rpm: RpmRun, protocols: Sequence[str], workdir: Path, *,
+            bulk: BulkRun | None = None, plan: BulkPlan | None = None,
             wait_s: float = DEFAULT_WAIT_S, enforce_gate: bool = True,
             say: Callable[[str], None] = lambda line: None, root: Path = Path("/")) -> list[dict[str, Any]]:
-    """Runs and uploads one RPM test per protocol, each under its own token; the coordinator's
-    answers, in order. Refuses a host below 003's rmem_max gate unless `enforce_gate` is off."""
+    """Runs and uploads one RPM test per protocol, then (with `bulk`) the bulk and limited tests
+    of `plan`, each under its own token; the coordinator's answers, in order. Refuses a host
+    below 003's rmem_max gate unless `enforce_gate` is off."""
     metadata = host_metadata(root)
     gate = metadata["rmem_max_gate"]
     if enforce_gate and not gate["passed"]:
@@ -207,6 +304,8 @@ def measure(coordinator: Coordinator, rpm: RpmRun, protocols: Sequence[str], wor
         say(f"{protocol}: stored {answer.get('stored')} (RPM {summary.get('download_rpm') or summary.get('upload_rpm')}, "
             f"status {result.get('status')})")
         answers.append(answer)
+    if bulk is not None:
+        answers += _bulk_tests(coordinator, bulk, plan or BulkPlan(), workdir, metadata, wait_s, say)
     return answers
 
 
@@ -217,6 +316,21 @@ def _protocols(text: str) -> list[str]:
         raise typer.BadParameter(f"expected a comma-separated list of {', '.join(PROTOCOLS)}, got {text!r}",
                                  param_hint="--protocols")
     return names
+
+
+def _names(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _fractions(text: str) -> list[float]:
+    try:
+        values = [float(p) for p in _names(text)]
+    except ValueError:
+        values = [-1.0]
+    if any(not 0 < v <= 10 for v in values):
+        raise typer.BadParameter(f"expected comma-separated fractions in (0, 10], got {text!r}",
+                                 param_hint="--limited-fractions")
+    return values
 
 
 def measure_command(
@@ -238,6 +352,17 @@ def measure_command(
     rmem_gate: Annotated[bool, typer.Option("--rmem-gate/--no-rmem-gate",
                                             help="Refuse to run below 003's rmem_max gate (2.5 MB).")] = True,
     binary: Annotated[Path | None, typer.Option("--binary", help="The protolab-net binary.")] = None,
+    controllers: Annotated[str, typer.Option("--controllers",
+                                             help="Bulk h3 uploads, one per QUIC controller (protolab-net cc list); "
+                                                  "empty: no bulk or limited tests.")] = "cubic,bbr",
+    bulk_duration_s: Annotated[float, typer.Option("--bulk-duration-s", min=0.5,
+                                                   help="Duration of each bulk and limited transfer.")] = 3.0,
+    limited_fractions: Annotated[str, typer.Option("--limited-fractions",
+                                                   help="Limited tests: rates as fractions of the reference "
+                                                        "controller's bulk goodput (003: 0.3,0.5,0.8,0.9,1,1.1).")] = "0.5,1.1",
+    reference_controller: Annotated[str, typer.Option("--reference-controller",
+                                                      help="Whose bulk goodput sets the limited rates; "
+                                                           "also their controller.")] = "bbr",
 ) -> None:
     """The wild client: take a token from a coordinator, run protolab-net rpm per protocol, upload
     each result with the host's metadata; the coordinator stores them beside the browser tests."""
@@ -245,8 +370,15 @@ def measure_command(
 
     if direction not in ("download", "upload", "both"):
         raise typer.BadParameter(f"expected download, upload or both, got {direction!r}", param_hint="--direction")
-    rpm = RpmRun(find_binary(binary), server, host, port, ca, direction, max_duration_s)
-    answers = measure(Coordinator(coordinator.rstrip("/")), rpm, _protocols(protocols), out, wait_s=wait_s,
-                      enforce_gate=rmem_gate, say=lambda line: print(line, file=sys.stderr, flush=True))
+    names = _names(controllers)
+    if names and reference_controller not in names:
+        raise typer.BadParameter(f"{reference_controller!r} is not among --controllers {controllers!r}",
+                                 param_hint="--reference-controller")
+    executable = find_binary(binary)
+    rpm = RpmRun(executable, server, host, port, ca, direction, max_duration_s)
+    bulk = BulkRun(executable, server, host, port, ca, bulk_duration_s) if names else None
+    plan = BulkPlan(names, _fractions(limited_fractions), reference_controller)
+    answers = measure(Coordinator(coordinator.rstrip("/")), rpm, _protocols(protocols), out, bulk=bulk, plan=plan,
+                      wait_s=wait_s, enforce_gate=rmem_gate, say=lambda line: print(line, file=sys.stderr, flush=True))
     typer.echo(json.dumps([{"token": a.get("token"), "stored": a.get("stored"), "summary": a.get("summary")}
                            for a in answers], indent=2))
