@@ -31,7 +31,8 @@ from protolab.files import write_text_atomically
 from protolab.live.store import LiveStore, read_stored_test, row_for, summarize
 
 TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
-RESULT_SCHEMAS = ("protolab.rpm", "protolab.rpm.browser")
+# protolab.measure.bulk: the wild client's bulk and limited tests (protolab.live.measure).
+RESULT_SCHEMAS = ("protolab.rpm", "protolab.rpm.browser", "protolab.measure.bulk")
 META_SCHEMA = "protolab.live.meta"
 META_SCHEMA_VERSION = 1
 MAX_CLIENT_BYTES = 4096
