@@ -218,8 +218,12 @@ class Coordinator:
             holder = self._current_holder(now)
             if holder is not None:
                 remaining = max(0.0, self.lock_timeout_s - (now - holder.issued_mono))
-                raise LiveError(409, "busy", "another test is running; ask again later",
-                                retry_after_s=round(remaining, 3))
+                # Same code either way (the page asks again on 409); the message tells a client
+                # that started a second test while its first still runs.
+                mine = peer is not None and holder.peer == peer
+                raise LiveError(409, "busy", "a test from your address is already running; upload its result "
+                                "or wait for its lock to time out" if mine else
+                                "another test is running; ask again later", retry_after_s=round(remaining, 3))
             ticket = _Ticket(self._fresh_token(), now, self._wall(), metadata, peer, user_agent)
             self._tickets[ticket.token] = ticket
             self._holder = ticket
@@ -322,7 +326,7 @@ class Coordinator:
             recorded = False
             self._log(f"test {ticket.token[:8]}... stored, but not recorded in {self.store.path}: {exc}")
         return {"token": ticket.token, "stored": f"tests/{ticket.token}", "qlogs": len(moved),
-                "recorded": recorded, "summary": summarize(result)}
+                "recorded": recorded, "held_s": meta["held_s"], "summary": summarize(result)}
 
     def _meta(self, ticket: _Ticket, uploaded_unix_ns: int, peer: str | None, qlogs: list[str]) -> dict[str, Any]:
         return {
