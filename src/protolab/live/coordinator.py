@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from protolab.errors import ProtolabError
-from protolab.files import write_text_atomically
+from protolab.files import fsync_directory, write_text_atomically
+from protolab.live.retention import RetentionPolicy, StoredTest, tests_to_remove
 from protolab.live.store import LiveStore, read_stored_test, row_for, summarize
 
 TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
@@ -39,6 +40,7 @@ MAX_CLIENT_BYTES = 4096
 # behind time.time_ns(): a qlog written just after the token was issued can look a little older.
 QLOG_CLOCK_SLACK_NS = 20_000_000
 STAGING_PREFIX = ".partial-"
+REMOVING_PREFIX = ".removing-"  # a test being removed by retention: already gone for readers
 
 
 class LiveError(ProtolabError):
@@ -150,7 +152,8 @@ class Coordinator:
 
     def __init__(self, data_dir: Path | str, lock_timeout_s: float = 120.0, max_upload_bytes: int = 1 << 20,
                  qlog_dir: Path | str | None = None, clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], int] = time.time_ns, log: Callable[[str], None] = _stderr) -> None:
+                 wall_clock: Callable[[], int] = time.time_ns, log: Callable[[str], None] = _stderr,
+                 retention: RetentionPolicy | None = None) -> None:
         if not lock_timeout_s > 0:
             raise ValueError(f"the lock timeout must be positive, got {lock_timeout_s}")
         if max_upload_bytes < 1:
@@ -170,11 +173,17 @@ class Coordinator:
         self._tickets: dict[str, _Ticket] = {}
         self._holder: _Ticket | None = None
         self._submitting = 0
+        self.retention = retention or RetentionPolicy()
+        self._retention_lock = threading.Lock()
+        self._catalogue: dict[str, StoredTest] = {}
         try:
             self.store = LiveStore(self.data_dir / "live.duckdb")
+            self._finish_removals()
             stored = self._stored_tokens()
             self._tests = len(stored)
             self._backfill(stored)
+            self._catalogue = {token: self._catalogue_entry(token) for token in stored}
+            self.enforce_retention()
         except BaseException:
             self._data_lock.close()
             raise
@@ -286,6 +295,7 @@ class Coordinator:
             stored = True
         finally:
             self._settle(ticket, stored)
+        self.enforce_retention()
         return response
 
     def _test_dir(self, token: str) -> Path:
@@ -305,11 +315,14 @@ class Coordinator:
         moved: list[tuple[Path, Path]] = []
         try:
             staging.mkdir()
-            write_text_atomically(staging / "result.json", text)
+            write_text_atomically(staging / "result.json", text, durable=True)
             moved = self._move_qlogs(ticket.issued_unix_ns, uploaded_unix_ns, staging / "qlogs")
+            if moved:
+                fsync_directory(staging / "qlogs")
             meta = self._meta(ticket, uploaded_unix_ns, peer, [dst.name for _, dst in moved])
-            write_text_atomically(staging / "meta.json", json.dumps(meta, indent=2) + "\n")
+            write_text_atomically(staging / "meta.json", json.dumps(meta, indent=2) + "\n", durable=True)
             staging.rename(final)
+            fsync_directory(self.tests_dir)  # the answer below promises the test survives a crash
         except BaseException:
             for src, dst in moved:
                 try:
@@ -319,6 +332,8 @@ class Coordinator:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         result_path = f"tests/{ticket.token}/result.json"
+        with self._retention_lock:
+            self._catalogue[ticket.token] = self._catalogue_entry(ticket.token)
         recorded = True
         try:
             self.store.record(row_for(ticket.token, meta, result, result_path))
@@ -418,3 +433,48 @@ class Coordinator:
             finished = self._idle.wait_for(lambda: self._submitting == 0, timeout_s)
         self._data_lock.close()
         return finished
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def _catalogue_entry(self, token: str) -> StoredTest:
+        """A stored test's upload time (meta.json; the directory's time if unreadable) and size."""
+        test_dir = self.tests_dir / token
+        size = sum(p.stat().st_size for p in test_dir.rglob("*") if p.is_file())
+        try:
+            uploaded = int(json.loads((test_dir / "meta.json").read_text())["uploaded_unix_ns"])
+        except (OSError, ValueError, KeyError, TypeError):
+            uploaded = test_dir.stat().st_mtime_ns
+        return StoredTest(token, uploaded, size)
+
+    def enforce_retention(self) -> list[str]:
+        """Removes the oldest tests beyond the retention policy (docs/live.md, "Retention") and
+        returns their tokens. Each goes in one rename out of readers' sight, then its row, then
+        its files; a crash in between is finished at the next start (`_finish_removals`)."""
+        if self.retention.unlimited:
+            return []
+        with self._retention_lock:
+            doomed = tests_to_remove(self._catalogue.values(), self.retention, self._wall())
+            for token in doomed:
+                (self.tests_dir / token).rename(self.tests_dir / f"{REMOVING_PREFIX}{token}")
+                del self._catalogue[token]
+            if doomed:
+                fsync_directory(self.tests_dir)
+                with self._lock:
+                    self._tests -= len(doomed)
+        if doomed:
+            self._finish_removals()
+            self._log(f"retention: removed {len(doomed)} oldest test(s)")
+        return doomed
+
+    def _finish_removals(self) -> None:
+        """Deletes the rows and files of tests renamed for removal (by now or by a run that crashed)."""
+        leaving = sorted(self.tests_dir.glob(f"{REMOVING_PREFIX}*"))
+        if not leaving:
+            return
+        try:
+            self.store.delete([p.name[len(REMOVING_PREFIX):] for p in leaving])
+        except Exception as exc:  # noqa: BLE001 - rows and files are dropped at the next start
+            self._log(f"retention: rows not yet deleted from {self.store.path.name}: {exc}")
+            return
+        for path in leaving:
+            shutil.rmtree(path, ignore_errors=True)

@@ -41,7 +41,7 @@ ROUTES: tuple[tuple[re.Pattern[str], frozenset[str], str], ...] = (
     (re.compile(r"/api/tests/([^/]*)"), frozenset({"GET"}), "test"),
     (re.compile(r"/metrics"), frozenset({"GET"}), "metrics"),
 )
-LOG_FORMATS = ("text", "json")
+LOG_FORMATS = ("text", "json")  # as protolab.live.cli.LOG_FORMATS
 
 
 def _printable(text: str, limit: int = 200) -> str:
