@@ -28,7 +28,7 @@ from typing import Any
 
 from protolab.errors import ProtolabError
 from protolab.files import fsync_directory, write_text_atomically
-from protolab.live.retention import RetentionPolicy, StoredTest, tests_to_remove
+from protolab.live.retention import RetentionPolicy, StoredTest, select_for_removal
 from protolab.live.store import LiveStore, read_stored_test, row_for, summarize
 
 TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
@@ -453,7 +453,7 @@ class Coordinator:
         if self.retention.unlimited:
             return []
         with self._retention_lock:
-            doomed = tests_to_remove(self._catalogue.values(), self.retention, self._wall())
+            doomed = select_for_removal(self._catalogue.values(), self.retention, self._wall())
             for token in doomed:
                 (self.tests_dir / token).rename(self.tests_dir / f"{REMOVING_PREFIX}{token}")
                 del self._catalogue[token]

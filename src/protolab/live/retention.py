@@ -36,7 +36,7 @@ class StoredTest:
     size_bytes: int
 
 
-def tests_to_remove(tests: Iterable[StoredTest], policy: RetentionPolicy, now_unix_ns: int) -> list[str]:
+def select_for_removal(tests: Iterable[StoredTest], policy: RetentionPolicy, now_unix_ns: int) -> list[str]:
     """Tokens to remove, oldest upload first: every test older than `max_age_s`, then the oldest
     of the rest until both the count and the bytes are within their limits."""
     ordered = sorted(tests, key=lambda t: (t.uploaded_unix_ns, t.token))

@@ -310,6 +310,8 @@ class LiveServer(ThreadingHTTPServer):
             cap = self.limits.in_flight
             self.metrics.gauge("protolab_live_requests_in_flight", "Requests being served", lambda: cap.active)
         self.thread: threading.Thread | None = None
+        self._connections = 0  # accepted and not yet answered: close() lets them finish
+        self._connections_done = threading.Condition()
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), _Handler)
 
@@ -334,12 +336,31 @@ class LiveServer(ThreadingHTTPServer):
         while self.thread is not None and self.thread.is_alive():
             self.thread.join(0.5)
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_done:
+            self._connections += 1
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._connections_done:
+                self._connections -= 1
+                self._connections_done.notify_all()
+
     def close(self, timeout_s: float = 10.0) -> None:
-        """Stops accepting, closes the socket and waits for uploads being stored to finish."""
+        """Stops accepting, lets the connections already accepted finish (an upload whose body
+        is arriving is read, stored and answered) for up to `timeout_s`, closes the socket and
+        waits for uploads being stored to finish. What is still unanswered then is cut off
+        unstored: its client sees the connection drop (a stored test is never cut short)."""
+        deadline = time.monotonic() + timeout_s
         if self.thread is not None and self.thread.is_alive():
             self.shutdown()
+        with self._connections_done:
+            self._connections_done.wait_for(lambda: self._connections == 0, timeout_s)
         self.server_close()
-        self.coordinator.close(timeout_s)
+        self.coordinator.close(max(0.0, deadline - time.monotonic()))
 
 
 def serve(coordinator: Coordinator, host: str, port: int, allow_origin: str = "*",
