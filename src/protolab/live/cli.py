@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,12 +15,14 @@ if TYPE_CHECKING:  # the service's modules load when it starts: `protolab --help
     from protolab.live.coordinator import Coordinator
     from protolab.live.limits import ServiceLimits
     from protolab.live.server import LiveServer
-    from protolab.live.service import MeasurementServer, SpeedtestSite
+    from protolab.live.acme import AcmeSettings
+    from protolab.live.service import Certificates, MeasurementServer, SpeedtestSite
 
 LOG_FORMATS = ("text", "json")
 
-# How often an idle service checks for tests past --retain-days.
-RETENTION_INTERVAL_S = 60.0
+# How often the service checks for tests past --retain-days and certificates due for renewal;
+# $PROTOLAB_LIVE_MAINTENANCE_S shortens it (tests of renewal).
+MAINTENANCE_INTERVAL_S = float(os.environ.get("PROTOLAB_LIVE_MAINTENANCE_S", "60"))
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -58,17 +61,21 @@ def _site(speedtest_host: str | None, speedtest_address: str | None, public_url:
     return SpeedtestSite(speedtest_host, speedtest_address, public_url or listen_url, https_port, http_port)
 
 
-def _supervise(server: LiveServer, coordinator: Coordinator, measurement: MeasurementServer | None) -> None:
-    """Until the server stops or the measurement server dies (ServiceError): ages tests out
-    every minute, since an idle service stores nothing that would trigger retention."""
-    next_retention = time.monotonic() + RETENTION_INTERVAL_S
+def _supervise(server: LiveServer, coordinator: Coordinator, measurement: MeasurementServer | None,
+               certificates: Certificates | None) -> None:
+    """Until the server stops or the measurement server dies (ServiceError): every minute ages
+    tests out (an idle service stores nothing that would trigger retention) and renews
+    certificates that are due (when no test runs)."""
+    next_check = time.monotonic() + MAINTENANCE_INTERVAL_S
     while server.thread is not None and server.thread.is_alive():
         server.thread.join(0.5)
         if measurement is not None:
             measurement.check()
-        if time.monotonic() >= next_retention:
+        if time.monotonic() >= next_check:
             coordinator.enforce_retention()
-            next_retention = time.monotonic() + RETENTION_INTERVAL_S
+            if certificates is not None and measurement is not None:
+                certificates.renew(coordinator, measurement)
+            next_check = time.monotonic() + MAINTENANCE_INTERVAL_S
 
 
 def serve_live_command(  # noqa: PLR0913 - one option per knob of the service (docs/live.md)
@@ -115,6 +122,15 @@ def serve_live_command(  # noqa: PLR0913 - one option per knob of the service (d
     protolab_net: Annotated[Path | None, typer.Option("--protolab-net", metavar="PATH",
                                                       help="The protolab-net binary (default: $PROTOLAB_NET, "
                                                            "the repository's build, PATH).")] = None,
+    acme_directory: Annotated[str | None, typer.Option("--acme-directory", metavar="URL",
+                                                       help="Certificates for the speed-test site from this ACME "
+                                                            "directory (HTTP-01 on --http-port).")] = None,
+    acme_email: Annotated[str | None, typer.Option("--acme-email", help="Contact address of the ACME account.")] = None,
+    acme_ca_bundle: Annotated[Path | None, typer.Option("--acme-ca-bundle", exists=True, dir_okay=False,
+                                                        help="CA bundle verifying the ACME directory's HTTPS "
+                                                             "(a test CA's).")] = None,
+    acme_renew_days: Annotated[float, typer.Option("--acme-renew-days", min=0,
+                                                   help="Renew a certificate this many days before it expires.")] = 30.0,
 ) -> None:
     """Run the live-measurement service: the coordinator (one responsiveness test at a time,
     each result stored with its server qlogs) and, with --speedtest-host, the measurement
@@ -126,43 +142,64 @@ def serve_live_command(  # noqa: PLR0913 - one option per knob of the service (d
         raise typer.BadParameter(f"expected one of {', '.join(LOG_FORMATS)}", param_hint="--log-format")
     listen_url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     site = _site(speedtest_host, speedtest_address, public_url, listen_url, https_port, http_port)
+    if site is not None and qlog_dir is not None:
+        raise typer.BadParameter("the speed-test server writes its qlogs into DATA/qlog-incoming", param_hint="--qlog-dir")
+    if acme_directory is not None and site is None:
+        raise typer.BadParameter("certificates are for the speed-test site: give --speedtest-host too",
+                                 param_hint="--acme-directory")
+    from protolab.live.acme import AcmeSettings
+    from protolab.live.retention import RetentionPolicy
+
+    acme = None if acme_directory is None else AcmeSettings(acme_directory, acme_email, acme_ca_bundle, acme_renew_days)
+    retention = RetentionPolicy(retain_tests, None if retain_days is None else retain_days * 86400.0, retain_bytes)
+    _run_service(data, listen, site, acme, protolab_net,
+                 {"lock_timeout_s": lock_timeout_s, "max_upload_bytes": max_upload_bytes, "qlog_dir": qlog_dir,
+                  "retention": retention},
+                 {"host": host, "port": port, "allow_origin": allow_origin, "log_format": log_format,
+                  "limits": _limits(rate_per_address, burst_per_address, tests_per_address_per_hour, max_in_flight)})
+
+
+def _run_service(data: Path, listen: str, site: SpeedtestSite | None, acme: AcmeSettings | None,
+                 protolab_net: Path | None, coordinator_options: dict[str, Any], serve_options: dict[str, Any]) -> None:
+    """Starts the coordinator, its API and (with a site) the measurement server, with ACME
+    certificates obtained first if asked; runs until stopped; stops them in reverse order."""
     from protolab.lab.binary import find_binary
     from protolab.live.coordinator import Coordinator
-    from protolab.live.retention import RetentionPolicy
     from protolab.live.server import serve
-    from protolab.live.service import MeasurementServer
+    from protolab.live.service import Certificates, MeasurementServer
 
-    measurement = None
+    def say(line: str) -> None:
+        typer.echo(f"protolab serve-live: {line}", err=True)
+
+    measurement = certificates = None
     if site is not None:
-        if qlog_dir is not None:
-            raise typer.BadParameter("the speed-test server writes its qlogs into DATA/qlog-incoming",
-                                     param_hint="--qlog-dir")
-        measurement = MeasurementServer(find_binary(protolab_net), data.resolve(), site)
-        qlog_dir = measurement.qlog_dir
-        qlog_dir.mkdir(parents=True, exist_ok=True)
-    retention = RetentionPolicy(retain_tests, None if retain_days is None else retain_days * 86400.0, retain_bytes)
+        certificates = None if acme is None else Certificates(acme, data.resolve(), site, say)
+        measurement = MeasurementServer(find_binary(protolab_net), data.resolve(), site,
+                                        cert_dir=None if certificates is None else certificates.cert_dir)
+        measurement.qlog_dir.mkdir(parents=True, exist_ok=True)
+        coordinator_options["qlog_dir"] = measurement.qlog_dir
     try:
-        coordinator = Coordinator(data, lock_timeout_s=lock_timeout_s, max_upload_bytes=max_upload_bytes,
-                                  qlog_dir=qlog_dir, retention=retention)
+        coordinator = Coordinator(data, **coordinator_options)
     except OSError as exc:
         raise ProtolabError(f"cannot use the data directory {data}: {exc}") from exc
     try:
-        server = serve(coordinator, host, port, allow_origin=allow_origin, log_format=log_format,
-                       limits=_limits(rate_per_address, burst_per_address, tests_per_address_per_hour, max_in_flight))
+        server = serve(coordinator, **serve_options)
     except OSError as exc:
         coordinator.close()
         raise ProtolabError(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     try:
+        if certificates is not None:
+            certificates.ensure()
         if measurement is not None:
             measurement.start()
         # Announced inside the try: a SIGTERM sent as soon as the line is read must find the
         # handler in place (on a busy machine the server thread can answer before we get here).
         page = "" if site is None else f", speed test at https://{site.hostname}:{site.https_port}/"
-        typer.echo(f"protolab serve-live: listening on {server.url}, data in {coordinator.data_dir}, "
-                   f"lock timeout {lock_timeout_s:g} s{page}; Ctrl-C stops", err=True)
-        _supervise(server, coordinator, measurement)
+        say(f"listening on {server.url}, data in {coordinator.data_dir}, "
+            f"lock timeout {coordinator.lock_timeout_s:g} s{page}; Ctrl-C stops")
+        _supervise(server, coordinator, measurement, certificates)
     except KeyboardInterrupt:
-        typer.echo("protolab serve-live: stopping", err=True)
+        say("stopping")
     finally:
         server.close()
         if measurement is not None:

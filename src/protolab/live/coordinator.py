@@ -246,6 +246,17 @@ class Coordinator:
             held = None if holder is None else round(now - holder.issued_mono, 3)
             return {"busy": holder is not None, "held_for_s": held, "tests": self._tests}
 
+    def release(self, token: str) -> None:
+        """Frees the lock `token` holds without storing anything: the service's own maintenance
+        (renewing certificates takes the lock so that no test runs meanwhile). The token is
+        spent (410 `expired` if uploaded to)."""
+        with self._lock:
+            ticket = self._tickets.get(token)
+            if ticket is not None and ticket.state == "held":
+                ticket.state = "expired"
+                if self._holder is ticket:
+                    self._holder = None
+
     # -- uploads -----------------------------------------------------------------------------
 
     def _claim(self, token: str) -> _Ticket:

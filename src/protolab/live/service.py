@@ -9,17 +9,21 @@ restarts both), and stopping the service stops it (SIGTERM, then SIGKILL after 1
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
 from protolab.errors import ProtolabError
-from protolab.live.page import write_manifest
+from protolab.live.acme import AcmeSettings, ensure_certificates, needs_certificate
+from protolab.live.coordinator import Coordinator, LiveError
+from protolab.live.page import load_hostnames, write_manifest
 
 STARTUP_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
@@ -49,9 +53,10 @@ class MeasurementServer:
     DATA/site (the manifest), DATA/tls (certificates) and DATA/qlog-incoming (qlogs until a
     test's upload moves them into the test)."""
 
-    def __init__(self, binary: Path, data_dir: Path, site: SpeedtestSite) -> None:
+    def __init__(self, binary: Path, data_dir: Path, site: SpeedtestSite, cert_dir: Path | None = None) -> None:
         self.binary = binary
         self.site = site
+        self.cert_dir = cert_dir
         self.site_dir = data_dir / "site"
         self.tls_dir = data_dir / "tls"
         self.qlog_dir = data_dir / "qlog-incoming"
@@ -63,7 +68,8 @@ class MeasurementServer:
         return [str(self.binary), "serve", "--manifest", str(manifest), "--tls-dir", str(self.tls_dir),
                 "--qlog", str(self.qlog_dir), "--listen", site.address, "--https-port", str(site.https_port),
                 "--http-port", str(site.http_port), "--raw-port", "off", "--lab", "live",
-                "--max-connections", str(site.max_connections)]
+                "--max-connections", str(site.max_connections),
+                *(["--cert-dir", str(self.cert_dir)] if self.cert_dir is not None else [])]
 
     def start(self) -> None:
         """Writes the page's manifest, starts the server and waits until its TLS port answers."""
@@ -106,3 +112,45 @@ class MeasurementServer:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)  # its own group (start_new_session): only its processes
             process.wait()
+
+
+class Certificates:
+    """The speed-test site's certificates from an ACME CA (protolab.live.acme): obtained before
+    the measurement server first starts, renewed while it runs by stopping it for the
+    challenges, with the coordinator's lock held so that no test runs meanwhile."""
+
+    def __init__(self, settings: AcmeSettings, data_dir: Path, site: SpeedtestSite,
+                 log: Callable[[str], None]) -> None:
+        self.settings = settings
+        self.acme_dir = data_dir / "acme"
+        self.cert_dir = self.acme_dir / "certs"
+        self.site = site
+        self.hostnames = [site.hostname, *load_hostnames(site.hostname, site.load_origins)]
+        self._log = log
+
+    def due(self, now: datetime.datetime) -> bool:
+        return any(needs_certificate(self.cert_dir, h, now, self.settings.renew_before_days) for h in self.hostnames)
+
+    def ensure(self) -> list[str]:
+        """Obtains what is missing or due (the measurement server must be stopped: port 80)."""
+        return ensure_certificates(self.settings, self.acme_dir, self.hostnames, self.site.address,
+                                   self.site.http_port, log=self._log)
+
+    def renew(self, coordinator: Coordinator, measurement: MeasurementServer) -> bool:
+        """Renews if due and no test runs: takes the lock, stops the server, renews, starts it
+        again, frees the lock. False (try later) while a test holds the lock."""
+        if not self.due(datetime.datetime.now(datetime.UTC)):
+            return False
+        try:
+            token = coordinator.issue_token({"client": "maintenance: certificate renewal"})["token"]
+        except LiveError:
+            return False
+        try:
+            measurement.stop()
+            try:
+                self.ensure()
+            finally:
+                measurement.start()  # with the new certificates, or the old ones if renewal failed
+        finally:
+            coordinator.release(token)
+        return True
