@@ -167,13 +167,15 @@ class AcmeClient:
     def obtain(self, hostname: str, answers: dict[str, str]) -> tuple[str, str]:
         """(chain PEM, key PEM) for `hostname`; the HTTP-01 answers are put in `answers` (the
         challenge server's table) while the CA validates."""
-        from acme import challenges, crypto_util
+        from acme import challenges, crypto_util, messages
         from cryptography.hazmat.primitives.asymmetric import ec
 
         key_pem = _pem_key(ec.generate_private_key(ec.SECP256R1()))
         try:
             order = self._client.new_order(crypto_util.make_csr(key_pem.encode(), [hostname]))
             for authorization in order.authorizations:
+                if authorization.body.status == messages.STATUS_VALID:
+                    continue  # the CA reuses an authorization this account earned recently
                 challenge = next((c for c in authorization.body.challenges if isinstance(c.chall, challenges.HTTP01)), None)
                 if challenge is None:
                     raise AcmeError(f"{hostname}: the CA offers no HTTP-01 challenge")
