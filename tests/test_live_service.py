@@ -331,3 +331,34 @@ def test_killed_mid_upload_and_restarted_every_stored_result_is_intact(tmp_path:
         assert json.loads((data / "tests" / token / "meta.json").read_text())["token"] == token
     assert status["tests"] == len(stored)
     assert {row["token"] for row in LiveStore(data / "live.duckdb").rows()} == stored
+
+
+def test_behind_a_trusted_proxy_the_client_is_the_forwarded_address(tmp_path: Path) -> None:
+    coordinator = Coordinator(tmp_path / "data", log=lambda line: None)
+    lines: list[str] = []
+    server = serve(coordinator, "127.0.0.1", 0, log=lines.append, trusted_proxies=frozenset({"127.0.0.1"}),
+                   log_format="json")
+    port = server.server_port
+    try:
+        status, issued, _ = request(port, "POST", "/api/token", headers={"X-Forwarded-For": "198.51.100.9, 192.0.2.7"})
+        assert status == 200
+        status, body, _ = request(port, "POST", "/api/token", headers={"X-Forwarded-For": "192.0.2.8"})
+        assert (status, body["message"]) == (409, "another test is running; ask again later")
+        status, body, _ = request(port, "POST", "/api/token", headers={"X-Forwarded-For": "192.0.2.7"})
+        assert status == 409 and "your address" in body["message"]
+        status, body, _ = request(port, "POST", "/api/token", headers={"X-Forwarded-For": "not an address"})
+        assert status == 409 and "your address" not in body["message"]  # taken as the proxy's own
+        assert request(port, "POST", f"/api/result/{issued['token']}", RESULT)[0] == 200
+        meta = request(port, "GET", f"/api/tests/{issued['token']}")[1]["meta"]
+        assert meta["token_peer"] == "192.0.2.7"
+    finally:
+        server.close()
+    assert [json.loads(line)["peer"] for line in lines][:3] == ["192.0.2.7", "192.0.2.8", "192.0.2.7"]
+    untrusting = serve(Coordinator(tmp_path / "other", log=lambda line: None), "127.0.0.1", 0, log=lambda line: None)
+    try:
+        issued = request(untrusting.server_port, "POST", "/api/token", headers={"X-Forwarded-For": "192.0.2.7"})[1]
+        request(untrusting.server_port, "POST", f"/api/result/{issued['token']}", RESULT)
+        meta = request(untrusting.server_port, "GET", f"/api/tests/{issued['token']}")[1]["meta"]
+        assert meta["token_peer"] == "127.0.0.1"  # a client cannot pick its address
+    finally:
+        untrusting.close()

@@ -355,6 +355,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn loads_certificates_from_files_for_the_origins_that_have_them() {
+        // Another lab's material stands in for an ACME CA's: its chain for www.a.test.
+        let other = TlsMaterial::generate("other", &[("www.a.test".to_string(), vec![])], &[]).unwrap();
+        let dir = std::env::temp_dir().join(format!("protolab-cert-dir-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let chain = format!("{}{}", other.certs[0].cert_pem, other.ca_pem);
+        std::fs::write(dir.join("www.a.test.pem"), &chain).unwrap();
+        std::fs::write(dir.join("www.a.test.key.pem"), &other.certs[0].key_pem).unwrap();
+        std::fs::write(dir.join("www.b.test.pem"), &chain).unwrap(); // no key: keeps the generated one
+        let names = vec!["www.a.test".to_string(), "www.b.test".to_string()];
+        let loaded = load_cert_dir(&dir, &names).unwrap();
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded[0].name, "www.a.test");
+        assert_eq!(loaded[0].chain, vec![other.certs[0].cert_der.clone(), other.ca_der.clone()]);
+        let ours = TlsMaterial::generate("ours", &[("www.a.test".to_string(), vec![])], &[]).unwrap();
+        ours.server_config_with(&[b"h2"], &loaded).unwrap();
+        // A file that is there but is no PEM certificate is an error naming it.
+        std::fs::write(dir.join("www.b.test.key.pem"), "not a key").unwrap();
+        std::fs::write(dir.join("www.b.test.pem"), "not a certificate").unwrap();
+        let err = load_cert_dir(&dir, &names).unwrap_err().to_string();
+        assert!(err.contains("www.b.test.pem"), "{err}");
+        assert!(matches!(load_cert_dir(&dir, &["../x".to_string()]), Err(TlsError::BadName(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn generates_and_writes() {
         let origins = vec![("www.a.test".to_string(), vec!["10.0.1.1".parse().unwrap()])];
         let m = TlsMaterial::generate("t", &origins, &["127.0.0.1".into()]).unwrap();

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import time
 from pathlib import Path
@@ -48,6 +49,13 @@ def _limits(rate_per_address: float, burst_per_address: int, tests_per_address_p
              if tests_per_address_per_hour > 0 else None)
     return ServiceLimits(requests=requests, tests=tests,
                          in_flight=ConcurrencyCap(max_in_flight) if max_in_flight > 0 else None)
+
+
+def _addresses(texts: list[str], option: str) -> frozenset[str]:
+    try:
+        return frozenset(str(ipaddress.ip_address(text)) for text in texts)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
 
 def _site(speedtest_host: str | None, speedtest_address: str | None, public_url: str | None, listen_url: str,
@@ -122,6 +130,9 @@ def serve_live_command(  # noqa: PLR0913 - one option per knob of the service (d
     protolab_net: Annotated[Path | None, typer.Option("--protolab-net", metavar="PATH",
                                                       help="The protolab-net binary (default: $PROTOLAB_NET, "
                                                            "the repository's build, PATH).")] = None,
+    trusted_proxy: Annotated[list[str] | None, typer.Option("--trusted-proxy", metavar="ADDR",
+                                                          help="A reverse proxy in front of the API whose "
+                                                               "X-Forwarded-For names the client (repeatable).")] = None,
     acme_directory: Annotated[str | None, typer.Option("--acme-directory", metavar="URL",
                                                        help="Certificates for the speed-test site from this ACME "
                                                             "directory (HTTP-01 on --http-port).")] = None,
@@ -156,6 +167,7 @@ def serve_live_command(  # noqa: PLR0913 - one option per knob of the service (d
                  {"lock_timeout_s": lock_timeout_s, "max_upload_bytes": max_upload_bytes, "qlog_dir": qlog_dir,
                   "retention": retention},
                  {"host": host, "port": port, "allow_origin": allow_origin, "log_format": log_format,
+                  "trusted_proxies": _addresses(trusted_proxy or [], "--trusted-proxy"),
                   "limits": _limits(rate_per_address, burst_per_address, tests_per_address_per_hour, max_in_flight)})
 
 

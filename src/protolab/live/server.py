@@ -8,6 +8,7 @@ stops the server.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import socket
@@ -70,6 +71,19 @@ class _Handler(BaseHTTPRequestHandler):
     def version_string(self) -> str:
         return self.server_version
 
+    @property
+    def peer(self) -> str:
+        """The client's address: the connection's, or behind a trusted proxy (a TLS front for
+        the API) the last address of its `X-Forwarded-For`, the one that proxy appended."""
+        address = self.client_address[0]
+        if address not in self.server.trusted_proxies or not hasattr(self, "headers"):
+            return address
+        forwarded = (self.headers.get("X-Forwarded-For") or "").rsplit(",", 1)[-1].strip()
+        try:
+            return str(ipaddress.ip_address(forwarded))
+        except ValueError:
+            return address
+
     # -- methods -----------------------------------------------------------------------------
 
     def do_GET(self) -> None:
@@ -115,7 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
                 cap.acquire()
                 admitted = True
             if self.server.limits.requests is not None:
-                self.server.limits.requests.admit(self.client_address[0])
+                self.server.limits.requests.admit(self.peer)
             status, body = self._route()
         except LiveError as exc:
             status, body = exc.status, exc.body()
@@ -151,7 +165,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _token(self) -> tuple[int, dict[str, Any]]:
         body = self._read_body(MAX_CLIENT_BYTES, required=False)
-        peer = self.client_address[0]
+        peer = self.peer
         tests = self.server.limits.tests
         if tests is not None:
             tests.admit(peer, "tests")
@@ -168,7 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _result(self, token: str) -> tuple[int, dict[str, Any]]:
         check_token(token)  # before anything else touches the text
         body = self._read_body(self.server.coordinator.max_upload_bytes, required=True)
-        answer = self.server.coordinator.submit_result(token, body, peer=self.client_address[0])
+        answer = self.server.coordinator.submit_result(token, body, peer=self.peer)
         self.server.metrics.test_stored(len(body), answer.get("held_s"))
         return 200, answer
 
@@ -269,13 +283,13 @@ class _Handler(BaseHTTPRequestHandler):
         request = _printable(getattr(self, "requestline", ""))
         if self.server.log_format == "json":
             # One JSON object a line for log collectors; json.dumps escapes what a client sent.
-            event = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "peer": self.client_address[0],
+            event = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "peer": self.peer,
                      "request": request, "status": int(code_text) if code_text.isdigit() else code_text,
                      "error": self._code or None, "message": _printable(self._note) or None}
             self.server.log(json.dumps(event))
             return
         note = f" - {_printable(self._note)}" if self._note else ""
-        self.server.log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {self.client_address[0]} \"{request}\" {code_text}{note}")
+        self.server.log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {self.peer} \"{request}\" {code_text}{note}")
 
     def log_error(self, format: str, *args: Any) -> None:
         """Silent: every refusal is already in the request's line (log_request)."""
@@ -293,13 +307,15 @@ class LiveServer(ThreadingHTTPServer):
 
     def __init__(self, host: str, port: int, coordinator: Coordinator, allow_origin: str = "*",
                  log: Callable[[str], None] = _stderr, limits: ServiceLimits | None = None,
-                 metrics: LiveMetrics | None = None, log_format: str = "text") -> None:
+                 metrics: LiveMetrics | None = None, log_format: str = "text",
+                 trusted_proxies: frozenset[str] = frozenset()) -> None:
         if log_format not in LOG_FORMATS:
             raise ValueError(f"log format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")
         self.coordinator = coordinator
         self.allow_origin = allow_origin
         self.log = log
         self.log_format = log_format
+        self.trusted_proxies = trusted_proxies
         self.limits = limits or ServiceLimits()
         self.metrics = metrics or LiveMetrics()
         self.metrics.gauge("protolab_live_tests_stored", "Tests in the store",
@@ -365,11 +381,13 @@ class LiveServer(ThreadingHTTPServer):
 
 def serve(coordinator: Coordinator, host: str, port: int, allow_origin: str = "*",
           log: Callable[[str], None] = _stderr, limits: ServiceLimits | None = None,
-          metrics: LiveMetrics | None = None, log_format: str = "text") -> LiveServer:
+          metrics: LiveMetrics | None = None, log_format: str = "text",
+          trusted_proxies: frozenset[str] = frozenset()) -> LiveServer:
     """Binds HOST:PORT (port 0: any free port, see `server.server_port`) and serves in a daemon
     thread; `shutdown()` or `close()` stops it. Raises OSError if the address cannot be bound.
-    `limits` (ServiceLimits) are off by default; `metrics` are kept either way (`GET /metrics`)."""
-    server = LiveServer(host, port, coordinator, allow_origin, log, limits, metrics, log_format)
+    `limits` (ServiceLimits) are off by default; `metrics` are kept either way (`GET /metrics`);
+    requests from `trusted_proxies` are taken to come from their `X-Forwarded-For`."""
+    server = LiveServer(host, port, coordinator, allow_origin, log, limits, metrics, log_format, trusted_proxies)
     # A short poll interval: shutdown() waits up to one interval for the loop to notice.
     server.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                                      name="protolab-live", daemon=True)
