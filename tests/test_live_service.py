@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from awaiting import await_line
 from prometheus_client.parser import text_string_to_metric_families
 
 from protolab.live import Coordinator, LiveError, serve
@@ -250,11 +251,8 @@ def _start_service(data: Path) -> tuple[subprocess.Popen[str], int]:
         [sys.executable, "-m", "protolab", "serve-live", "--listen", "127.0.0.1:0", "--data", str(data),
          "--rate-per-address", "0", "--tests-per-address-per-hour", "0"],
         stderr=subprocess.PIPE, text=True, env=env)
-    assert process.stderr is not None
-    line = process.stderr.readline()
-    assert "listening on http://127.0.0.1:" in line, line
-    port = int(line.split("http://127.0.0.1:")[1].split(",")[0])
-    threading.Thread(target=process.stderr.read, daemon=True).start()  # keep the pipe drained
+    port = await_line(process, lambda line: int(line.split("http://127.0.0.1:")[1].split(",")[0])
+                      if "listening on http://127.0.0.1:" in line else None, stream="stderr", what="its start line")
     return process, port
 
 
