@@ -161,7 +161,8 @@ def serve_live_command(  # noqa: PLR0913 - one option per knob of the service (d
     from protolab.live.acme import AcmeSettings
     from protolab.live.retention import RetentionPolicy
 
-    acme = None if acme_directory is None else AcmeSettings(acme_directory, acme_email, acme_ca_bundle, acme_renew_days)
+    acme = None if acme_directory is None else AcmeSettings(acme_directory, acme_email or None,  # "": none
+                                                            acme_ca_bundle, acme_renew_days)
     retention = RetentionPolicy(retain_tests, None if retain_days is None else retain_days * 86400.0, retain_bytes)
     _run_service(data, listen, site, acme, protolab_net,
                  {"lock_timeout_s": lock_timeout_s, "max_upload_bytes": max_upload_bytes, "qlog_dir": qlog_dir,
