@@ -146,7 +146,8 @@ def _pebble_root(tls_cert: str) -> str:
 
 def _presented(root_pem: Path, hostname: str, port: int) -> tuple[int, str, str | None]:
     """The serial of the certificate the server presents for `hostname` (verified against
-    pebble's root), and the page's status line protocol and Alt-Svc."""
+    pebble's root), and the status and Alt-Svc of the page (a load origin: its configuration
+    document, it has no page)."""
     import http.client
     import socket
     import ssl
@@ -159,7 +160,7 @@ def _presented(root_pem: Path, hostname: str, port: int) -> tuple[int, str, str 
     connection.sock = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
                                           server_hostname=hostname)
     der = connection.sock.getpeercert(binary_form=True)
-    connection.request("GET", "/", headers={"Host": hostname})
+    connection.request("GET", "/" if hostname == HOST else "/.well-known/nq", headers={"Host": hostname})
     response = connection.getresponse()
     response.read()
     connection.close()
