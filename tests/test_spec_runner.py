@@ -467,6 +467,13 @@ def test_retry_failed_reruns_failed_runs_keeping_their_attempts(tmp_path: Path) 
     broken = runs[3].key
     run_experiment(experiment, tmp_path, FakeExecutor(fail={broken}))
     assert run_experiment(spec(), tmp_path, FakeExecutor(), retry_failed=False).executed == 0
+    from protolab.cli import app
+
+    file = tmp_path / "spec.toml"
+    file.write_text(BASE)
+    for flags, expected in (([], "32 done, 0 to do"), (["--retry-failed"], "31 done, 1 to do")):
+        shown = CliRunner().invoke(app, ["run", str(file), "--dry-run", "--results", str(tmp_path), *flags])
+        assert shown.exit_code == 0 and expected in " ".join(shown.output.split()), shown.output
     again = FakeExecutor(fail={broken})
     summary = run_experiment(spec(), tmp_path, again, retry_failed=True)
     assert again.executed == [broken] and (summary.skipped, summary.failed) == (31, 1)

@@ -275,7 +275,7 @@ def reproduce_command(
         raise ProtolabError(f"{chosen.id} cannot run here: {chosen.not_runnable}{instead}")
     results_dir = results if results is not None else Path("results") / "reproduce" / f"{chosen.id}{'-quick' if quick else ''}"
     if dry_run_flag:
-        dry_run(experiment_of(chosen, quick), results_dir, console)
+        dry_run(experiment_of(chosen, quick), results_dir, console, retry_failed)
         return
     reproduce_figure(chosen, quick, results_dir, evaluate_only=evaluate_only, budget=budget, binary=binary, lab=lab,
                      retry_failed=retry_failed)

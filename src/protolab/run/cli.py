@@ -123,16 +123,17 @@ def matrix_table(experiment: Experiment, runs: list[PlannedRun], finished: set[s
     return table
 
 
-def _finished_keys(results_dir: Path, experiment_id: str) -> set[str]:
+def _finished_keys(results_dir: Path, experiment_id: str, retry_failed: bool = False) -> set[str]:
     if not (results_dir / "results.duckdb").exists():
         return set()
     with ResultsStore(results_dir, read_only=True) as store:
-        return store.finished_run_keys(experiment_id)
+        return store.finished_run_keys(experiment_id, retry_failed=retry_failed)
 
 
-def dry_run(experiment: Experiment, results_dir: Path, console: Console) -> None:
+def dry_run(experiment: Experiment, results_dir: Path, console: Console, retry_failed: bool = False) -> None:
+    """The run matrix, what is done and what is to do (with `retry_failed`, the failed runs too)."""
     runs = plan(experiment)
-    finished = _finished_keys(results_dir, experiment.name)
+    finished = _finished_keys(results_dir, experiment.name, retry_failed)
     console.print(matrix_table(experiment, runs, finished))
     if len(runs) > DRY_RUN_ROWS:
         console.print(f"... {len(runs) - DRY_RUN_ROWS} more runs")
@@ -214,7 +215,7 @@ def run_command(
     experiment = load_spec(spec)
     results_dir = results if results is not None else Path("results") / experiment.name
     if dry_run_flag:
-        dry_run(experiment, results_dir, console)
+        dry_run(experiment, results_dir, console, retry_failed)
         return
     summary = execute(experiment, results_dir, console, binary=binary, lab=lab,
                       delay_compensation=not no_delay_compensation, cluster=cluster, retry_failed=retry_failed)
