@@ -115,3 +115,18 @@ def test_the_store_says_the_repetitions_last_run(tmp_path: Path) -> None:
         six = experiment_of(figure_named("001-fig7"), True, repetitions=6)
         store.upsert_experiment("fairness", "fairness", six.spec_dict(), {})
         assert recorded_repetitions(store, "fairness") == 6
+
+
+def test_retry_failed_reaches_only_the_first_round(monkeypatch: Any, tmp_path: Path) -> None:
+    """`protolab reproduce --retry-failed` reruns the failed runs in the first round (every
+    cell); a later round (undecided claims) does not rerun what just failed again."""
+    from protolab.reproduce import cli
+
+    passed: list[tuple[bool, bool]] = []
+    monkeypatch.setattr(cli, "execute", lambda *args, needed=None, retry_failed=False, **kwargs:
+                        passed.append((needed is None, retry_failed)))
+    figure = figure_named("001-fig7")
+    cli.run_round(figure, True, 2, None, tmp_path, None, None, retry_failed=True)
+    cli.run_round(figure, True, 4, list(figure.claims[:1]), tmp_path, None, None, retry_failed=True)
+    cli.run_round(figure, True, 2, None, tmp_path, None, None)
+    assert passed == [(True, True), (False, False), (True, False)]

@@ -459,6 +459,43 @@ def test_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
     assert run_experiment(spec(), tmp_path, FakeExecutor()).executed == 0
 
 
+def test_retry_failed_reruns_failed_runs_keeping_their_attempts(tmp_path: Path) -> None:
+    """`--retry-failed`: a run that failed (twice) is run again until it succeeds; the store holds
+    its last attempt, run.json and RESULTS/attempts/<key>/<n> the earlier ones."""
+    experiment = spec()
+    runs = plan(experiment)
+    broken = runs[3].key
+    run_experiment(experiment, tmp_path, FakeExecutor(fail={broken}))
+    assert run_experiment(spec(), tmp_path, FakeExecutor(), retry_failed=False).executed == 0
+    from protolab.cli import app
+
+    file = tmp_path / "spec.toml"
+    file.write_text(BASE)
+    for flags, expected in (([], "32 done, 0 to do"), (["--retry-failed"], "31 done, 1 to do")):
+        shown = CliRunner().invoke(app, ["run", str(file), "--dry-run", "--results", str(tmp_path), *flags])
+        assert shown.exit_code == 0 and expected in " ".join(shown.output.split()), shown.output
+    again = FakeExecutor(fail={broken})
+    summary = run_experiment(spec(), tmp_path, again, retry_failed=True)
+    assert again.executed == [broken] and (summary.skipped, summary.failed) == (31, 1)
+    fixed = FakeExecutor()
+    summary = run_experiment(spec(), tmp_path, fixed, retry_failed=True)
+    assert fixed.executed == [broken] and (summary.skipped, summary.ok) == (31, 1)
+    assert _rows(tmp_path, f"SELECT status, error FROM runs WHERE run_key = '{broken}'") == [{"status": "ok", "error": None}]
+    run_json = json.loads((tmp_path / "runs" / broken / "run.json").read_text())
+    assert run_json["status"] == "ok" and run_json["attempt"] == 3
+    earlier = run_json["previous_attempts"]
+    assert [(a["status"], a["error"], a["artifacts_dir"]) for a in earlier] == [
+        ("failed", "ToolError: load exploded", f"attempts/{broken}/1"),
+        ("failed", "ToolError: load exploded", f"attempts/{broken}/2")]
+    for attempt in earlier:
+        kept = json.loads((tmp_path / attempt["artifacts_dir"] / "run.json").read_text())
+        assert kept["status"] == "failed" and kept["started_unix_ns"] == attempt["started_unix_ns"]
+    # the runs that were ok were never touched again, and keep no attempts
+    other = json.loads((tmp_path / "runs" / runs[0].key / "run.json").read_text())
+    assert other["attempt"] == 1 and other["previous_attempts"] == []
+    assert sorted(p.name for p in (tmp_path / "attempts").iterdir()) == [broken]
+
+
 def test_timeout_runs_are_retried(tmp_path: Path) -> None:
     experiment = spec(**{"loss_pct = [0, 2]": "loss_pct = [0]", "repetitions = 2": "repetitions = 1"})
 

@@ -75,17 +75,52 @@ def _sigint_deferred() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def _stop_process(process: subprocess.Popen[Any], timeout: float = PROCESS_STOP_TIMEOUT_S) -> None:
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.terminate()
+def _signal_group(group: int, sig: signal.Signals) -> bool:
+    """Send `sig` to a process group; False when no process of it is left."""
     try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        process.wait(timeout=timeout)
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop_process(process: subprocess.Popen[Any], timeout: float = PROCESS_STOP_TIMEOUT_S) -> None:
+    """Stop a process started in a session of its own (`start_new_session`: its pid is its
+    process group) and everything it started: SIGTERM to the group, SIGKILL to the group after
+    `timeout`, the leader reaped, and a last SIGKILL for any child that outlived it (a child
+    still holding the server's socket makes the next server's bind fail). Only this group's
+    processes are signalled, by its id."""
+    group = process.pid
+    if process.poll() is None:
+        _signal_group(group, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(group, signal.SIGKILL)
+            process.wait(timeout=timeout)
+    # The leader is reaped; members of its group (its children) may remain. While any does,
+    # the kernel does not hand its id to a new process, so this signals only them.
+    deadline = time.monotonic() + timeout
+    while _signal_group(group, signal.SIGKILL) and _group_has_live_members(group):
+        if time.monotonic() >= deadline:
+            log.warning("process group %d still has members after SIGKILL", group)
+            return
+        time.sleep(0.01)
+
+
+def _group_has_live_members(group: int) -> bool:
+    """Whether a process other than a zombie is in the group (zombies hold no sockets or files;
+    they wait for their reaper, which may not be us)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # exited meanwhile
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'.
+        fields = text[text.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
+            return True
+    return False
 
 
 class Lab:
@@ -333,8 +368,7 @@ class Lab:
         directory) the command runs in that cgroup."""
         command = self._in_namespace(host, [str(a) for a in argv], cgroup)
         try:
-            completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, input=input,
-                                       check=False)
+            completed = _run_in_own_group(command, timeout, input)
         except subprocess.TimeoutExpired as exc:
             raise ToolError(f"`{shlex.join(map(str, argv))}` in host {host} timed out after {timeout:g} s") from exc
         except OSError as exc:
@@ -359,6 +393,9 @@ class Lab:
         """Start a background process inside a host (in `cgroup`, if given); the lab stops it at
         teardown."""
         command = self._in_namespace(host, [str(a) for a in argv], cgroup)
+        # A session of its own: the process and whatever it starts form one process group,
+        # which `stop` (and teardown) ends as a whole.
+        popen_kwargs.setdefault("start_new_session", True)
         try:
             # `ip netns exec` execs the command, so the Popen pid is the command's own pid.
             process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, **popen_kwargs)
@@ -366,6 +403,16 @@ class Lab:
             raise ToolError(f"cannot start {command[0]}: {exc}") from exc
         self._spawned.append(process)
         return process
+
+    def stop(self, process: subprocess.Popen[Any], timeout: float = PROCESS_STOP_TIMEOUT_S) -> None:
+        """Stop a process started with `spawn`, with its process group, and reap it: when this
+        returns, nothing it started runs (or holds its sockets) any more."""
+        try:
+            _stop_process(process, timeout)
+        finally:
+            if process.poll() is not None:
+                with contextlib.suppress(ValueError):
+                    self._spawned.remove(process)
 
     def enable_mptcp(self, client: str, server: str, signal_address: str, port: int = 443, subflows: int = 2) -> None:
         """Let MPTCP connections from `client` to `server` open `subflows` subflows.
@@ -472,6 +519,21 @@ class Lab:
             if time.monotonic() >= deadline:
                 raise LabError(f"lab {self.name}: {inside} packets still inside the links after {within:g} s")
             time.sleep(poll)
+
+def _run_in_own_group(command: list[str], timeout: float, input: str | None) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run` with the command in a process group of its own, which is stopped as a
+    whole when the time runs out or the caller is interrupted (subprocess.run would kill only
+    the command, leaving what it started: a browser's renderers, say)."""
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                          start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(input, timeout=timeout)
+        except BaseException:  # the timeout, KeyboardInterrupt (also SIGTERM, cli.py): nothing may stay behind
+            _stop_process(process)
+            raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
 
 def _writer_summary(reply: dict[str, Any], nested: str, count_field: str) -> dict[str, Any]:
     """Flatten the emulator's `{capture|log: {written, dropped}}` (docs/control.md) into

@@ -38,6 +38,7 @@ from protolab.run.cli import (
     REPO_ROOT,
     BinaryOption,
     LabOption,
+    RetryFailedOption,
     dry_run,
     execute,
 )
@@ -153,12 +154,14 @@ def list_table() -> Table:
 
 
 def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim] | None, results_dir: Path,
-              binary: Path | None, lab: str | None) -> None:
+              binary: Path | None, lab: str | None, retry_failed: bool = False) -> None:
     """One round of adaptive repetitions: the spec at `repetitions`, only the cells the
-    undecided `claims` read (None: every cell)."""
+    undecided `claims` read (None: every cell). `retry_failed` runs the failed runs again in the
+    first round only (claims None): a run failing in this invocation is not retried at once."""
     experiment = experiment_of(figure, quick, repetitions=repetitions)
     needed = None if claims is None else needed_runs(claims, plan(experiment))
-    execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed)
+    execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed,
+            retry_failed=retry_failed and claims is None)
     if figure.after_run == "corpus":
         build_flow_corpus(results_dir, binary)
 
@@ -176,7 +179,7 @@ def build_flow_corpus(results_dir: Path, binary: Path | None) -> None:
 
 
 def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate_only: bool, budget: int | None,
-                     binary: Path | None, lab: str | None) -> dict[str, Any]:
+                     binary: Path | None, lab: str | None, retry_failed: bool = False) -> dict[str, Any]:
     """Run a figure (unless `evaluate_only`) in adaptive rounds until its claims decide or its
     budget is spent, judge it, print the verdicts, write and return its reproduce.json."""
     started = time.monotonic()
@@ -188,7 +191,8 @@ def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate
     else:
         outcome = run_adaptively(
             experiment.spec.repetitions, budget,
-            run=lambda repetitions, claims: run_round(chosen, quick, repetitions, claims, results_dir, binary, lab),
+            run=lambda repetitions, claims: run_round(chosen, quick, repetitions, claims, results_dir, binary, lab,
+                                                      retry_failed),
             judge=lambda: judge(chosen, results_dir, experiment.name), progress=lambda text: console.print(escape(text)))
         verdicts, rows, rounds = outcome.verdicts, outcome.rows, outcome.rounds
     console.print(verdict_table(chosen, verdicts))
@@ -208,7 +212,7 @@ def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate
 
 
 def reproduce_all(quick: bool, root: Path, *, evaluate_only: bool, budget: int | None, binary: Path | None,
-                  lab: str | None) -> None:
+                  lab: str | None, retry_failed: bool = False) -> None:
     """Every runnable figure, one after the other (a figure that fails is reported and skipped),
     then the atlas."""
     from protolab.reproduce import atlas
@@ -223,7 +227,7 @@ def reproduce_all(quick: bool, root: Path, *, evaluate_only: bool, budget: int |
             continue
         try:
             reproduce_figure(figure, quick, results_dir, evaluate_only=evaluate_only, budget=budget, binary=binary,
-                             lab=lab)
+                             lab=lab, retry_failed=retry_failed)
         except ProtolabError as exc:
             failed.append(figure.id)
             console.print(f"{figure.id}: {escape(str(exc))}", style="bold red")
@@ -247,6 +251,7 @@ def reproduce_command(
                                 "--list; 0: the spec's repetitions only).")] = None,
     binary: BinaryOption = None,
     lab: LabOption = None,
+    retry_failed: RetryFailedOption = False,
 ) -> None:
     """Reproduce a seed figure or table: run its spec, then judge the seed's claims (paper vs ours, with CIs)."""
     if list_flag:
@@ -259,7 +264,8 @@ def reproduce_command(
 
             console.print(f"atlas: {atlas.build(FIGURES, root, quick)}")
         else:
-            reproduce_all(quick, root, evaluate_only=evaluate_only, budget=budget, binary=binary, lab=lab)
+            reproduce_all(quick, root, evaluate_only=evaluate_only, budget=budget, binary=binary, lab=lab,
+                          retry_failed=retry_failed)
         return
     if figure is None:
         raise ProtolabError("name a figure (protolab reproduce --list shows them), or --all")
@@ -269,9 +275,10 @@ def reproduce_command(
         raise ProtolabError(f"{chosen.id} cannot run here: {chosen.not_runnable}{instead}")
     results_dir = results if results is not None else Path("results") / "reproduce" / f"{chosen.id}{'-quick' if quick else ''}"
     if dry_run_flag:
-        dry_run(experiment_of(chosen, quick), results_dir, console)
+        dry_run(experiment_of(chosen, quick), results_dir, console, retry_failed)
         return
-    reproduce_figure(chosen, quick, results_dir, evaluate_only=evaluate_only, budget=budget, binary=binary, lab=lab)
+    reproduce_figure(chosen, quick, results_dir, evaluate_only=evaluate_only, budget=budget, binary=binary, lab=lab,
+                     retry_failed=retry_failed)
 
 
 def scenarios_command() -> None:

@@ -123,16 +123,17 @@ def matrix_table(experiment: Experiment, runs: list[PlannedRun], finished: set[s
     return table
 
 
-def _finished_keys(results_dir: Path, experiment_id: str) -> set[str]:
+def _finished_keys(results_dir: Path, experiment_id: str, retry_failed: bool = False) -> set[str]:
     if not (results_dir / "results.duckdb").exists():
         return set()
     with ResultsStore(results_dir, read_only=True) as store:
-        return store.finished_run_keys(experiment_id)
+        return store.finished_run_keys(experiment_id, retry_failed=retry_failed)
 
 
-def dry_run(experiment: Experiment, results_dir: Path, console: Console) -> None:
+def dry_run(experiment: Experiment, results_dir: Path, console: Console, retry_failed: bool = False) -> None:
+    """The run matrix, what is done and what is to do (with `retry_failed`, the failed runs too)."""
     runs = plan(experiment)
-    finished = _finished_keys(results_dir, experiment.name)
+    finished = _finished_keys(results_dir, experiment.name, retry_failed)
     console.print(matrix_table(experiment, runs, finished))
     if len(runs) > DRY_RUN_ROWS:
         console.print(f"... {len(runs) - DRY_RUN_ROWS} more runs")
@@ -155,18 +156,19 @@ def dry_run(experiment: Experiment, results_dir: Path, console: Console) -> None
 
 def execute(experiment: Experiment, results_dir: Path, console: Console, *, binary: Path | None,
             lab: str | None, delay_compensation: bool = True, cluster: str | None = None,
-            needed: Callable[[PlannedRun], bool] | None = None) -> Summary:
+            needed: Callable[[PlannedRun], bool] | None = None, retry_failed: bool = False) -> Summary:
     """Run the experiment (resuming); `needed` keeps only the planned runs it accepts (not with a
-    cluster)."""
+    cluster); `retry_failed` runs the runs recorded as failed again."""
     events = RichEvents(console)
     executor = LabExecutor(workloads=EXECUTORS, binary=binary, lab_name=lab, delay_compensation=delay_compensation)
     try:
         if cluster is not None:
             from protolab.run.cluster import run_on_cluster
 
-            summary = run_on_cluster(experiment, results_dir, cluster, events)
+            summary = run_on_cluster(experiment, results_dir, cluster, events, retry_failed=retry_failed)
         else:
-            summary = run_experiment(experiment, results_dir, executor, events, needed=needed)
+            summary = run_experiment(experiment, results_dir, executor, events, needed=needed,
+                                     retry_failed=retry_failed)
     except KeyboardInterrupt:
         events.stop()
         console.print("interrupted: the lab was torn down and the run in progress was not recorded; "
@@ -188,6 +190,9 @@ SpecArgument = Annotated[Path, typer.Argument(help="Experiment spec (TOML, docs/
 ResultsOption = Annotated[Path | None, typer.Option("--results", help="Results directory (default: results/NAME, NAME from the spec).")]
 BinaryOption = Annotated[Path | None, typer.Option("--binary", help="protolab-net binary to use.")]
 LabOption = Annotated[str | None, typer.Option("--lab", help="Lab name, 1-10 characters a-z 0-9 (default: random).")]
+RetryFailedOption = Annotated[bool, typer.Option(
+    "--retry-failed", help="Run the runs recorded as failed again (each keeps its earlier attempts: "
+                           "run.json's previous_attempts, their files in RESULTS/attempts/KEY/N).")]
 
 
 def run_command(
@@ -204,17 +209,19 @@ def run_command(
         "--cluster", help="Run on a Dask cluster: the scheduler's address (tcp://HOST:8786); workers are "
                           "`protolab worker` processes (docs/cluster.md). local:N starts N workers on this "
                           "machine, each with a lab of its own.")] = None,
+    retry_failed: RetryFailedOption = False,
 ) -> None:
     """Run an experiment spec: every run of its matrix, recorded in RESULTS/results.duckdb (resumes)."""
     experiment = load_spec(spec)
     results_dir = results if results is not None else Path("results") / experiment.name
     if dry_run_flag:
-        dry_run(experiment, results_dir, console)
+        dry_run(experiment, results_dir, console, retry_failed)
         return
     summary = execute(experiment, results_dir, console, binary=binary, lab=lab,
-                      delay_compensation=not no_delay_compensation, cluster=cluster)
+                      delay_compensation=not no_delay_compensation, cluster=cluster, retry_failed=retry_failed)
     if summary.failed or summary.timeout:
-        console.print(f"see `protolab report {results_dir}`; failed runs are recorded with their error")
+        console.print(f"see `protolab report {results_dir}`; failed runs are recorded with their error "
+                      "(--retry-failed runs them again)")
 
 
 def report(results_dir: Path, console: Console) -> Path:

@@ -103,7 +103,8 @@ def _worker_name() -> str:
         return f"local-{os.getpid()}"
 
 
-def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, events: Events | None = None) -> Summary:
+def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, events: Events | None = None,
+                   retry_failed: bool = False) -> Summary:
     """Like `protolab.run.runner.run_experiment`, with the runs executed by the cluster's workers."""
     from distributed import as_completed
 
@@ -119,7 +120,7 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
         provenance = experiment_provenance(LabExecutor(workloads=EXECUTORS), experiment)
         provenance["cluster"] = {"scheduler": address, "workers": worker_names(client)}
         store.upsert_experiment(experiment.name, experiment.name, experiment.spec_dict(), provenance)
-        finished = store.finished_run_keys(experiment.name)
+        finished = store.finished_run_keys(experiment.name, retry_failed=retry_failed)
         todo = [run for run in runs if run.key not in finished]
         summary = Summary(experiment.name, results_dir, total=len(runs), skipped=len(runs) - len(todo))
         events.planned(len(runs), len(todo), sum(estimate_s(run, experiment.params) for run in todo))

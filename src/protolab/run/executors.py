@@ -228,15 +228,16 @@ def run_bulk(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
 # ---------------------------------------------------------------------- pairs
 
 
-def _wait_all(processes: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None:
+def _wait_all(session: LabSession, processes: Sequence[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    """Waits for every process; one still running at the deadline is stopped with its process
+    group (and reaped)."""
     deadline = time.monotonic() + timeout_s
     for process in processes:
         remaining = max(0.1, deadline - time.monotonic())
         try:
             process.wait(timeout=remaining)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+            session.lab.stop(process)
 
 
 def _side_cc(side: Side, run: PlannedRun) -> str | None:
@@ -295,11 +296,10 @@ def run_pair(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
                 outputs.append((index, flow, out, err))
         timeout = (session.experiment.spec.timeout_s + LOAD_GRACE_S if kind == "page"
                    else _bulk_timeout(session, params, getattr(params, "bulk_duration_s", None)))
-        _wait_all(processes, timeout)
+        _wait_all(session, processes, timeout)
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
+        for process in processes:  # on an error or interrupt: nothing of this run stays behind
+            session.lab.stop(process)
         counters = session.end(capture)
     record = RunRecord(run.key, dict(run.params), link_config=link_config, link_counters=counters)
     model: type[LoadResult] | type[BulkResult] = LoadResult if kind == "page" else BulkResult

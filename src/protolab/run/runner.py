@@ -276,6 +276,7 @@ def run_experiment(
     executor: Executor,
     events: Events | None = None,
     needed: Callable[[PlannedRun], bool] | None = None,
+    retry_failed: bool = False,
 ) -> Summary:
     """Run every unfinished run of the experiment; record each in RESULTS/results.duckdb.
 
@@ -283,7 +284,8 @@ def run_experiment(
     stops at once: the lab is torn down, the run in progress is not recorded (its directory is
     removed) and the exception propagates; running the same spec again resumes. `needed`, when
     given, keeps only the planned runs it accepts (the totals count those): `protolab reproduce`
-    grows only the cells its undecided claims read.
+    grows only the cells its undecided claims read. `retry_failed` runs the runs recorded as
+    failed again too (each keeps its earlier attempts: `_execute_one`).
     """
     events = events or Events()
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -293,7 +295,7 @@ def run_experiment(
     with ResultsStore(results_dir) as store:
         store.upsert_experiment(experiment_id, experiment.name, experiment.spec_dict(),
                                 experiment_provenance(executor, experiment))
-        finished = store.finished_run_keys(experiment_id)
+        finished = store.finished_run_keys(experiment_id, retry_failed=retry_failed)
         todo = [run for run in runs if run.key not in finished]
         summary = Summary(experiment_id, results_dir, total=len(runs), skipped=len(runs) - len(todo))
         events.planned(len(runs), len(todo), sum(estimate_s(run, experiment.params) for run in todo))
@@ -402,10 +404,37 @@ def fidelity_of(record: RunRecord) -> Fidelity:
     return Fidelity(found.late_mean_us, found.late_p999_us, found.late_max_us, found.flags_text)
 
 
+ATTEMPTS_DIR = "attempts"
+
+
+def keep_earlier_attempt(results_dir: Path, key: str) -> list[dict[str, Any]]:
+    """The run's earlier recorded attempts, oldest first, its last one included: each its
+    status, error, start, duration and directory. A recorded attempt (one with a run.json: a
+    failed or timed-out run run again) keeps its directory, moved to
+    RESULTS/attempts/<key>/<n> (n from 1); what an interrupted attempt left is removed."""
+    run_dir = results_dir / "runs" / key
+    try:
+        earlier = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        earlier = None
+    if not isinstance(earlier, dict):
+        shutil.rmtree(run_dir, ignore_errors=True)  # leftovers of an interrupted attempt
+        return []
+    attempts = [a for a in earlier.get("previous_attempts", []) if isinstance(a, dict)]
+    moved = Path(ATTEMPTS_DIR) / key / str(len(attempts) + 1)
+    shutil.rmtree(results_dir / moved, ignore_errors=True)
+    (results_dir / moved).parent.mkdir(parents=True, exist_ok=True)
+    run_dir.rename(results_dir / moved)
+    attempts.append({"status": earlier.get("status"), "error": earlier.get("error"),
+                     "started_unix_ns": earlier.get("started_unix_ns"), "duration_s": earlier.get("duration_s"),
+                     "artifacts_dir": str(moved)})
+    return attempts
+
+
 def _execute_one(session: Session, run: PlannedRun, results_dir: Path, events: Events) -> RunRecord:
     relative = Path("runs") / run.key
     run_dir = results_dir / relative
-    shutil.rmtree(run_dir, ignore_errors=True)  # leftovers of an interrupted attempt
+    previous_attempts = keep_earlier_attempt(results_dir, run.key)
     run_dir.mkdir(parents=True)
     events.starting(run)
     started_ns = time.time_ns()
@@ -423,6 +452,7 @@ def _execute_one(session: Session, run: PlannedRun, results_dir: Path, events: E
         "status": record.status, "error": record.error, "started_unix_ns": started_ns,
         "duration_s": record.duration_s, "link_config": plain(record.link_config),
         "link_counters": plain(record.link_counters) or {},
+        "attempt": len(previous_attempts) + 1, "previous_attempts": previous_attempts,
     }
     _write_json(run_dir / "run.json", run_json)
     record.analysis = analyze_record(run_dir, record)

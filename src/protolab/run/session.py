@@ -192,21 +192,22 @@ class LabSession:
         try:
             await_event(process, log, Listening, lambda line: line.get("event") == "listening", SERVER_READY_TIMEOUT_S)
         except DocumentError as exc:
+            self.lab.stop(process, timeout=SERVER_STOP_TIMEOUT_S)
             raise ToolError(f"protolab-net serve in host {host}: {exc}") from None
         except NotReady as exc:
+            # A server that is only slow (a loaded machine) would bind later and hold the port
+            # against every later run's server: stop it, and all it started, before going on.
+            self.lab.stop(process, timeout=SERVER_STOP_TIMEOUT_S)
             why = (f"exited with status {exc.status} before listening" if exc.status is not None
-                   else f"was not listening after {SERVER_READY_TIMEOUT_S:g} s")
+                   else f"was not listening after {SERVER_READY_TIMEOUT_S:g} s (stopped)")
             raise ToolError(f"protolab-net serve in host {host} {why}: {tail(errors) or '(no output)'}") from None
+        except BaseException:
+            self.lab.stop(process, timeout=SERVER_STOP_TIMEOUT_S)
+            raise
         return Server(host, key, process, base / "tls", base / "samples", base / "qlog")
 
     def _stop_server(self, server: Server) -> None:
-        if server.process.poll() is None:
-            server.process.terminate()
-            try:
-                server.process.wait(timeout=SERVER_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                server.process.kill()
-                server.process.wait(timeout=SERVER_STOP_TIMEOUT_S)
+        self.lab.stop(server.process, timeout=SERVER_STOP_TIMEOUT_S)
         self.servers.pop(server.host, None)
 
     def page_manifests(self) -> list[Path]:

@@ -226,15 +226,9 @@ class EcmpCongestion(Scenario):
 
     def leave(self, ctx: Context, params: EcmpParams, condition: Condition) -> None:
         process = ctx.state.pop("cross", None)
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            process.wait(timeout=5)
+        ctx.lab.stop(process, timeout=5)
         with contextlib.suppress(Exception):
             ctx.lab.await_quiet(within=10)
 

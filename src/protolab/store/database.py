@@ -233,11 +233,13 @@ class ResultsStore:
         except duckdb.Error as exc:
             raise StoreError(f"{self.path}: cannot record experiment {experiment_id} ({_first_line(exc)})") from exc
 
-    def finished_run_keys(self, experiment_id: str) -> set[str]:
-        """Keys of the runs recorded with status 'ok' or 'failed' (a 'timeout' is run again)."""
+    def finished_run_keys(self, experiment_id: str, *, retry_failed: bool = False) -> set[str]:
+        """Keys of the runs recorded with status 'ok' or 'failed' (a 'timeout' is run again);
+        with `retry_failed` only the 'ok' ones (`protolab run --retry-failed`)."""
+        statuses = ("ok",) if retry_failed else ("ok", "failed")
         rows = self.con.execute(
-            "SELECT run_key FROM runs WHERE experiment_id = ? AND status IN ('ok', 'failed')",
-            [experiment_id]).fetchall()
+            f"SELECT run_key FROM runs WHERE experiment_id = ? AND status IN ({', '.join('?' * len(statuses))})",
+            [experiment_id, *statuses]).fetchall()
         return {row[0] for row in rows}
 
     def record_run(self, experiment_id: str, run: RunRecord) -> None:
