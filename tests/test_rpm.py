@@ -129,7 +129,7 @@ def _spec(**axes: Any) -> dict[str, Any]:
 
 
 BAD = [
-    ({"queue": ["red"]}, "spec.toml: axes.queue: 'red' is not one of droptail, codel"),
+    ({"queue": ["red"]}, "spec.toml: axes.queue: 'red' is not one of droptail, codel, pie, fq_codel"),
     ({"mode": ["h2-parallel:2"]}, "spec.toml: axes.mode[0]: unknown RPM protocol 'h2-parallel:2' (known: h1, h2, h3)"),
 ]
 

@@ -38,11 +38,15 @@ def link(
     queue_kind: str = "droptail",
     trace: str | None = None,
     trace_start_ns: int | None = None,
+    shaper: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One link direction in the emulator's numbers (docs/topology.md); fields left as None
     are omitted (the emulator's defaults apply, or set_link keeps the current value).
 
     `loss` as a number is a Bernoulli probability; a mapping is passed through (Gilbert-Elliott).
+    `queue_kind` is droptail, drophead, codel, pie or fq_codel (each with the emulator's
+    defaults); `shaper` (a tbf-like token bucket: `rate_bps`, `burst_bytes`, `limit_bytes`) is
+    passed through.
     """
     direction: dict[str, Any] = {}
     if rate_bps is not None:
@@ -66,6 +70,8 @@ def link(
         if queue_bytes is not None:
             queue["bytes"] = queue_bytes
         direction["queue"] = queue
+    if shaper is not None:
+        direction["shaper"] = dict(shaper)
     return direction
 
 
@@ -73,7 +79,7 @@ def ideal_link(**overrides: Any) -> dict[str, Any]:
     """set_link params that return a direction to the ideal link, then apply `link(**overrides)`.
 
     set_link only replaces the fields it is given, so a reset names every field explicitly
-    (None removes one: unlimited, no trace, no jitter, no loss).
+    (None removes one: unlimited, no trace, no jitter, no loss, no shaper).
     """
     params: dict[str, Any] = {
         "rate_bps": None,
@@ -81,6 +87,7 @@ def ideal_link(**overrides: Any) -> dict[str, Any]:
         "delay_ns": 0,
         "jitter": None,
         "loss": None,
+        "shaper": None,
         "queue": {"kind": "droptail", "packets": IDEAL_QUEUE_PACKETS},
     }
     params.update(link(**overrides))

@@ -57,7 +57,7 @@ def responsiveness(b: Builder, exp: Experiment, name: str) -> str:
                "over repetitions. Loaded = 60000 / RPM: the mean of the foreign probes' round trip (new connections: "
                "handshakes and a GET) and the self probes' (a GET on a loaded connection, which waits behind whatever "
                "the server already committed to that connection). Expected = base RTT + the delay of a full drop-tail "
-               "buffer (CoDel: + its 5 ms target), known from the emulator's configuration; foreign / expected "
+               "buffer (an AQM: + its target), known from the emulator's configuration; foreign / expected "
                "compares the network's queueing delay with it. Factor of increase = idle RPM / loaded RPM (003 ch. 7). "
                "Overhead = IP bytes at the bottleneck / payload bytes (003's overhead compensation factor).")
     html = (f'<p class="caption">{h.esc(caption)}</p>' +

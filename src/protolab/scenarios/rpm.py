@@ -1,6 +1,6 @@
 """The `rpm` scenario (003 ch. 6-7 in the lab): responsiveness under working conditions
 (`protolab-net rpm`, draft-ietf-ippm-responsiveness) over h2 and h3 across bandwidth, RTT and
-buffer size, with a drop-tail or a CoDel queue at the bottleneck. The emulator knows the queue,
+buffer size, with a drop-tail, CoDel, PIE or FQ-CoDel queue at the bottleneck. The emulator knows the queue,
 so every run also carries the loaded RTT a full buffer implies (docs/rpm.md)."""
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from protolab.scenarios.base import (
 from protolab.scenarios.builtin import Bottleneck, _client_server, _one_way
 from protolab.scenarios.workloads import RPM_TESTS, Workload
 
-QUEUE_KINDS = ("droptail", "codel")
-# CoDel's target delay (the emulator's default, RFC 8289): what its standing queue aims at.
+QUEUE_KINDS = ("droptail", "codel", "pie", "fq_codel")
+# The target delays of the AQMs (the emulator's defaults): what their standing queue aims at.
+# CoDel's (RFC 8289) is also FQ-CoDel's per flow (RFC 8290); PIE's QDELAY_REF (RFC 8033).
 CODEL_TARGET_MS = 5.0
+PIE_TARGET_MS = 15.0
+AQM_TARGET_MS = {"codel": CODEL_TARGET_MS, "fq_codel": CODEL_TARGET_MS, "pie": PIE_TARGET_MS}
 
 
 class RpmParams(BaseModel):
@@ -38,12 +41,13 @@ class RpmParams(BaseModel):
 
 
 def expected_loaded_rtt_ms(condition: Condition, queue: str) -> float | None:
-    """Base RTT plus the delay of a full buffer (drop-tail), or plus CoDel's target (CoDel keeps
-    the standing queue near it). None without a rate (no queue builds)."""
+    """Base RTT plus the delay of a full buffer (drop-tail), or plus the AQM's target (CoDel,
+    PIE and FQ-CoDel's per-flow CoDel keep the standing queue near it; under FQ-CoDel a probe on
+    its own connection is a sparse flow and may see less). None without a rate (no queue builds)."""
     if condition.bandwidth_mbps is None:
         return None
-    if queue == "codel":
-        return condition.rtt_ms + CODEL_TARGET_MS
+    if queue in AQM_TARGET_MS:
+        return condition.rtt_ms + AQM_TARGET_MS[queue]
     buffer_bytes = condition.buffer_bytes
     if buffer_bytes is None:
         return None
@@ -52,11 +56,11 @@ def expected_loaded_rtt_ms(condition: Condition, queue: str) -> float | None:
 
 class Rpm(Bottleneck):
     """003 ch. 6-7: RPM over h2 and h3 on one bottleneck (rate both ways, half the RTT each way),
-    buffer 0.5..8 BDP, drop-tail vs CoDel (`queue` axis)."""
+    buffer 0.5..8 BDP, drop-tail vs CoDel, PIE and FQ-CoDel (`queue` axis)."""
 
     name = "rpm"
     source = "003 ch. 6-7"
-    description = "responsiveness (RPM) over h2 and h3: bandwidth x RTT x buffer (0.5-8 BDP), drop-tail vs CoDel"
+    description = "responsiveness (RPM) over h2 and h3: bandwidth x RTT x buffer (0.5-8 BDP), drop-tail vs CoDel/PIE/FQ-CoDel"
     Params = RpmParams
     workload: ClassVar[Workload] = RPM_TESTS
     extra_axes: ClassVar[dict[str, Any]] = {"queue": str}
