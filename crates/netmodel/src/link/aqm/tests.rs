@@ -189,3 +189,16 @@ fn switching_between_one_queue_and_flow_queues_keeps_the_packets() {
     assert_eq!(out.len(), 4);
     assert!(l.is_idle());
 }
+
+#[test]
+fn under_a_light_load_no_queue_kind_adds_delay() {
+    // Packets of four flows, never two in the link at once: every kind delivers each packet
+    // after exactly its serialization.
+    let arrivals: Vec<(Nanos, u16, u32)> = (0..2000u64).map(|i| (i * 1500 * US + (i * 7919 % 200) * US, (i % 4) as u16, 1500)).collect();
+    for queue in [QueueConfig::default(), QueueConfig::codel(QueueLimit::Packets(100)), QueueConfig::pie(QueueLimit::Packets(100)), QueueConfig::fq_codel(QueueLimit::Packets(100))] {
+        let mut l = link(RATE, queue);
+        let out = run(&mut l, &arrivals, &mut EventLog::default());
+        assert_eq!(out.len(), arrivals.len(), "{queue:?}");
+        assert!(out.iter().all(|d| queueing_delay(d, RATE) == 0), "{queue:?}");
+    }
+}
