@@ -14,6 +14,10 @@ use crate::codel::{Codel, CodelQueue};
 use crate::packet::FlowKey;
 use crate::Nanos;
 
+/// The second half of the flow hash's key ("fqcodel" in ASCII; the first half is the link's
+/// index): any fixed value will do, the hash only has to spread flows and repeat across runs.
+const FLOW_HASH_KEY: u64 = 0x0066_7163_6f64_656c;
+
 /// A queued item: what the queue needs to know of a packet.
 pub(crate) trait Queued {
     /// IP bytes.
@@ -88,10 +92,10 @@ impl<T: Queued> CodelQueue for FlowCodelView<'_, T> {
 }
 
 impl<T: Queued> FqCodel<T> {
-    /// `flows` queues (at least 1); the hash is keyed by `seed` like ECMP's, so runs repeat.
-    pub(crate) fn new(flows: u32, seed: u64) -> Self {
+    /// `flows` queues (at least 1); `key` keys the flow hash, so runs repeat.
+    pub(crate) fn new(flows: u32, key: u64) -> Self {
         let flows = (0..flows.max(1)).map(|_| FlowQueue::default()).collect();
-        FqCodel { flows, new_flows: VecDeque::new(), old_flows: VecDeque::new(), backlog_bytes: 0, hash_key: (seed, 0x6671_636f_64656c) }
+        FqCodel { flows, new_flows: VecDeque::new(), old_flows: VecDeque::new(), backlog_bytes: 0, hash_key: (key, FLOW_HASH_KEY) }
     }
 
     fn index(&self, flow: &FlowKey) -> usize {
