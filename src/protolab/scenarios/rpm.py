@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protolab.lab import ideal_link, ms_to_ns
+from protolab.lab import ideal_link, mbps_to_bps, ms_to_ns
 from protolab.scenarios.base import (
     BULK_SERVER_ADDRESS,
     CLIENT,
@@ -38,6 +38,10 @@ class RpmParams(BaseModel):
     idle_probes: int = Field(10, ge=1, le=1000, description="idle probe pairs before the load")
     interval_s: float = Field(1.0, gt=0, le=60, description="the draft's ID, s (draft-08: 1; the repository's -09 text: 5)")
     mps: float = Field(100.0, gt=0, le=1000, description="the draft's MPS: most probe pairs per second")
+    shaper_burst_bytes: int | None = Field(
+        None, ge=1500, description="a tbf-like shaper as the bottleneck (003 ch. 6): tokens at the bandwidth, this "
+        "bucket size, the buffer as its limit, behind a link of line_rate_mbps; unset: the link's rate is the bottleneck")
+    line_rate_mbps: float = Field(1000.0, gt=0, description="the bottleneck link's own rate under a shaper, Mbit/s")
 
 
 def expected_loaded_rtt_ms(condition: Condition, queue: str) -> float | None:
@@ -81,13 +85,23 @@ class Rpm(Bottleneck):
         for kind in axes.get("queue", ()):
             if kind not in QUEUE_KINDS:
                 raise ValueError(f"axes.queue: {kind!r} is not one of {', '.join(QUEUE_KINDS)}")
+        if params.shaper_burst_bytes is not None:
+            if "unlimited" in axes.get("bandwidth_mbps", ()):
+                raise ValueError("params.shaper_burst_bytes: a shaper needs a bandwidth, not \"unlimited\"")
+            if any(str(b).strip().lower() == "default" for b in axes.get("buffer", ())):
+                raise ValueError("params.shaper_burst_bytes: a shaper needs a buffer (its limit), not \"default\"")
 
     def links(self, params: Any, condition: Condition) -> dict[str, dict[str, Any]]:
         queue = dict(condition.extras).get("queue", "droptail")
         delay = _one_way(condition.rtt_ms)
-        bottleneck = ideal_link(rate_bps=rate_bps(condition.bandwidth_mbps), delay_ns=ms_to_ns(delay),
-                                loss=loss_model(condition.loss_pct),
-                                queue_bytes=condition.buffer_bytes, queue_kind=queue)
+        shaper = None
+        line_rate = rate_bps(condition.bandwidth_mbps)
+        if params.shaper_burst_bytes is not None and line_rate is not None and condition.buffer_bytes is not None:
+            # 003's tbf: the token rate is the bottleneck; the buffer waits for tokens.
+            shaper = {"rate_bps": line_rate, "burst_bytes": params.shaper_burst_bytes, "limit_bytes": condition.buffer_bytes}
+            line_rate = mbps_to_bps(params.line_rate_mbps)
+        bottleneck = ideal_link(rate_bps=line_rate, delay_ns=ms_to_ns(delay), loss=loss_model(condition.loss_pct),
+                                queue_bytes=condition.buffer_bytes, queue_kind=queue, shaper=shaper)
         links = {f"p0.{side}": dict(bottleneck) for side in ("forward", "reverse")}
         for name in (f"{CLIENT}.up", f"{CLIENT}.down", f"{SERVER}.up", f"{SERVER}.down"):
             links[name] = ideal_link()
