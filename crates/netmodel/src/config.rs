@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::trace::DeliveryTrace;
+use crate::wifi::WifiConfig;
 use crate::{Nanos, MS};
 
 /// A configuration value the model refuses; `field` is relative to the link direction.
@@ -30,6 +31,8 @@ pub enum Rate {
     BitsPerSecond(u64),
     /// Delivery opportunities replayed from a Mahimahi trace.
     Trace(Arc<DeliveryTrace>),
+    /// A WiFi station: aggregated transmit opportunities (`crate::wifi`).
+    Wifi(WifiConfig),
 }
 
 /// What limits the queue.
@@ -247,6 +250,9 @@ impl LinkConfig {
         if let Rate::BitsPerSecond(0) = self.rate {
             return Err(ConfigError::new("rate", "must be greater than zero"));
         }
+        if let Rate::Wifi(wifi) = &self.rate {
+            wifi.validate().map_err(|(field, message)| ConfigError::new(field, message))?;
+        }
         match self.queue.limit {
             QueueLimit::Packets(0) => return Err(ConfigError::new("queue.packets", "must be at least 1")),
             QueueLimit::Bytes(b) if b < MAX_PACKET_BYTES => {
@@ -259,6 +265,9 @@ impl LinkConfig {
         }
         self.validate_queue_kind()?;
         if let Some(shaper) = self.shaper {
+            if matches!(self.rate, Rate::Wifi(_)) {
+                return Err(ConfigError::new("shaper", "a WiFi link takes no shaper (its station sends whole A-MPDUs)"));
+            }
             validate_shaper(&shaper)?;
         }
         match self.loss {
@@ -319,6 +328,9 @@ mod tests {
         assert_eq!(c.validate().unwrap_err().field, "shaper.burst");
         c.shaper = Some(ShaperConfig { rate: 1, burst: 3000, limit: 100 });
         assert_eq!(c.validate().unwrap_err().field, "shaper.limit");
+        c.shaper = Some(ShaperConfig { rate: 1, burst: 3000, limit: 50_000 });
+        c.rate = Rate::Wifi(WifiConfig::default());
+        assert_eq!(c.validate().unwrap_err().field, "shaper");
     }
 
     #[test]

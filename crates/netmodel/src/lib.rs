@@ -6,7 +6,7 @@
 //!
 //! * [`Link`]: one direction of a link — loss at arrival, a queue (drop-tail, drop-head, CoDel,
 //!   PIE, FQ-CoDel), an optional token-bucket shaper, a transmitter (fixed rate, Mahimahi trace,
-//!   or unlimited), propagation delay and jitter.
+//!   WiFi aggregation, or unlimited), propagation delay and jitter.
 //! * [`Network`]: hosts on two sides of a dumbbell, access links, 1..N bottleneck paths, and the
 //!   path selection (ECMP by flow hash, pins, round robin).
 //!
@@ -24,6 +24,7 @@ mod packet;
 mod pie;
 mod shaper;
 mod trace;
+mod wifi;
 
 pub use config::{
     ConfigError, JitterConfig, JitterDistribution, LinkConfig, LossConfig, QueueConfig, QueueKind,
@@ -36,6 +37,7 @@ pub use network::{
 };
 pub use packet::{FlowKey, Packet, PacketError};
 pub use trace::{DeliveryTrace, TraceError, TRACE_OPPORTUNITY_BYTES};
+pub use wifi::{WifiConfig, MPDU_OVERHEAD_BYTES};
 
 /// Nanoseconds on the model's time axis.
 pub type Nanos = u64;

@@ -38,6 +38,7 @@ def link(
     queue_kind: str = "droptail",
     trace: str | None = None,
     trace_start_ns: int | None = None,
+    wifi: Mapping[str, Any] | None = None,
     shaper: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One link direction in the emulator's numbers (docs/topology.md); fields left as None
@@ -47,6 +48,8 @@ def link(
     `queue_kind` is droptail, drophead, codel, pie or fq_codel (each with the emulator's
     defaults); `shaper` (a tbf-like token bucket: `rate_bps`, `burst_bytes`, `limit_bytes`) is
     passed through.
+    `wifi` makes the direction a WiFi station (docs/emulator.md, "WiFi links"); `{}` takes the
+    802.11n defaults.
     """
     direction: dict[str, Any] = {}
     if rate_bps is not None:
@@ -55,6 +58,8 @@ def link(
         direction["trace"] = trace
     if trace_start_ns is not None:
         direction["trace_start_ns"] = trace_start_ns
+    if wifi is not None:
+        direction["wifi"] = dict(wifi)
     if delay_ns is not None:
         direction["delay_ns"] = delay_ns
     if jitter_ns is not None:
@@ -79,7 +84,7 @@ def ideal_link(**overrides: Any) -> dict[str, Any]:
     """set_link params that return a direction to the ideal link, then apply `link(**overrides)`.
 
     set_link only replaces the fields it is given, so a reset names every field explicitly
-    (None removes one: unlimited, no trace, no jitter, no loss, no shaper).
+    (None removes one: unlimited, no trace, no jitter, no loss, not WiFi, no shaper).
     """
     params: dict[str, Any] = {
         "rate_bps": None,
@@ -87,6 +92,7 @@ def ideal_link(**overrides: Any) -> dict[str, Any]:
         "delay_ns": 0,
         "jitter": None,
         "loss": None,
+        "wifi": None,
         "shaper": None,
         "queue": {"kind": "droptail", "packets": IDEAL_QUEUE_PACKETS},
     }

@@ -21,6 +21,7 @@ from protolab.scenarios.congestion import (
     Fairness,
     QuicVsTcp,
     SlowStartExit,
+    WifiAggregation,
 )
 from protolab.scenarios.rpm import Rpm
 from protolab.scenarios.traffic import TrafficCorpus
@@ -30,6 +31,7 @@ SCENARIOS: dict[str, Scenario] = {
     for scenario in (
         WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(), Cellular(),
         Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(), Rpm(), TrafficCorpus(),
+        WifiAggregation(),
     )
 }
 

@@ -46,6 +46,14 @@ impl<P> Link<P> {
         self.pie.drop_on_arrival(now, self.counters.queue_bytes, target, max_burst, || rng.random::<f64>())
     }
 
+    /// The size of the packet the queue would hand out next (FQ-CoDel: before CoDel decides).
+    pub(super) fn next_queued_size(&self) -> Option<u32> {
+        match &self.fq {
+            Some(fq) => fq.next_size(),
+            None => self.queue.front().map(|head| head.packet.size),
+        }
+    }
+
     /// When `size` bytes may start, given the transmitter allows `start`.
     pub(super) fn shaped_start(&self, start: Nanos, size: u32) -> Nanos {
         match &self.config.shaper {
