@@ -30,6 +30,7 @@ APT_PACKAGES=(
   mptcpd          # MPTCP path manager daemon (h2-mptcp experiments)
   mptcpize        # runs unmodified programs (e.g. Chromium) over MPTCP
   tshark          # TCP retransmission analysis of captures (protolab analyze)
+  pebble          # ACME test CA: the live service's certificates end to end (tests/test_live_acme.py)
 )
 
 VENV=".venv"

@@ -376,10 +376,10 @@ def test_a_failed_store_puts_the_qlogs_back_and_keeps_the_token(tmp_path: Path, 
 
     real = module.write_text_atomically
 
-    def failing(path: Path, text: str) -> None:
+    def failing(path: Path, text: str, durable: bool = False) -> None:
         if path.name == "meta.json":
             raise OSError(28, "No space left on device")
-        real(path, text)
+        real(path, text, durable)
 
     monkeypatch.setattr(module, "write_text_atomically", failing)
     with pytest.raises(OSError):

@@ -14,7 +14,7 @@ import pytest
 
 from documents import START_NS, load_result, page_connection
 from protolab.reproduce import atlas
-from protolab.reproduce.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from protolab.reproduce.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim
 from protolab.reproduce.cli import experiment_of, judge, run_counts, verdict_document
 from protolab.reproduce.data import rows_of, size_class
 from protolab.reproduce.drawings import DRAWINGS, DrawingInput, drawing_for
@@ -255,3 +255,35 @@ def test_bulk_runs_are_drawn_by_goodput_and_overhead_by_protocol() -> None:
     overhead = DRAWINGS["overhead"](DrawingInput(REGISTRY["003-overhead"], [{"protocol": "h3", "factor": 1.05},
                                                                            {"protocol": "tcp", "factor": 1.04}]))
     assert overhead is not None and [t.get_text() for t in overhead.axes[0].get_xticklabels()] == ["h3", "tcp"]
+
+
+def test_protolabs_own_claims_are_labelled_so_in_the_list_the_atlas_and_verdicts(tmp_path: Path) -> None:
+    """003-ch6-rpm judges 003's buffer claims and protolab's CoDel expectations; 003-overhead
+    003's rate / goodput and protolab's wire bytes: every view says whose claim it is."""
+    rpm, overhead = REGISTRY["003-ch6-rpm"], REGISTRY["003-overhead"]
+    assert [c.whose for c in rpm.claims] == ["seed", "seed", "protolab", "protolab", "protolab"]
+    assert all(c.whose == "protolab" for c in rpm.claims if "CoDel" in c.statement)
+    assert [c.whose for c in overhead.claims] == ["seed", "protolab", "protolab"]
+    assert "rate_over_goodput" in repr(overhead.claims[0].estimator) and "§6.3.2" in overhead.seed
+    with pytest.raises(ValueError, match="whose = 'paper'"):
+        Claim("x", overhead.claims[0].estimator, whose="paper")
+    listed = subprocess.run([sys.executable, "-m", "protolab", "reproduce", "--list"], capture_output=True, text=True,
+                            timeout=300, check=False, env=_wide_env())
+    lines = {line.split()[0]: line for line in listed.stdout.splitlines() if line.split() and line.split()[0] in REGISTRY}
+    assert "5 (3 protolab's)" in lines["003-ch6-rpm"] and "3 (2 protolab's)" in lines["003-overhead"]
+    rows = [{"mode": "h3", "capacity_mbps": 9.5, "bandwidth_mbps": 10.0, "rate_over_goodput": 10 / 9.5,
+             "overhead_factor": 1.04}] * 6
+    document = {"schema": "protolab.reproduce", "schema_version": 2, "figure": {"id": overhead.id, "spec": overhead.spec},
+                "quick": True, "experiment": "overhead-003", "rows": 6, "runs": {"ok": 6},
+                "claims": [c.check(rows).to_dict() for c in overhead.claims]}
+    assert [c["whose"] for c in document["claims"]] == ["seed", "protolab", "protolab"]
+    assert document["claims"][0]["estimate"]["value"] == pytest.approx(1.0526, abs=1e-4)
+    results = atlas.results_dir_of(tmp_path, overhead, True)
+    results.mkdir(parents=True)
+    (results / "reproduce.json").write_text(json.dumps(document))
+    page = atlas.build([overhead], tmp_path, quick=True).read_text()
+    section = page[page.index('<section id="003-overhead">'):]
+    assert section.count('<span class="whose">protolab\'s</span>') == 2
+    assert "3 (2 protolab&#x27;s)" in page[:page.index("<section")]
+    drawn = DRAWINGS["rate_vs_goodput"](DrawingInput(overhead, rows))
+    assert drawn is not None and drawn.axes[0].get_xlabel() == "configured rate (Mbit/s)"

@@ -44,10 +44,15 @@ def _direction(**extra: Any) -> dict[str, Any]:
         "capacity_bps": 18.5e6,
         "rpm": 300.0,
         "loaded_latency_ms": 200.0,
+        "rpm_latency_mean": 300.0,
         "responsiveness": {"foreign_rpm": 400.0, "self_rpm": 240.0, "rpm": 300.0, "tm_http_self_ms": 250.0,
-                           "tm_connect_ms": 150.0, "tm_http_foreign_ms": 150.0, "tm_tls_ms": None},
+                           "tm_connect_ms": 150.0, "tm_http_foreign_ms": 150.0, "tm_tls_ms": None,
+                           "rpm_latency_mean": 300.0,
+                           "p90": {"connect_ms": 180.0, "tls_ms": None, "http_foreign_ms": 180.0, "http_self_ms": 400.0,
+                                   "rpm": 241.7, "rpm_latency_mean": 206.9}},
         "confidence": {"capacity": "high", "rpm": "medium"},
         "load_connections": 4,
+        "load_connections_max": 5,
         "bytes": 10_000_000,
         "duration_s": 8.0,
         "saturated_at": 3,
@@ -81,13 +86,16 @@ def test_rows_of_a_fixed_result_droptail() -> None:
     assert row == {
         "direction": "download", "protocol": "h3", "status": "ok", "error": None,
         "started_unix_ns": result.started_unix_ns, "capacity_mbps": pytest.approx(18.5),
-        "rpm": 300.0, "loaded_latency_ms": 200.0, "foreign_latency_ms": pytest.approx(150.0),
+        "rpm": 300.0, "loaded_latency_ms": 200.0, "rpm_latency_mean": 300.0, "rpm_p90": 241.7,
+        "rpm_latency_mean_p90": 206.9, "foreign_latency_ms": pytest.approx(150.0),
         "self_latency_ms": 250.0, "idle_latency_ms": 40.0, "idle_rpm": 1500.0, "factor_of_increase": pytest.approx(5.0),
         "expected_loaded_rtt_ms": pytest.approx(200.0), "queue": "droptail", "confidence_capacity": "high",
-        "confidence_rpm": "medium", "load_connections": 4, "intervals": 8, "saturated_at": 3, "probes": 2,
+        "confidence_rpm": "medium", "load_connections": 4, "load_connections_max": 5, "intervals": 8, "saturated_at": 3, "probes": 2,
         "probe_errors": 1, "errors": [], "responsiveness": _direction()["responsiveness"],
         "bytes": 10_000_000, "duration_s": 8.0, "wire_bytes": 10_600_000,
-        "overhead_factor": pytest.approx(1.06), "config": fixture("rpm-h2.json")["config"],
+        "overhead_factor": pytest.approx(1.06),
+        # The fixture was written before the config recorded the directions' order.
+        "config": {**fixture("rpm-h2.json")["config"], "direction_order": None},
     }
 
 
@@ -115,6 +123,11 @@ def test_rows_codel_two_directions_and_missing_values() -> None:
         "error", None, None, None, None)
     assert row["wire_bytes"] is None and row["overhead_factor"] is None
     assert rpm_rows(_result(status="error"), RpmContext()) == []
+    # A result written before the second formula, the P90 and the peak connections: NULL.
+    for old in rpm_rows(rpm_result(), RpmContext()):
+        assert (old["rpm_latency_mean"], old["rpm_p90"], old["rpm_latency_mean_p90"], old["load_connections_max"]) == (
+            None, None, None, None)
+        assert old["rpm"] is not None
 
 
 # ---------------------------------------------------------------------- spec errors
@@ -196,6 +209,13 @@ def test_droptail_buffer_shows_as_loaded_latency_and_codel_keeps_rpm(emu_binary:
         assert 12 <= r["capacity_mbps"] <= 20.5, (queue, r)
         assert 38 <= r["idle_latency_ms"] <= 70, (queue, r)
         assert r["rpm"] > 0 and r["loaded_latency_ms"] == pytest.approx(60_000 / r["rpm"]), (queue, r)
+        # Goodput may not saturate within the 8 s on a loaded machine: then the RPM is the
+        # speculative one from the last intervals' probes, never missing.
+        assert (r["saturated_at"] is None) == (r["confidence_rpm"] == "speculative"), (queue, r)
+        # The latencies' mean converted once is never above the mean of the RPMs.
+        assert 0 < r["rpm_latency_mean"] <= r["rpm"] * (1 + 1e-9), (queue, r)
+        assert r["rpm_p90"] > 0 and r["rpm_latency_mean_p90"] <= r["rpm_p90"] * (1 + 1e-9), (queue, r)
+        assert 1 <= r["load_connections_max"] <= 16, (queue, r)
         assert r["factor_of_increase"] == pytest.approx(r["idle_rpm"] / r["rpm"]), (queue, r)
         assert r["probes"] > 0 and r["intervals"] >= 1 and r["bytes"] > 0, (queue, r)
         # One direction: the bottleneck's delivered bytes, more than the payload.
@@ -208,3 +228,31 @@ def test_droptail_buffer_shows_as_loaded_latency_and_codel_keeps_rpm(emu_binary:
     assert codel["rpm"] >= 2 * droptail["rpm"], (codel, droptail)
     assert droptail["factor_of_increase"] > codel["factor_of_increase"], (droptail, codel)
     assert took < 120, f"took {took:.0f} s"
+
+
+@pytest.mark.lab
+def test_a_test_too_short_to_saturate_still_reports_a_speculative_rpm(emu_binary: Path, lab_name: Callable[[], str],
+                                                                     tmp_path: Path) -> None:
+    # 3 intervals of 1 s: fewer than the MAD = 4 moving averages stability needs, so goodput
+    # can never be declared saturated and the draft alone would give no responsiveness.
+    document = _spec(queue=["droptail"], buffer=["4bdp"])
+    document["params"] = {"max_duration_s": 3, "idle_probes": 3}
+    spec = tmp_path / "rpm.toml"
+    spec.write_text(toml_text(document))
+    results = tmp_path / "results"
+    name = lab_name()
+    done = run_protolab("run", spec, "--results", results, "--lab", name, "--binary", emu_binary, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert lab_namespaces(name) == []
+    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as con:
+        cursor = con.execute("SELECT * FROM rpm_results")
+        columns = [c[0] for c in cursor.description]
+        (row,) = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    assert (row["status"], row["saturated_at"], row["intervals"]) == ("ok", None, 3), row
+    assert row["confidence_rpm"] == "speculative", row
+    # A number all the same, from the probes of the run, with both formulas and the P90.
+    assert row["rpm"] > 0 and row["loaded_latency_ms"] == pytest.approx(60_000 / row["rpm"]), row
+    assert 0 < row["rpm_latency_mean"] <= row["rpm"] * (1 + 1e-9), row
+    assert row["rpm_p90"] > 0, row
+    # 4 BDP of 20 Mbit/s x 40 ms: at most 40 + 160 ms of round trip, and no less than the base.
+    assert 38 <= row["loaded_latency_ms"] <= 1.2 * 200, row

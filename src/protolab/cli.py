@@ -93,6 +93,10 @@ from protolab.live.cli import serve_live_command
 
 app.command("serve-live")(serve_live_command)
 
+from protolab.live.measure import measure_command
+
+app.command("measure")(measure_command)
+
 from protolab.traffic.cli import traffic_app
 
 app.add_typer(traffic_app, name="traffic")

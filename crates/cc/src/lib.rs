@@ -13,7 +13,8 @@
 //! back to the sender, [`sprout_feedback`]), `sprout-ewma-sender` (the same estimate made by
 //! the sender from its acknowledgements, [`sprout`]), `fixed` (a constant rate), quinn's own
 //! `bbr` (and `quinn-cubic`, `quinn-newreno`) passed through, and profiles such as `gquic39`
-//! (= `cubic:n=2,iw=32`).
+//! (= `cubic:n=2,iw=32`) and `bquic` (000's BQUIC, which also carries transport knobs:
+//! `registry::TransportDefaults`).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

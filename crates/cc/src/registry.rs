@@ -432,7 +432,39 @@ pub static REGISTRY: &[Entry] = &[
     Entry { name: "quinn-newreno", doc: "quinn's own NewReno, passed through", params: &[], profile: None, configure: |_| Config::QuinnNewReno },
     Entry { name: "gquic39", doc: "profile of 001's QUIC (gQUIC 39): Cubic emulating two connections, 32-packet initial window", params: &[], profile: Some("cubic:n=2,iw=32"), configure: cubic },
     Entry { name: "newreno", doc: "profile: another name of reno", params: &[], profile: Some("reno"), configure: reno },
+    Entry {
+        name: "bquic",
+        doc: "profile of 000's BQUIC (§6.3.1): Cubic whose HyStart++ RTT threshold is twice RFC 9406's at every RTT (8..32 ms, min RTT / 4), with transport defaults: ACK decimation (every 10 packets, 25 ms max ACK delay) and a 1.5 RTT time threshold",
+        params: &[],
+        profile: Some("cubic:hs_min_thresh=8ms,hs_max_thresh=32ms,hs_divisor=4"),
+        configure: cubic,
+    },
 ];
+
+/// Transport knobs a profile sets besides its controller (000's BQUIC changes the ACK mode and
+/// loss detection too). The endpoint applies them where its own options leave the knob unset;
+/// an explicit option (`--quic-time-threshold`, ...) wins. `None` leaves quinn's default.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TransportDefaults {
+    /// Ask the peer (ACK frequency extension) to acknowledge every `n + 1` ack-eliciting packets.
+    pub ack_eliciting_threshold: Option<u32>,
+    /// With that request: the peer's maximum ACK delay.
+    pub max_ack_delay: Option<Duration>,
+    /// Loss detection's time threshold, a multiple of the RTT (RFC 9002 kTimeThreshold, 9/8).
+    pub time_threshold: Option<f32>,
+}
+
+/// BQUIC's transport knobs (000 §6.3.1). ACK decimation as Chromium's `ACK_DECIMATION` (000
+/// §6.2: "delayed up to a maximum of 10 packets ... 25 ms"), asked of the peer with quinn's ACK
+/// frequency extension. 000 gives no number for the loss threshold, only that RFC 9002's 1/8 RTT
+/// of reordering is too little under WiFi delay variation (Fig. 6.9b); 1.5 allows half an RTT,
+/// twice the 25% delay swing of Fig. 6.9a (24-30 ms).
+pub const BQUIC_TRANSPORT: TransportDefaults =
+    TransportDefaults { ack_eliciting_threshold: Some(9), max_ack_delay: Some(Duration::from_millis(25)), time_threshold: Some(1.5) };
+
+/// The profiles that carry transport knobs, by name (a separate table so the registry's
+/// entries stay controller-only; every other entry has none).
+pub static TRANSPORT_PROFILES: &[(&str, TransportDefaults)] = &[("bquic", BQUIC_TRANSPORT)];
 
 /// The registry's names, comma-separated (for messages).
 pub fn known_names() -> String {
@@ -533,6 +565,12 @@ impl ControllerSpec {
             text.push_str(&format!("{key}={value}"));
         }
         text
+    }
+
+    /// The transport knobs of the named profile (`bquic`'s ACK decimation and time threshold);
+    /// all `None` for any other entry.
+    pub fn transport_defaults(&self) -> TransportDefaults {
+        TRANSPORT_PROFILES.iter().find(|(name, _)| *name == self.name).map(|(_, t)| *t).unwrap_or_default()
     }
 
     /// What the spec configures.
@@ -656,6 +694,56 @@ mod tests {
         let g = ControllerSpec::parse("gquic39:hystart=off,n=3").unwrap();
         assert_eq!(g.params.value("n"), Some(Value::Int(3)));
         assert_eq!(ControllerSpec::parse("newreno").unwrap().base.name, "reno");
+    }
+
+    #[test]
+    fn bquic_raises_the_slow_start_threshold_and_carries_transport_knobs() {
+        let b = ControllerSpec::parse("bquic").unwrap();
+        assert_eq!(b.base.name, "cubic");
+        let Config::Cubic(cubic) = b.config() else { panic!("bquic configures Cubic") };
+        let h = cubic.hystart.unwrap();
+        let standard = HystartConfig::default();
+        assert_eq!((h.min_rtt_thresh, h.max_rtt_thresh), (2 * standard.min_rtt_thresh, 2 * standard.max_rtt_thresh));
+        assert_eq!(h.min_rtt_divisor * 2, standard.min_rtt_divisor);
+        assert_eq!(b.transport_defaults(), BQUIC_TRANSPORT);
+        assert_eq!(BQUIC_TRANSPORT.ack_eliciting_threshold, Some(9), "000: an ACK every 10 packets");
+        assert_eq!(BQUIC_TRANSPORT.max_ack_delay, Some(Duration::from_millis(25)), "000: at most 25 ms");
+        // Overrides keep the profile's transport knobs; other entries have none.
+        assert_eq!(ControllerSpec::parse("bquic:hystart=off").unwrap().transport_defaults(), BQUIC_TRANSPORT);
+        assert_eq!(ControllerSpec::parse("cubic:hs_divisor=4").unwrap().transport_defaults(), TransportDefaults::default());
+        assert!(TRANSPORT_PROFILES.iter().all(|(name, _)| entry(name).is_some_and(|e| e.profile.is_some())));
+    }
+
+    /// The round (index into `round_rtts_ms`) in which HyStart++ of `spec` leaves slow start,
+    /// every round giving `hs_samples` samples of its RTT.
+    fn slow_start_exit_round(spec: &str, round_rtts_ms: &[u64]) -> Option<usize> {
+        let Config::Cubic(CubicConfig { hystart: Some(config), .. }) = ControllerSpec::parse(spec).unwrap().config().clone() else {
+            panic!("{spec} is Cubic with HyStart++")
+        };
+        let mut hystart = crate::hystart::HyStart::new(config);
+        for (round, rtt) in round_rtts_ms.iter().enumerate() {
+            hystart.on_round_start();
+            for _ in 0..config.n_rtt_sample {
+                if hystart.on_rtt_sample(Duration::from_millis(*rtt)) == Some(crate::hystart::Change::EnterCss) {
+                    return Some(round);
+                }
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn bquic_leaves_slow_start_later() {
+        // 000 Fig. 6.9a: a 24 ms path whose delay swings to 30 ms at the start of a transfer,
+        // with no queue: RFC 9406's 4 ms threshold ends slow start, BQUIC's 8 ms does not.
+        let wifi_swing = [24, 24, 30, 24, 30, 24, 30, 24];
+        assert_eq!(slow_start_exit_round("cubic", &wifi_swing), Some(2));
+        assert_eq!(slow_start_exit_round("bquic", &wifi_swing), None);
+        // A real queue: once the window passes the BDP the queueing delay doubles every round
+        // (0, 1, 2, 4, 8, 16 ms). Both leave, BQUIC one round (a doubled window) later.
+        let queue_builds = [24, 24, 24, 25, 26, 28, 32, 40, 56];
+        assert_eq!(slow_start_exit_round("cubic", &queue_builds), Some(6));
+        assert_eq!(slow_start_exit_round("bquic", &queue_builds), Some(7));
     }
 
     #[test]

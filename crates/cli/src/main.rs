@@ -1,7 +1,7 @@
 //! `protolab-net`: the command line over the protolab crates.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,6 +98,11 @@ struct ServeArgs {
     /// Lab name, used in the CA's name.
     #[arg(long, default_value = "lab")]
     lab: String,
+    /// Certificates to present instead of generated ones: DIR/<hostname>.pem (chain, leaf
+    /// first) and DIR/<hostname>.key.pem, for each origin that has both (e.g. from an ACME CA;
+    /// docs/tls.md).
+    #[arg(long)]
+    cert_dir: Option<PathBuf>,
     /// Largest request head in bytes (at least 8192).
     #[arg(long, default_value_t = 32 * 1024)]
     max_header_bytes: usize,
@@ -224,7 +229,14 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
     let mut default_sans = vec!["localhost".to_string()];
     default_sans.extend(listen.iter().filter(|a| !a.is_unspecified()).map(IpAddr::to_string));
     let material = web::TlsMaterial::generate(&args.lab, &origins, &default_sans)?;
-    let tls = material.server_config(&[b"h2", b"http/1.1"])?;
+    let loaded = match &args.cert_dir {
+        Some(dir) => web::tls::load_cert_dir(dir, &origins.iter().map(|(h, _)| h.clone()).collect::<Vec<_>>())?,
+        None => Vec::new(),
+    };
+    for l in &loaded {
+        eprintln!("protolab-net serve: {} presents the certificate from {}", l.name, args.cert_dir.as_deref().unwrap_or(Path::new("")).display());
+    }
+    let tls = material.server_config_with(&[b"h2", b"http/1.1"], &loaded)?;
     let options = serve_options(&args, listen, quic, instrument);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     runtime.block_on(async move {

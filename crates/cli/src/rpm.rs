@@ -159,10 +159,14 @@ fn summary(r: &web::rpm::result::RpmResult) {
     }
     for (name, d) in &r.directions {
         let confidence = serde_json::to_string(&d.confidence).unwrap_or_default();
+        let p90 = d.responsiveness.and_then(|r| r.p90);
         eprintln!(
-            "{name:<9} capacity {:.2} Mbit/s  RPM {}  loaded latency {}  {} connections  confidence {confidence}",
+            "{name:<9} capacity {:.2} Mbit/s  RPM {} (draft; latency mean {}; P90 {} / {})  loaded latency {}  {} connections  confidence {confidence}",
             d.capacity_bps.unwrap_or(0.0) / 1e6,
             n(d.rpm),
+            n(d.rpm_latency_mean),
+            n(p90.map(|p| p.rpm)),
+            n(p90.map(|p| p.rpm_latency_mean)),
             ms(d.loaded_latency_ms),
             d.load_connections,
         );

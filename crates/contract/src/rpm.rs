@@ -113,32 +113,87 @@ pub struct Responsiveness {
     pub foreign_rpm: f64,
     /// 60000 / TM(http_l).
     pub self_rpm: f64,
-    /// (foreign + self) / 2: round trips per minute.
+    /// The draft's formula (§"Final Algorithm" of -08 and the current text): (foreign_rpm +
+    /// self_rpm) / 2, the arithmetic mean of the two responsiveness values. Round trips per
+    /// minute.
     pub rpm: f64,
+    /// goresponsiveness's and Apple networkQuality's formula: the latencies averaged, then
+    /// converted once, 60000 / ((foreign latency + TM(http_l)) / 2), i.e. the harmonic mean of
+    /// foreign_rpm and self_rpm. Never above `rpm`; several times below it when self probes wait
+    /// much longer than foreign ones. Null in results written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm_latency_mean: Option<f64>,
+    /// The same terms and both formulas over the 90th percentiles instead of the trimmed means
+    /// (goresponsiveness's "P90" beside its trimmed mean). Null in results written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90: Option<Percentile90>,
 }
 
-impl Responsiveness {
-    /// The draft's formulas over the trimmed means (ms): the foreign terms' mean (with TLS over
-    /// TCP three terms, else two) and the self term each give round trips per minute, and the
-    /// RPM is their mean. None when a mean is not positive.
-    pub fn from_means(connect: f64, tls: Option<f64>, http_foreign: f64, http_self: f64) -> Option<Responsiveness> {
+/// The responsiveness of a window of probes over the 90th percentile of each term.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Percentile90 {
+    /// P90 of the TCP (or QUIC) handshakes, ms.
+    pub connect_ms: f64,
+    /// P90 of the TLS handshakes, ms; null without TLS over TCP.
+    pub tls_ms: Option<f64>,
+    /// P90 of the foreign GETs, ms.
+    pub http_foreign_ms: f64,
+    /// P90 of the self probes, ms.
+    pub http_self_ms: f64,
+    /// The draft's formula over these terms (mean of the two RPMs).
+    pub rpm: f64,
+    /// goresponsiveness's formula over these terms (mean of the two latencies, converted once).
+    pub rpm_latency_mean: f64,
+}
+
+/// The two partial responsivenesses and both ways of combining them, from the foreign terms
+/// (with TLS over TCP three, else two) and the self term, ms. None when a term is not positive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Combined {
+    /// 60000 / the mean of the foreign terms.
+    pub foreign_rpm: f64,
+    /// 60000 / the self term.
+    pub self_rpm: f64,
+    /// The draft's formula: (foreign_rpm + self_rpm) / 2.
+    pub draft_rpm: f64,
+    /// goresponsiveness's: 60000 / ((foreign latency + self latency) / 2).
+    pub latency_mean_rpm: f64,
+}
+
+impl Combined {
+    /// See the type.
+    pub fn of(connect: f64, tls: Option<f64>, http_foreign: f64, http_self: f64) -> Option<Combined> {
         let foreign_ms = match tls {
             Some(t) => (connect + t + http_foreign) / 3.0,
             None => (connect + http_foreign) / 2.0,
         };
-        if foreign_ms <= 0.0 || http_self <= 0.0 {
+        if !(foreign_ms > 0.0 && http_self > 0.0) {
             return None;
         }
         let foreign_rpm = 60_000.0 / foreign_ms;
         let self_rpm = 60_000.0 / http_self;
+        Some(Combined { foreign_rpm, self_rpm, draft_rpm: (foreign_rpm + self_rpm) / 2.0, latency_mean_rpm: 60_000.0 / ((foreign_ms + http_self) / 2.0) })
+    }
+}
+
+impl Responsiveness {
+    /// The draft's formulas over the trimmed means (ms): the foreign terms' mean (with TLS over
+    /// TCP three terms, else two) and the self term each give round trips per minute; `rpm` is
+    /// their mean, `rpm_latency_mean` goresponsiveness's. No P90 (the caller adds it from the
+    /// probes). None when a mean is not positive.
+    pub fn from_means(connect: f64, tls: Option<f64>, http_foreign: f64, http_self: f64) -> Option<Responsiveness> {
+        let c = Combined::of(connect, tls, http_foreign, http_self)?;
         Some(Responsiveness {
             tm_connect_ms: connect,
             tm_tls_ms: tls,
             tm_http_foreign_ms: http_foreign,
             tm_http_self_ms: http_self,
-            foreign_rpm,
-            self_rpm,
-            rpm: (foreign_rpm + self_rpm) / 2.0,
+            foreign_rpm: c.foreign_rpm,
+            self_rpm: c.self_rpm,
+            rpm: c.draft_rpm,
+            rpm_latency_mean: Some(c.latency_mean_rpm),
+            p90: None,
         })
     }
 }
@@ -153,6 +208,11 @@ pub enum Confidence {
     Medium,
     /// Stable within SDT.
     High,
+    /// RPM only: goodput never saturated within the time limit, so the draft computes no
+    /// responsiveness; this one is from the probes of the last MAD intervals at the load
+    /// reached (goresponsiveness reports such a result with "low confidence"). A number for a
+    /// user on an unstable link, not the draft's.
+    Speculative,
 }
 
 impl Confidence {
@@ -262,7 +322,7 @@ pub struct Interval {
 pub struct Confidences {
     /// Of the capacity.
     pub capacity: Confidence,
-    /// Of the RPM.
+    /// Of the RPM (`speculative`: goodput never saturated, see [`Confidence::Speculative`]).
     pub rpm: Confidence,
 }
 
@@ -271,16 +331,26 @@ pub struct Confidences {
 pub struct DirectionResult {
     /// Capacity: the last moving-average goodput, bit/s (HTTP payload).
     pub capacity_bps: Option<f64>,
-    /// Responsiveness, round trips per minute.
+    /// Responsiveness, round trips per minute, by the draft's formula (the mean of the foreign
+    /// and self RPMs). From the last interval's window once goodput saturated; if it never did,
+    /// from the last MAD intervals' probes, with RPM confidence `speculative`.
     pub rpm: Option<f64>,
     /// 60000 / RPM: the round-trip time the RPM stands for, ms.
     pub loaded_latency_ms: Option<f64>,
+    /// The same probes by goresponsiveness's and Apple's formula (the foreign and self latencies
+    /// averaged, converted once): what those clients would report. Null in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm_latency_mean: Option<f64>,
     /// The trimmed means and partial RPMs behind `rpm`.
     pub responsiveness: Option<Responsiveness>,
     /// Draft §"Confidence of Test-Results".
     pub confidence: Confidences,
     /// Load-generating connections at the end.
     pub load_connections: usize,
+    /// Most load-generating connections open at an interval's end (the cap is the parameter
+    /// MNP, 16 as in goresponsiveness). Null in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_connections_max: Option<usize>,
     /// Payload bytes the load-generating connections moved.
     pub bytes: u64,
     /// The direction's duration, s.
@@ -343,6 +413,11 @@ pub struct RpmConfig {
     /// download, upload, both (sequential).
     #[schemars(extend("enum" = ["download", "upload", "both"]))]
     pub direction: String,
+    /// The directions in the order they ran, one after the other: `both` is download, then
+    /// upload (Apple's networkQuality loads both at once unless told `-s`; goresponsiveness has
+    /// a serial and a parallel policy). Empty in older results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direction_order: Vec<String>,
     /// The draft's parameters.
     pub parameters: Parameters,
     /// Time limit per direction, s.
@@ -436,6 +511,9 @@ mod tests {
         assert!(close(r.foreign_rpm, 60_000.0 / 50.0));
         assert!(close(r.self_rpm, 300.0));
         assert!(close(r.rpm, (1200.0 + 300.0) / 2.0));
+        // goresponsiveness: 60000 / the mean of 50 ms and 200 ms.
+        assert!(close(r.rpm_latency_mean.unwrap(), 480.0));
+        assert_eq!(r.p90, None);
         // TCP-only (and QUIC): no TLS term, the foreign mean of two.
         let r = Responsiveness::from_means(40.0, None, 60.0, 200.0).unwrap();
         assert!(close(r.foreign_rpm, 60_000.0 / 50.0));

@@ -52,6 +52,60 @@ pub enum TlsError {
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    /// A certificate or key file that is not the PEM expected.
+    #[error("{path}: {message}")]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// A certificate chain and its key read from files (`--cert-dir`, e.g. from an ACME CA),
+/// used for one origin instead of the generated certificate.
+pub struct LoadedCert {
+    /// The origin's hostname.
+    pub name: String,
+    /// The chain, the origin's certificate first.
+    pub chain: Vec<CertificateDer<'static>>,
+    /// Its private key.
+    pub key: PrivateKeyDer<'static>,
+}
+
+impl fmt::Debug for LoadedCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoadedCert").field("name", &self.name).field("chain", &self.chain.len()).finish_non_exhaustive()
+    }
+}
+
+/// For each hostname with both files in `dir`, `<hostname>.pem` (the chain, PEM, leaf first)
+/// and `<hostname>.key.pem` (its key, PEM: PKCS#8, PKCS#1 or SEC1); hostnames without them are
+/// left out (they keep the generated certificate). A file that is there but unreadable or holds
+/// no certificate or key is an error.
+pub fn load_cert_dir(dir: &Path, hostnames: &[String]) -> Result<Vec<LoadedCert>, TlsError> {
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    let mut loaded = Vec::new();
+    for name in hostnames {
+        if !crate::manifest::valid_hostname(name) {
+            return Err(TlsError::BadName(name.clone()));
+        }
+        let (cert_path, key_path) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key.pem")));
+        if !cert_path.is_file() || !key_path.is_file() {
+            continue;
+        }
+        let read = |path: &Path| std::fs::read(path).map_err(|error| TlsError::Io { path: path.to_path_buf(), error });
+        let pem_err = |path: &Path, message: String| TlsError::Pem { path: path.to_path_buf(), message };
+        let chain = CertificateDer::pem_slice_iter(&read(&cert_path)?)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| pem_err(&cert_path, format!("not a PEM certificate chain: {e}")))?;
+        if chain.is_empty() {
+            return Err(pem_err(&cert_path, "no certificate in it".into()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(&read(&key_path)?).map_err(|e| pem_err(&key_path, format!("no PEM private key: {e}")))?;
+        loaded.push(LoadedCert { name: name.clone(), chain, key });
+    }
+    Ok(loaded)
 }
 
 /// One server certificate with its key.
@@ -188,6 +242,12 @@ impl TlsMaterial {
     /// A rustls server configuration choosing the certificate by SNI (falling back to
     /// `default_for_no_sni`, else the default certificate), offering `alpn` (e.g. `h2`, `http/1.1`).
     pub fn server_config(&self, alpn: &[&[u8]]) -> Result<rustls::ServerConfig, TlsError> {
+        self.server_config_with(alpn, &[])
+    }
+
+    /// As [`TlsMaterial::server_config`], with the origins of `loaded` presenting those
+    /// certificates (their chain as given) instead of the generated ones.
+    pub fn server_config_with(&self, alpn: &[&[u8]], loaded: &[LoadedCert]) -> Result<rustls::ServerConfig, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut by_name = HashMap::new();
         let mut default = None;
@@ -200,6 +260,10 @@ impl TlsMaterial {
             } else {
                 by_name.insert(c.name.clone(), ck);
             }
+        }
+        for l in loaded {
+            let signing = provider.key_provider.load_private_key(l.key.clone_key())?;
+            by_name.insert(l.name.clone(), Arc::new(CertifiedKey::new(l.chain.clone(), signing)));
         }
         let resolver = SniResolver { by_name, default };
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
@@ -289,6 +353,32 @@ impl ResolvesServerCert for SniResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loads_certificates_from_files_for_the_origins_that_have_them() {
+        // Another lab's material stands in for an ACME CA's: its chain for www.a.test.
+        let other = TlsMaterial::generate("other", &[("www.a.test".to_string(), vec![])], &[]).unwrap();
+        let dir = std::env::temp_dir().join(format!("protolab-cert-dir-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let chain = format!("{}{}", other.certs[0].cert_pem, other.ca_pem);
+        std::fs::write(dir.join("www.a.test.pem"), &chain).unwrap();
+        std::fs::write(dir.join("www.a.test.key.pem"), &other.certs[0].key_pem).unwrap();
+        std::fs::write(dir.join("www.b.test.pem"), &chain).unwrap(); // no key: keeps the generated one
+        let names = vec!["www.a.test".to_string(), "www.b.test".to_string()];
+        let loaded = load_cert_dir(&dir, &names).unwrap();
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded[0].name, "www.a.test");
+        assert_eq!(loaded[0].chain, vec![other.certs[0].cert_der.clone(), other.ca_der.clone()]);
+        let ours = TlsMaterial::generate("ours", &[("www.a.test".to_string(), vec![])], &[]).unwrap();
+        ours.server_config_with(&[b"h2"], &loaded).unwrap();
+        // A file that is there but is no PEM certificate is an error naming it.
+        std::fs::write(dir.join("www.b.test.key.pem"), "not a key").unwrap();
+        std::fs::write(dir.join("www.b.test.pem"), "not a certificate").unwrap();
+        let err = load_cert_dir(&dir, &names).unwrap_err().to_string();
+        assert!(err.contains("www.b.test.pem"), "{err}");
+        assert!(matches!(load_cert_dir(&dir, &["../x".to_string()]), Err(TlsError::BadName(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn generates_and_writes() {

@@ -214,8 +214,25 @@ impl Default for QuicOptions {
 }
 
 impl QuicOptions {
-    /// quinn's transport configuration for these options.
+    /// These options with the controller profile's transport knobs (`bquic`'s ACK decimation
+    /// and time threshold, `cc::registry::TransportDefaults`) filled in where an option is
+    /// unset: an explicit option wins over the profile.
+    pub fn with_profile_defaults(&self) -> QuicOptions {
+        let profile = self.controller.transport_defaults();
+        QuicOptions {
+            time_threshold: self.time_threshold.or(profile.time_threshold),
+            ack_eliciting_threshold: self.ack_eliciting_threshold.or(profile.ack_eliciting_threshold),
+            max_ack_delay: self.max_ack_delay.or(profile.max_ack_delay),
+            ..self.clone()
+        }
+    }
+
+    /// quinn's transport configuration for these options (with the profile's knobs).
     pub fn transport_config(&self) -> Result<quinn::TransportConfig, TransportError> {
+        self.with_profile_defaults().own_transport_config()
+    }
+
+    fn own_transport_config(&self) -> Result<quinn::TransportConfig, TransportError> {
         let mut transport = quinn::TransportConfig::default();
         if let Some(w) = self.initial_window {
             if w < 2 * 1200 {
@@ -243,6 +260,11 @@ impl QuicOptions {
         }
         if self.ack_eliciting_threshold.is_some() || self.max_ack_delay.is_some() {
             let mut ack = quinn::AckFrequencyConfig::default();
+            // The peer still acknowledges an out-of-order packet at once (RFC 9000 §13.2.1, as
+            // Chromium's ACK decimation did): quinn's default under ACK frequency (2) holds the
+            // ACK of a late packet up to the max ACK delay, which the sender's time threshold
+            // then counts as a loss (tests/quic_knobs.rs).
+            ack.reordering_threshold(quinn::VarInt::from_u32(1));
             if let Some(n) = self.ack_eliciting_threshold {
                 ack.ack_eliciting_threshold(quinn::VarInt::from_u32(n));
             }
@@ -271,8 +293,14 @@ impl QuicOptions {
         Ok(transport)
     }
 
-    /// The QUIC options as results record them (`config.quic` of load and bulk results).
+    /// The QUIC options as results record them (`config.quic` of load and bulk results): the
+    /// effective ones, a profile's transport knobs included.
     pub fn config(&self) -> QuicConfig {
+        let effective = self.with_profile_defaults();
+        effective.own_config()
+    }
+
+    fn own_config(&self) -> QuicConfig {
         QuicConfig {
             cc: self.controller.given.clone(),
             cc_canonical: self.controller.canonical(),
@@ -332,6 +360,19 @@ mod tests {
             ..Default::default()
         };
         assert!(good.transport_config().is_ok());
+    }
+
+    #[test]
+    fn a_profile_sets_transport_knobs_that_options_override() {
+        let bquic = QuicOptions { controller: cc::ControllerSpec::parse("bquic").unwrap(), ..Default::default() };
+        let recorded = bquic.config();
+        assert_eq!((recorded.ack_eliciting_threshold, recorded.max_ack_delay_ms, recorded.time_threshold), (Some(9), Some(25.0), Some(1.5)));
+        assert!(bquic.transport_config().is_ok());
+        let overridden = QuicOptions { time_threshold: Some(2.0), ack_eliciting_threshold: Some(3), ..bquic };
+        let recorded = overridden.config();
+        assert_eq!((recorded.ack_eliciting_threshold, recorded.max_ack_delay_ms, recorded.time_threshold), (Some(3), Some(25.0), Some(2.0)));
+        let plain = QuicOptions::default().config();
+        assert_eq!((plain.ack_eliciting_threshold, plain.max_ack_delay_ms, plain.time_threshold), (None, None, None));
     }
 
     #[tokio::test]

@@ -27,11 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from protolab.errors import ProtolabError
-from protolab.files import write_text_atomically
+from protolab.files import fsync_directory, write_text_atomically
+from protolab.live.retention import RetentionPolicy, StoredTest, select_for_removal
 from protolab.live.store import LiveStore, read_stored_test, row_for, summarize
 
 TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
-RESULT_SCHEMAS = ("protolab.rpm", "protolab.rpm.browser")
+# protolab.measure.bulk: the wild client's bulk and limited tests (protolab.live.measure).
+RESULT_SCHEMAS = ("protolab.rpm", "protolab.rpm.browser", "protolab.measure.bulk")
 META_SCHEMA = "protolab.live.meta"
 META_SCHEMA_VERSION = 1
 MAX_CLIENT_BYTES = 4096
@@ -39,6 +41,7 @@ MAX_CLIENT_BYTES = 4096
 # behind time.time_ns(): a qlog written just after the token was issued can look a little older.
 QLOG_CLOCK_SLACK_NS = 20_000_000
 STAGING_PREFIX = ".partial-"
+REMOVING_PREFIX = ".removing-"  # a test being removed by retention: already gone for readers
 
 
 class LiveError(ProtolabError):
@@ -150,7 +153,8 @@ class Coordinator:
 
     def __init__(self, data_dir: Path | str, lock_timeout_s: float = 120.0, max_upload_bytes: int = 1 << 20,
                  qlog_dir: Path | str | None = None, clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], int] = time.time_ns, log: Callable[[str], None] = _stderr) -> None:
+                 wall_clock: Callable[[], int] = time.time_ns, log: Callable[[str], None] = _stderr,
+                 retention: RetentionPolicy | None = None) -> None:
         if not lock_timeout_s > 0:
             raise ValueError(f"the lock timeout must be positive, got {lock_timeout_s}")
         if max_upload_bytes < 1:
@@ -170,11 +174,17 @@ class Coordinator:
         self._tickets: dict[str, _Ticket] = {}
         self._holder: _Ticket | None = None
         self._submitting = 0
+        self.retention = retention or RetentionPolicy()
+        self._retention_lock = threading.Lock()
+        self._catalogue: dict[str, StoredTest] = {}
         try:
             self.store = LiveStore(self.data_dir / "live.duckdb")
+            self._finish_removals()
             stored = self._stored_tokens()
             self._tests = len(stored)
             self._backfill(stored)
+            self._catalogue = {token: self._catalogue_entry(token) for token in stored}
+            self.enforce_retention()
         except BaseException:
             self._data_lock.close()
             raise
@@ -218,8 +228,12 @@ class Coordinator:
             holder = self._current_holder(now)
             if holder is not None:
                 remaining = max(0.0, self.lock_timeout_s - (now - holder.issued_mono))
-                raise LiveError(409, "busy", "another test is running; ask again later",
-                                retry_after_s=round(remaining, 3))
+                # Same code either way (the page asks again on 409); the message tells a client
+                # that started a second test while its first still runs.
+                mine = peer is not None and holder.peer == peer
+                raise LiveError(409, "busy", "a test from your address is already running; upload its result "
+                                "or wait for its lock to time out" if mine else
+                                "another test is running; ask again later", retry_after_s=round(remaining, 3))
             ticket = _Ticket(self._fresh_token(), now, self._wall(), metadata, peer, user_agent)
             self._tickets[ticket.token] = ticket
             self._holder = ticket
@@ -232,6 +246,17 @@ class Coordinator:
             holder = self._current_holder(now)
             held = None if holder is None else round(now - holder.issued_mono, 3)
             return {"busy": holder is not None, "held_for_s": held, "tests": self._tests}
+
+    def release(self, token: str) -> None:
+        """Frees the lock `token` holds without storing anything: the service's own maintenance
+        (renewing certificates takes the lock so that no test runs meanwhile). The token is
+        spent (410 `expired` if uploaded to)."""
+        with self._lock:
+            ticket = self._tickets.get(token)
+            if ticket is not None and ticket.state == "held":
+                ticket.state = "expired"
+                if self._holder is ticket:
+                    self._holder = None
 
     # -- uploads -----------------------------------------------------------------------------
 
@@ -282,6 +307,7 @@ class Coordinator:
             stored = True
         finally:
             self._settle(ticket, stored)
+        self.enforce_retention()
         return response
 
     def _test_dir(self, token: str) -> Path:
@@ -301,11 +327,14 @@ class Coordinator:
         moved: list[tuple[Path, Path]] = []
         try:
             staging.mkdir()
-            write_text_atomically(staging / "result.json", text)
+            write_text_atomically(staging / "result.json", text, durable=True)
             moved = self._move_qlogs(ticket.issued_unix_ns, uploaded_unix_ns, staging / "qlogs")
+            if moved:
+                fsync_directory(staging / "qlogs")
             meta = self._meta(ticket, uploaded_unix_ns, peer, [dst.name for _, dst in moved])
-            write_text_atomically(staging / "meta.json", json.dumps(meta, indent=2) + "\n")
+            write_text_atomically(staging / "meta.json", json.dumps(meta, indent=2) + "\n", durable=True)
             staging.rename(final)
+            fsync_directory(self.tests_dir)  # the answer below promises the test survives a crash
         except BaseException:
             for src, dst in moved:
                 try:
@@ -315,6 +344,8 @@ class Coordinator:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         result_path = f"tests/{ticket.token}/result.json"
+        with self._retention_lock:
+            self._catalogue[ticket.token] = self._catalogue_entry(ticket.token)
         recorded = True
         try:
             self.store.record(row_for(ticket.token, meta, result, result_path))
@@ -322,7 +353,7 @@ class Coordinator:
             recorded = False
             self._log(f"test {ticket.token[:8]}... stored, but not recorded in {self.store.path}: {exc}")
         return {"token": ticket.token, "stored": f"tests/{ticket.token}", "qlogs": len(moved),
-                "recorded": recorded, "summary": summarize(result)}
+                "recorded": recorded, "held_s": meta["held_s"], "summary": summarize(result)}
 
     def _meta(self, ticket: _Ticket, uploaded_unix_ns: int, peer: str | None, qlogs: list[str]) -> dict[str, Any]:
         return {
@@ -414,3 +445,48 @@ class Coordinator:
             finished = self._idle.wait_for(lambda: self._submitting == 0, timeout_s)
         self._data_lock.close()
         return finished
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def _catalogue_entry(self, token: str) -> StoredTest:
+        """A stored test's upload time (meta.json; the directory's time if unreadable) and size."""
+        test_dir = self.tests_dir / token
+        size = sum(p.stat().st_size for p in test_dir.rglob("*") if p.is_file())
+        try:
+            uploaded = int(json.loads((test_dir / "meta.json").read_text())["uploaded_unix_ns"])
+        except (OSError, ValueError, KeyError, TypeError):
+            uploaded = test_dir.stat().st_mtime_ns
+        return StoredTest(token, uploaded, size)
+
+    def enforce_retention(self) -> list[str]:
+        """Removes the oldest tests beyond the retention policy (docs/live.md, "Retention") and
+        returns their tokens. Each goes in one rename out of readers' sight, then its row, then
+        its files; a crash in between is finished at the next start (`_finish_removals`)."""
+        if self.retention.unlimited:
+            return []
+        with self._retention_lock:
+            doomed = select_for_removal(self._catalogue.values(), self.retention, self._wall())
+            for token in doomed:
+                (self.tests_dir / token).rename(self.tests_dir / f"{REMOVING_PREFIX}{token}")
+                del self._catalogue[token]
+            if doomed:
+                fsync_directory(self.tests_dir)
+                with self._lock:
+                    self._tests -= len(doomed)
+        if doomed:
+            self._finish_removals()
+            self._log(f"retention: removed {len(doomed)} oldest test(s)")
+        return doomed
+
+    def _finish_removals(self) -> None:
+        """Deletes the rows and files of tests renamed for removal (by now or by a run that crashed)."""
+        leaving = sorted(self.tests_dir.glob(f"{REMOVING_PREFIX}*"))
+        if not leaving:
+            return
+        try:
+            self.store.delete([p.name[len(REMOVING_PREFIX):] for p in leaving])
+        except Exception as exc:  # noqa: BLE001 - rows and files are dropped at the next start
+            self._log(f"retention: rows not yet deleted from {self.store.path.name}: {exc}")
+            return
+        for path in leaving:
+            shutil.rmtree(path, ignore_errors=True)

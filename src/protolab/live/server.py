@@ -8,6 +8,7 @@ stops the server.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import socket
@@ -26,6 +27,8 @@ from protolab.live.coordinator import (
     LiveError,
     check_token,
 )
+from protolab.live.limits import ServiceLimits
+from protolab.live.metrics import LiveMetrics
 
 # Bodies we refuse unread are read and thrown away up to this much, so the client finishes
 # sending and sees our answer instead of a connection reset; beyond it we just close.
@@ -37,7 +40,9 @@ ROUTES: tuple[tuple[re.Pattern[str], frozenset[str], str], ...] = (
     (re.compile(r"/api/result/([^/]*)"), frozenset({"POST"}), "result"),
     (re.compile(r"/api/status"), frozenset({"GET"}), "status"),
     (re.compile(r"/api/tests/([^/]*)"), frozenset({"GET"}), "test"),
+    (re.compile(r"/metrics"), frozenset({"GET"}), "metrics"),
 )
+LOG_FORMATS = ("text", "json")  # as protolab.live.cli.LOG_FORMATS
 
 
 def _printable(text: str, limit: int = 200) -> str:
@@ -59,10 +64,25 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "protolab-live"
 
     _note = ""
+    _code = ""
     _unread = 0
+    _text: bytes | None = None
 
     def version_string(self) -> str:
         return self.server_version
+
+    @property
+    def peer(self) -> str:
+        """The client's address: the connection's, or behind a trusted proxy (a TLS front for
+        the API) the last address of its `X-Forwarded-For`, the one that proxy appended."""
+        address = self.client_address[0]
+        if address not in self.server.trusted_proxies or not hasattr(self, "headers"):
+            return address
+        forwarded = (self.headers.get("X-Forwarded-For") or "").rsplit(",", 1)[-1].strip()
+        try:
+            return str(ipaddress.ip_address(forwarded))
+        except ValueError:
+            return address
 
     # -- methods -----------------------------------------------------------------------------
 
@@ -98,21 +118,37 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         self._note = ""
+        self._code = ""
         self._unread = 0
+        self._text: bytes | None = None
         headers: dict[str, str] = {}
+        cap = self.server.limits.in_flight
+        admitted = False
         try:
+            if cap is not None:
+                cap.acquire()
+                admitted = True
+            if self.server.limits.requests is not None:
+                self.server.limits.requests.admit(self.peer)
             status, body = self._route()
         except LiveError as exc:
             status, body = exc.status, exc.body()
-            self._note = exc.message
+            self._note, self._code = exc.message, exc.code
+            self.server.metrics.refused.labels(exc.code).inc()
             if "retry_after_s" in exc.extra:
                 headers["Retry-After"] = str(max(1, round(exc.extra["retry_after_s"] + 0.5)))
         except Exception as exc:  # noqa: BLE001 - a bug: one log line, a 500, and the server goes on
             status, body = 500, {"error": "internal", "message": "internal error"}
-            self._note = f"internal error: {type(exc).__name__}: {exc}"
+            self._note, self._code = f"internal error: {type(exc).__name__}: {exc}", "internal"
+        finally:
+            if admitted and cap is not None:
+                cap.release()
         if status == 405:
             headers["Allow"] = ", ".join(sorted(body.pop("allow")))
-        self._send_json(status, body, headers)
+        if self._text is not None and status == 200:
+            self._send(status, self._text, self.server.metrics.content_type, {})
+        else:
+            self._send_json(status, body, headers)
         self._drain()
 
     def _route(self) -> tuple[int, dict[str, Any]]:
@@ -129,20 +165,37 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _token(self) -> tuple[int, dict[str, Any]]:
         body = self._read_body(MAX_CLIENT_BYTES, required=False)
-        issued = self.server.coordinator.issue_token(body, peer=self.client_address[0],
-                                                     user_agent=self.headers.get("User-Agent", "")[:300] or None)
+        peer = self.peer
+        tests = self.server.limits.tests
+        if tests is not None:
+            tests.admit(peer, "tests")
+        try:
+            issued = self.server.coordinator.issue_token(body, peer=peer,
+                                                         user_agent=self.headers.get("User-Agent", "")[:300] or None)
+        except LiveError:
+            if tests is not None:
+                tests.refund(peer)
+            raise
+        self.server.metrics.tests_started.inc()
         return 200, issued
 
     def _result(self, token: str) -> tuple[int, dict[str, Any]]:
         check_token(token)  # before anything else touches the text
         body = self._read_body(self.server.coordinator.max_upload_bytes, required=True)
-        return 200, self.server.coordinator.submit_result(token, body, peer=self.client_address[0])
+        answer = self.server.coordinator.submit_result(token, body, peer=self.peer)
+        self.server.metrics.test_stored(len(body), answer.get("held_s"))
+        return 200, answer
 
     def _status(self) -> tuple[int, dict[str, Any]]:
         return 200, self.server.coordinator.status()
 
     def _test(self, token: str) -> tuple[int, dict[str, Any]]:
         return 200, self.server.coordinator.test_info(check_token(token))
+
+    def _metrics(self) -> tuple[int, dict[str, Any]]:
+        """Prometheus' text format (docs/live.md, "Metrics"), not JSON."""
+        self._text = self.server.metrics.exposition()
+        return 200, {}
 
     # -- bodies ------------------------------------------------------------------------------
 
@@ -193,9 +246,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Access-Control-Allow-Headers", "content-type")
 
     def _send_json(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
-        data = (json.dumps(body) + "\n").encode()
+        self._send(status, (json.dumps(body) + "\n").encode(), "application/json", headers)
+
+    def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str]) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self._cors_headers()
@@ -216,16 +271,25 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             short = "error"
         self._note = message or short
+        self._code = short.lower().replace(" ", "_")
         self._unread = 0
-        self._send_json(code, {"error": short.lower().replace(" ", "_"), "message": message or short}, {})
+        self.server.metrics.refused.labels(self._code).inc()
+        self._send_json(code, {"error": self._code, "message": message or short}, {})
 
     # -- the log -----------------------------------------------------------------------------
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         code_text = str(int(code)) if isinstance(code, int) else str(code)
+        request = _printable(getattr(self, "requestline", ""))
+        if self.server.log_format == "json":
+            # One JSON object a line for log collectors; json.dumps escapes what a client sent.
+            event = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "peer": self.peer,
+                     "request": request, "status": int(code_text) if code_text.isdigit() else code_text,
+                     "error": self._code or None, "message": _printable(self._note) or None}
+            self.server.log(json.dumps(event))
+            return
         note = f" - {_printable(self._note)}" if self._note else ""
-        self.server.log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {self.client_address[0]} "
-                        f"\"{_printable(getattr(self, 'requestline', ''))}\" {code_text}{note}")
+        self.server.log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {self.peer} \"{request}\" {code_text}{note}")
 
     def log_error(self, format: str, *args: Any) -> None:
         """Silent: every refusal is already in the request's line (log_request)."""
@@ -242,11 +306,28 @@ class LiveServer(ThreadingHTTPServer):
     request_queue_size = 128  # socketserver's 5 resets a burst of clients (a page opening many connections)
 
     def __init__(self, host: str, port: int, coordinator: Coordinator, allow_origin: str = "*",
-                 log: Callable[[str], None] = _stderr) -> None:
+                 log: Callable[[str], None] = _stderr, limits: ServiceLimits | None = None,
+                 metrics: LiveMetrics | None = None, log_format: str = "text",
+                 trusted_proxies: frozenset[str] = frozenset()) -> None:
+        if log_format not in LOG_FORMATS:
+            raise ValueError(f"log format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")
         self.coordinator = coordinator
         self.allow_origin = allow_origin
         self.log = log
+        self.log_format = log_format
+        self.trusted_proxies = trusted_proxies
+        self.limits = limits or ServiceLimits()
+        self.metrics = metrics or LiveMetrics()
+        self.metrics.gauge("protolab_live_tests_stored", "Tests in the store",
+                           lambda: coordinator.status()["tests"])
+        self.metrics.gauge("protolab_live_test_running", "1 while a token holds the lock",
+                           lambda: float(coordinator.status()["busy"]))
+        if self.limits.in_flight is not None:
+            cap = self.limits.in_flight
+            self.metrics.gauge("protolab_live_requests_in_flight", "Requests being served", lambda: cap.active)
         self.thread: threading.Thread | None = None
+        self._connections = 0  # accepted and not yet answered: close() lets them finish
+        self._connections_done = threading.Condition()
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), _Handler)
 
@@ -271,19 +352,42 @@ class LiveServer(ThreadingHTTPServer):
         while self.thread is not None and self.thread.is_alive():
             self.thread.join(0.5)
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_done:
+            self._connections += 1
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._connections_done:
+                self._connections -= 1
+                self._connections_done.notify_all()
+
     def close(self, timeout_s: float = 10.0) -> None:
-        """Stops accepting, closes the socket and waits for uploads being stored to finish."""
+        """Stops accepting, lets the connections already accepted finish (an upload whose body
+        is arriving is read, stored and answered) for up to `timeout_s`, closes the socket and
+        waits for uploads being stored to finish. What is still unanswered then is cut off
+        unstored: its client sees the connection drop (a stored test is never cut short)."""
+        deadline = time.monotonic() + timeout_s
         if self.thread is not None and self.thread.is_alive():
             self.shutdown()
+        with self._connections_done:
+            self._connections_done.wait_for(lambda: self._connections == 0, timeout_s)
         self.server_close()
-        self.coordinator.close(timeout_s)
+        self.coordinator.close(max(0.0, deadline - time.monotonic()))
 
 
 def serve(coordinator: Coordinator, host: str, port: int, allow_origin: str = "*",
-          log: Callable[[str], None] = _stderr) -> LiveServer:
+          log: Callable[[str], None] = _stderr, limits: ServiceLimits | None = None,
+          metrics: LiveMetrics | None = None, log_format: str = "text",
+          trusted_proxies: frozenset[str] = frozenset()) -> LiveServer:
     """Binds HOST:PORT (port 0: any free port, see `server.server_port`) and serves in a daemon
-    thread; `shutdown()` or `close()` stops it. Raises OSError if the address cannot be bound."""
-    server = LiveServer(host, port, coordinator, allow_origin, log)
+    thread; `shutdown()` or `close()` stops it. Raises OSError if the address cannot be bound.
+    `limits` (ServiceLimits) are off by default; `metrics` are kept either way (`GET /metrics`);
+    requests from `trusted_proxies` are taken to come from their `X-Forwarded-For`."""
+    server = LiveServer(host, port, coordinator, allow_origin, log, limits, metrics, log_format, trusted_proxies)
     # A short poll interval: shutdown() waits up to one interval for the loop to notice.
     server.thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                                      name="protolab-live", daemon=True)

@@ -129,6 +129,11 @@ class LiveStore:
         sql = f"INSERT INTO {TABLE} ({', '.join(COLUMN_NAMES)}) VALUES ({marks}) ON CONFLICT (token) DO NOTHING"
         self._write(lambda con: con.execute(sql, values))
 
+    def delete(self, tokens: list[str]) -> None:
+        """Removes the rows of these tokens (retention; tokens without a row are ignored)."""
+        if tokens:
+            self._write(lambda con: con.executemany(f"DELETE FROM {TABLE} WHERE token = ?", [[t] for t in tokens]))
+
     def tokens(self) -> set[str]:
         """Every token with a row."""
         return self._write(lambda con: {r[0] for r in con.execute(f"SELECT token FROM {TABLE}").fetchall()})

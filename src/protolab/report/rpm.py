@@ -46,6 +46,7 @@ def responsiveness(b: Builder, exp: Experiment, name: str) -> str:
             h.num(_median([r["capacity_mbps"] for r in items]), 2),
             h.num(_median([r["idle_latency_ms"] for r in items]), 1),
             h.num(_median([r["rpm"] for r in items]), 0),
+            h.num(_median([r["rpm_latency_mean"] for r in items]), 0),
             h.num(loaded, 1), h.num(foreign, 1), h.num(_median([r["self_latency_ms"] for r in items]), 1),
             h.num(expected, 1),
             h.num(foreign / expected if foreign and expected else None, 2),
@@ -56,12 +57,15 @@ def responsiveness(b: Builder, exp: Experiment, name: str) -> str:
     caption = ("Responsiveness under working conditions (draft-ietf-ippm-responsiveness, protolab-net rpm), medians "
                "over repetitions. Loaded = 60000 / RPM: the mean of the foreign probes' round trip (new connections: "
                "handshakes and a GET) and the self probes' (a GET on a loaded connection, which waits behind whatever "
-               "the server already committed to that connection). Expected = base RTT + the delay of a full drop-tail "
+               "the server already committed to that connection). RPM is the draft's formula (the mean of the foreign "
+               "and self RPMs); RPM (latency mean) is goresponsiveness's and Apple's (the two latencies averaged, "
+               "converted once), lower whenever self probes wait longer than foreign ones. Confidence speculative: "
+               "goodput never saturated, the RPM is from the last intervals' probes. Expected = base RTT + the delay of a full drop-tail "
                "buffer (an AQM: + its target), known from the emulator's configuration; foreign / expected "
                "compares the network's queueing delay with it. Factor of increase = idle RPM / loaded RPM (003 ch. 7). "
                "Overhead = IP bytes at the bottleneck / payload bytes (003's overhead compensation factor).")
     html = (f'<p class="caption">{h.esc(caption)}</p>' +
-            h.table(["condition", "mode", "direction", "n", "capacity Mbit/s", "idle ms", "RPM", "loaded ms",
+            h.table(["condition", "mode", "direction", "n", "capacity Mbit/s", "idle ms", "RPM", "RPM (latency mean)", "loaded ms",
                      "foreign ms", "self ms", "expected ms", "foreign / expected", "factor of increase", "overhead",
                      "confidence"], table, numeric_from=3, css="data"))
     return html + _rpm_by_buffer(b, exp, name, rows, runs)

@@ -34,11 +34,14 @@ from protolab.reproduce.claims import (
     NO_DATA,
     NOT_JUDGEABLE,
     NOT_REPRODUCED,
+    PROTOLAB,
     REPRODUCED,
+    SEED,
 )
 from protolab.reproduce.data import load_spans, rows_of, server_windows
 from protolab.reproduce.drawings import DrawingInput, claims_figure, drawing_for
 from protolab.reproduce.figures import Figure
+from protolab.reproduce.figures.base import claims_label
 from protolab.reproduce.windows import summed_window_timeline
 from protolab.report.figures import save_figure
 from protolab.store import ResultsStore
@@ -182,7 +185,7 @@ def summary_html(entries: Sequence[Entry]) -> str:
         else:
             status = ", ".join(f'<span class="{OUTCOME_CLASS[o]}">{counts[o]} {_e(o)}</span>' for o in OUTCOMES if counts[o])
         runs = (doc or {}).get("runs") or {}
-        rows.append(f'<tr><td><a href="#{_e(f.id)}">{_e(f.id)}</a></td><td>{_e(f.seed)}</td><td>{len(f.claims)}</td>'
+        rows.append(f'<tr><td><a href="#{_e(f.id)}">{_e(f.id)}</a></td><td>{_e(f.seed)}</td><td>{_e(claims_label(f))}</td>'
                     f'<td>{status}</td><td>{_e(runs.get("ok", "-"))}</td><td>{_duration(runs.get("duration_s"))}</td>'
                     f'<td>{_duration((doc or {}).get("wall_time_s"))}</td></tr>')
     judged = sum(totals.values())
@@ -200,7 +203,9 @@ def _claims_table(entry: Entry) -> str:
         e = claim.get("estimate")
         ours_text = "-" if not e else f"{_number(e['value'])} [{_number(e['ci_low'])}, {_number(e['ci_high'])}]"
         outcome = claim_outcome(entry.figure, claim)
-        rows.append(f"<tr><td>{_e(claim.get('statement'))}</td><td>{_e(claim.get('paper'))}</td>"
+        whose = claim.get("whose", SEED)  # documents before the field were the seed's claims only
+        tag = '<span class="whose">protolab\'s</span> ' if whose == PROTOLAB else ""
+        rows.append(f"<tr><td>{tag}{_e(claim.get('statement'))}</td><td>{_e(claim.get('paper'))}</td>"
                     f"<td>{_expected(claim.get('expected') or {})}</td><td>{ours_text}</td>"
                     f"<td>{_e(e['n']) if e else '-'}</td><td class=\"{OUTCOME_CLASS.get(outcome, '')}\">{_e(outcome)}</td>"
                     f"<td>{_e(claim.get('reason') or '')}</td></tr>")
@@ -246,7 +251,7 @@ def entry_html(entry: Entry) -> str:
 STYLE = """body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;font-size:90%;text-align:left}
 .ok{color:#1a7f37}.bad{color:#b31d28;font-weight:bold}.explained{color:#9a4d00}.unsure{color:#8a6d00}.none{color:#777}
-.seed,.note{color:#555}section{border-top:2px solid #ddd;margin-top:2em}.fig svg{max-width:100%;height:auto}"""
+.seed,.note{color:#555}.whose{color:#555;font-size:85%;border:1px solid #aaa;border-radius:3px;padding:0 .2em}section{border-top:2px solid #ddd;margin-top:2em}.fig svg{max-width:100%;height:auto}"""
 
 
 def render(entries: Sequence[Entry], quick: bool, generated: datetime | None = None) -> str:

@@ -367,15 +367,32 @@ def format_number(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
 
 
+# Whose claim it is: the seed's own (what the paper says), or protolab's expectation judged beside
+# it (what follows from our model or setup, never presented as the seed's).
+SEED = "seed"
+PROTOLAB = "protolab"
+WHOSE = (SEED, PROTOLAB)
+
+
 @dataclass(frozen=True)
 class Claim:
-    """One statement of a seed, as an estimate expected in [low, high] (None: unbounded)."""
+    """One statement of a seed (or, `whose` = "protolab", protolab's own expectation beside the
+    seed's), as an estimate expected in [low, high] (None: unbounded)."""
 
     statement: str
     estimator: Estimator
     low: float | None = None
     high: float | None = None
     paper: str = ""
+    whose: str = SEED
+
+    def __post_init__(self) -> None:
+        if self.whose not in WHOSE:
+            raise ValueError(f"claim {self.statement!r}: whose = {self.whose!r}, not one of {', '.join(WHOSE)}")
+
+    def attributed(self) -> str:
+        """The statement as tables show it: protolab's claims say so."""
+        return f"[protolab's] {self.statement}" if self.whose == PROTOLAB else self.statement
 
     def expected(self) -> str:
         if self.low is not None and self.high is not None:
@@ -430,6 +447,7 @@ class Verdict:
 
         return {
             "statement": self.claim.statement,
+            "whose": self.claim.whose,
             "paper": self.claim.paper,
             "expected": {"low": self.claim.low, "high": self.claim.high},
             "estimate": None if e is None else {"value": e.value, "ci_low": finite(e.low), "ci_high": finite(e.high),

@@ -33,6 +33,7 @@ from protolab.reproduce.claims import (
 )
 from protolab.reproduce.data import recorded_repetitions, rows_of
 from protolab.reproduce.figures import FIGURES, REGISTRY, Figure, merged
+from protolab.reproduce.figures.base import claims_label
 from protolab.run.cli import (
     REPO_ROOT,
     BinaryOption,
@@ -127,7 +128,7 @@ def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
         interval = f"[{format_number(e.low)}, {format_number(e.high)}]" if e is not None and e.has_interval else "[no CI]"
         ours = "-" if e is None else f"{format_number(e.value)} {interval}"
         style = VERDICT_STYLE.get(v.outcome, "")
-        table.add_row(escape(v.claim.statement), escape(v.claim.paper), v.claim.expected(), escape(ours),
+        table.add_row(escape(v.claim.attributed()), escape(v.claim.paper), v.claim.expected(), escape(ours),
                       "-" if e is None else str(e.n), f"[{style}]{v.label()}[/]", escape(v.reason))
     return table
 
@@ -144,10 +145,10 @@ def list_table() -> Table:
         if figure.not_runnable:
             instead = f"; instead: {figure.substitute}" if figure.substitute else ""
             table.add_row(figure.id, escape(f"{what}\nnot runnable here: {figure.not_runnable}{instead}"), "-",
-                          str(len(figure.claims)), "[dim]not runnable[/]")
+                          claims_label(figure), "[dim]not runnable[/]")
             continue
         quick, full = (len(plan(experiment_of(figure, q))) for q in (True, False))
-        table.add_row(figure.id, escape(what), figure.spec, str(len(figure.claims)), f"{quick}/{full}")
+        table.add_row(figure.id, escape(what), figure.spec, claims_label(figure), f"{quick}/{full}")
     return table
 
 

@@ -71,10 +71,12 @@ def _overhead(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
 
 
 def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
-    """Per responsiveness result: the run's mode and condition, the buffer in BDPs, and the
-    measured loaded latencies over the expected loaded RTT."""
+    """Per responsiveness result: the run's mode and condition, the buffer in BDPs, the
+    measured loaded latencies over the expected loaded RTT, and the configured rate over the
+    measured goodput (`rate_over_goodput`: 003 §6.3.2's overhead compensation factor)."""
     rows = store.query(
         "SELECT x.run_key, r.mode, r.bandwidth_mbps, r.rtt_ms, r.buffer_bytes, x.direction, x.queue, x.rpm, "
+        "x.capacity_mbps, "
         "x.loaded_latency_ms, x.foreign_latency_ms, x.expected_loaded_rtt_ms, x.factor_of_increase, x.overhead_factor "
         "FROM rpm_results x JOIN runs r USING (experiment_id, run_key) WHERE x.experiment_id = ? AND r.status = 'ok'",
         [experiment])
@@ -85,6 +87,8 @@ def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
         for name in ("loaded", "foreign"):
             value = row[f"{name}_latency_ms"]
             row[f"{name}_over_expected"] = value / expected if value is not None and expected else None
+        capacity = row["capacity_mbps"]
+        row["rate_over_goodput"] = bandwidth / capacity if bandwidth and capacity else None
     return rows
 
 

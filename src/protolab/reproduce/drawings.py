@@ -141,6 +141,31 @@ def overhead_boxes(data: DrawingInput) -> MplFigure | None:
     return fig
 
 
+@register("rate_vs_goodput")
+def rate_vs_goodput(data: DrawingInput) -> MplFigure | None:
+    """003 Figs. 6.7/6.8: the measured goodput against the configured rate, per mode, with the
+    line where they are equal and the one 003's factor (1.051) puts the goodput on."""
+    rows = [r for r in data.rows if isinstance(r.get("capacity_mbps"), int | float) and r.get("bandwidth_mbps")]
+    modes = _ordered([r.get("mode") for r in rows])
+    if not modes:
+        return None
+    colors = mode_colors(modes)
+    with rc_context(RC):
+        fig = MplFigure(figsize=(4.8, 3.6), layout="constrained")
+        ax = fig.subplots()
+        top = max(r["bandwidth_mbps"] for r in rows)
+        ax.plot([0, top], [0, top], color="#b31d28", lw=1, label="expected (goodput = rate)")
+        ax.plot([0, top], [0, top / 1.051], color="#777", lw=1, ls="--", label="rate / 1.051 (003)")
+        for mode in modes:
+            mine = [r for r in rows if r.get("mode") == mode]
+            ax.scatter([r["bandwidth_mbps"] for r in mine], [r["capacity_mbps"] for r in mine], s=14,
+                       color=colors[mode], label=mode)
+        ax.set_xlabel("configured rate (Mbit/s)")
+        ax.set_ylabel("measured goodput (Mbit/s)")
+        ax.legend(fontsize="small")
+    return fig
+
+
 register("runs_by_size")(plt_boxes)
 
 

@@ -23,8 +23,12 @@ RPM_COLUMNS: list[Column] = [
     ("error", "VARCHAR", "what failed (discovery, every connection, ...)"),
     ("started_unix_ns", "BIGINT", "when the test started (Unix ns)"),
     ("capacity_mbps", "DOUBLE", "the last moving-average goodput of the load-generating connections, Mbit/s"),
-    ("rpm", "DOUBLE", "responsiveness, round trips per minute (the draft's formula)"),
+    ("rpm", "DOUBLE", "responsiveness, round trips per minute (the draft's formula: the mean of the foreign and self RPMs)"),
     ("loaded_latency_ms", "DOUBLE", "60000 / rpm, ms"),
+    ("rpm_latency_mean", "DOUBLE",
+     "the same probes by goresponsiveness's and Apple's formula (the foreign and self latencies averaged, converted once)"),
+    ("rpm_p90", "DOUBLE", "the draft's formula over the 90th percentile of each probe term"),
+    ("rpm_latency_mean_p90", "DOUBLE", "goresponsiveness's formula over the 90th percentiles (its 'P90 RPM')"),
     ("foreign_latency_ms", "DOUBLE", "60000 / the foreign probes' RPM (new connections: handshakes and a GET), ms"),
     ("self_latency_ms", "DOUBLE", "TM of the self probes (GETs on loaded connections; h1: the TCP RTT estimate), ms"),
     ("idle_latency_ms", "DOUBLE", "60000 / the idle RPM (probes on the unloaded path), ms"),
@@ -33,8 +37,10 @@ RPM_COLUMNS: list[Column] = [
     ("expected_loaded_rtt_ms", "DOUBLE", "base RTT + a full drop-tail buffer's delay (an AQM: + its target, CoDel and FQ-CoDel 5 ms, PIE 15 ms)"),
     ("queue", "VARCHAR", "the bottleneck queue: droptail, codel, pie or fq_codel"),
     ("confidence_capacity", "VARCHAR", "low, medium or high (the draft's confidence)"),
-    ("confidence_rpm", "VARCHAR", "low, medium or high"),
+    ("confidence_rpm", "VARCHAR",
+     "low, medium or high; speculative: goodput never saturated, the RPM is from the last MAD intervals' probes"),
     ("load_connections", "INTEGER", "load-generating connections at the end"),
+    ("load_connections_max", "INTEGER", "most load-generating connections open at an interval's end (cap: MNP)"),
     ("intervals", "INTEGER", "intervals the direction ran"),
     ("saturated_at", "INTEGER", "interval at which goodput was stable; NULL if never"),
     ("probes", "INTEGER", "probes completed without error"),
@@ -49,7 +55,7 @@ RPM_COLUMNS: list[Column] = [
 ]
 
 # What of the result is where: one row per direction, the result's own fields repeated on each.
-_DERIVED = {"direction", "foreign_latency_ms", "self_latency_ms", "idle_latency_ms", "idle_rpm", "factor_of_increase",
+_DERIVED = {"direction", "rpm_p90", "rpm_latency_mean_p90", "foreign_latency_ms", "self_latency_ms", "idle_latency_ms", "idle_rpm", "factor_of_increase",
             "expected_loaded_rtt_ms", "queue", "confidence_capacity", "confidence_rpm", "intervals", "probes",
             "probe_errors", "wire_bytes", "overhead_factor"}
 RPM_RESULTS = Placement(
@@ -87,18 +93,20 @@ def _direction_row(name: str, d: DirectionResult, result: RpmResult, context: Rp
                    wire: int | None, payload: float) -> dict[str, object]:
     idle_rpm = result.idle.rpm if result.idle else None
     r = d.responsiveness
+    p90 = r.p90 if r else None
     return {
         "direction": name, "protocol": result.protocol, "status": result.status, "error": result.error,
         "started_unix_ns": result.started_unix_ns,
         "capacity_mbps": d.capacity_bps / 1e6 if d.capacity_bps is not None else None,
-        "rpm": d.rpm, "loaded_latency_ms": d.loaded_latency_ms,
+        "rpm": d.rpm, "loaded_latency_ms": d.loaded_latency_ms, "rpm_latency_mean": d.rpm_latency_mean,
+        "rpm_p90": p90.rpm if p90 else None, "rpm_latency_mean_p90": p90.rpm_latency_mean if p90 else None,
         "foreign_latency_ms": 60_000 / r.foreign_rpm if r and r.foreign_rpm else None,
         "self_latency_ms": r.tm_http_self_ms if r else None,
         "idle_latency_ms": result.idle.latency_ms if result.idle else None, "idle_rpm": idle_rpm,
         "factor_of_increase": idle_rpm / d.rpm if idle_rpm and d.rpm else None,
         "expected_loaded_rtt_ms": context.expected_loaded_rtt_ms, "queue": context.queue,
         "confidence_capacity": d.confidence.capacity, "confidence_rpm": d.confidence.rpm,
-        "load_connections": d.load_connections, "intervals": len(d.intervals), "saturated_at": d.saturated_at,
+        "load_connections": d.load_connections, "load_connections_max": d.load_connections_max, "intervals": len(d.intervals), "saturated_at": d.saturated_at,
         "probes": sum(1 for p in d.probes if p.error is None), "probe_errors": sum(1 for p in d.probes if p.error),
         "errors": list(d.errors), "responsiveness": r.model_dump(mode="json") if r else None,
         "bytes": d.bytes, "duration_s": d.duration_s,

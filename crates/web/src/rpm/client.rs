@@ -175,6 +175,7 @@ impl Rpm {
             host: self.host.clone(),
             protocol: o.protocol,
             direction: o.directions.name().into(),
+            direction_order: o.directions.list().iter().map(|d| d.name().to_string()).collect(),
             parameters: o.params,
             max_duration_s: o.max_duration.as_secs_f64(),
             idle_probes: o.idle_probes,
@@ -629,15 +630,19 @@ async fn run_direction(ctx: &Ctx, dir: Dir, max_duration: Duration, progress: &(
     while let Ok(pr) = probe_rx.try_recv() {
         probes.push(pr);
     }
-    let final_r = stages.responsiveness.last().copied();
+    // The last MAD intervals' probes: the window the stages would have used at the end.
+    let from_s = (stages.intervals() as f64 - p.mad as f64) * p.interval_s;
+    let (final_r, rpm_confidence) = stages.final_responsiveness(&probe_times(probes.iter().filter(|pr| pr.t_s > from_s)));
     let load_connections = intervals.last().map_or(0, |i| i.connections);
     DirectionResult {
         capacity_bps: stages.capacity_bps(),
         rpm: final_r.map(|r| r.rpm),
         loaded_latency_ms: final_r.map(|r| 60_000.0 / r.rpm),
+        rpm_latency_mean: final_r.and_then(|r| r.rpm_latency_mean),
         responsiveness: final_r,
-        confidence: Confidences { capacity: stages.capacity_confidence(), rpm: stages.rpm_confidence() },
+        confidence: Confidences { capacity: stages.capacity_confidence(), rpm: rpm_confidence },
         load_connections,
+        load_connections_max: intervals.iter().map(|i| i.connections).max(),
         bytes: load.bytes(),
         duration_s: t0.elapsed().as_secs_f64(),
         saturated_at: stages.saturated_at,

@@ -4,7 +4,9 @@ Each entry (`base.Figure`) names its spec in `specs/`, a `--quick` variant (over
 the spec: fewer pages, repetitions or sweep points), the rows it is judged on (`source`: runs,
 fairness pairs, overhead factors...), the paper's numbers as printed, and the claims with the
 interval each is expected in. The claims are the seed's own statements; where a seed gives only
-a direction, so does the claim. One module per seed (or group of seeds); the registry is their
+a direction, so does the claim. protolab's own expectations judged beside them (what our model or
+setup implies, never the seed's) are claims with `whose = "protolab"`, shown so in `--list`, the
+verdict tables and the atlas. One module per seed (or group of seeds); the registry is their
 union, in this order.
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from protolab.reproduce.claims import Claim, Ratio
+from protolab.reproduce.claims import PROTOLAB, Claim, Ratio
 
 PAGES_QUICK = ["vk", "instagram", "amazon"]
 
@@ -52,6 +52,12 @@ class Figure:
     explanations: tuple[Explanation, ...] = ()
     drawing: str = ""  # how the atlas draws ours (a name in its drawing registry; "": the source's default)
     after_run: str = ""  # "corpus": build the labelled flow corpus from the captures before judging
+
+
+def claims_label(figure: Figure) -> str:
+    """How many claims a figure has, and how many of them are protolab's ("5 (3 protolab's)")."""
+    ours = sum(c.whose == PROTOLAB for c in figure.claims)
+    return f"{len(figure.claims)} ({ours} protolab's)" if ours else str(len(figure.claims))
 
 
 def plt_ratio(num: dict[str, Any], den: dict[str, Any]) -> Ratio:

@@ -25,6 +25,13 @@ class Confidence(StrEnum):
     """
     Stable within SDT.
     """
+    speculative = 'speculative'
+    """
+    RPM only: goodput never saturated within the time limit, so the draft computes no
+    responsiveness; this one is from the probes of the last MAD intervals at the load
+    reached (goresponsiveness reports such a result with "low confidence"). A number for a
+    user on an unstable link, not the draft's.
+    """
 
 
 class Confidences(BaseModel):
@@ -42,7 +49,7 @@ class Confidences(BaseModel):
     """
     rpm: Confidence
     """
-    Of the RPM.
+    Of the RPM (`speculative`: goodput never saturated, see [`Confidence::Speculative`]).
     """
 
 
@@ -132,6 +139,41 @@ class Parameters(BaseModel):
     """
 
 
+class Percentile90(BaseModel):
+    """
+    The responsiveness of a window of probes over the 90th percentile of each term.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    connect_ms: float
+    """
+    P90 of the TCP (or QUIC) handshakes, ms.
+    """
+    http_foreign_ms: float
+    """
+    P90 of the foreign GETs, ms.
+    """
+    http_self_ms: float
+    """
+    P90 of the self probes, ms.
+    """
+    rpm: float
+    """
+    The draft's formula over these terms (mean of the two RPMs).
+    """
+    rpm_latency_mean: float
+    """
+    goresponsiveness's formula over these terms (mean of the two latencies, converted once).
+    """
+    tls_ms: float | None = None
+    """
+    P90 of the TLS handshakes, ms; null without TLS over TCP.
+    """
+
+
 class ProbeKind(StrEnum):
     """
     What a probe measured.
@@ -184,9 +226,24 @@ class Responsiveness(BaseModel):
     """
     60000 / the mean of the foreign terms.
     """
+    p90: Percentile90 | None = None
+    """
+    The same terms and both formulas over the 90th percentiles instead of the trimmed means
+    (goresponsiveness's "P90" beside its trimmed mean). Null in results written before it
+    existed.
+    """
     rpm: float
     """
-    (foreign + self) / 2: round trips per minute.
+    The draft's formula (§"Final Algorithm" of -08 and the current text): (foreign_rpm +
+    self_rpm) / 2, the arithmetic mean of the two responsiveness values. Round trips per
+    minute.
+    """
+    rpm_latency_mean: float | None = None
+    """
+    goresponsiveness's and Apple networkQuality's formula: the latencies averaged, then
+    converted once, 60000 / ((foreign latency + TM(http_l)) / 2), i.e. the harmonic mean of
+    foreign_rpm and self_rpm. Never above `rpm`; several times below it when self probes wait
+    much longer than foreign ones. Null in results written before it existed.
     """
     self_rpm: float
     """
@@ -232,6 +289,12 @@ class RpmConfig(BaseModel):
     direction: Direction
     """
     download, upload, both (sequential).
+    """
+    direction_order: list[str] | None = None
+    """
+    The directions in the order they ran, one after the other: `both` is download, then
+    upload (Apple's networkQuality loads both at once unless told `-s`; goresponsiveness has
+    a serial and a parallel policy). Empty in older results.
     """
     discovery: str
     """
@@ -453,6 +516,11 @@ class DirectionResult(BaseModel):
     """
     Load-generating connections at the end.
     """
+    load_connections_max: Annotated[int | None, Field(ge=0)] = None
+    """
+    Most load-generating connections open at an interval's end (the cap is the parameter
+    MNP, 16 as in goresponsiveness). Null in older results.
+    """
     loaded_latency_ms: float | None = None
     """
     60000 / RPM: the round-trip time the RPM stands for, ms.
@@ -467,7 +535,14 @@ class DirectionResult(BaseModel):
     """
     rpm: float | None = None
     """
-    Responsiveness, round trips per minute.
+    Responsiveness, round trips per minute, by the draft's formula (the mean of the foreign
+    and self RPMs). From the last interval's window once goodput saturated; if it never did,
+    from the last MAD intervals' probes, with RPM confidence `speculative`.
+    """
+    rpm_latency_mean: float | None = None
+    """
+    The same probes by goresponsiveness's and Apple's formula (the foreign and self latencies
+    averaged, converted once): what those clients would report. Null in older results.
     """
     saturated_at: Annotated[int | None, Field(ge=0)] = None
     """
