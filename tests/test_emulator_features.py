@@ -178,3 +178,23 @@ def test_codel_keeps_queueing_delay_low_where_droptail_bloats(emu_binary: Path, 
     assert statistics.median(codel_rtts) < base_rtt_ms + 30, statistics.median(codel_rtts)
     assert codel["dropped_packets"]["aqm"] > 0
     assert codel["dropped_packets"]["queue_full"] == 0
+
+
+def test_pie_holds_its_target_and_fq_codel_isolates_a_sparse_flow(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    base_rtt_ms = 20
+    bottleneck = {"rate_bps": mbps_to_bps(10), "delay_ns": ms_to_ns(base_rtt_ms / 2), "queue_packets": 400}
+    topology = dumbbell(lab_name(), ["client"], ["server"], paths=[
+        path("p0", forward=link(**bottleneck, queue_kind="pie"), reverse=link(delay_ns=ms_to_ns(base_rtt_ms / 2))),
+    ])
+    with Lab(topology) as lab:
+        pie_rtts, pie = _ping_under_load(lab)
+        lab.set_link("p0.forward", **ideal_link(**bottleneck, queue_kind="fq_codel"))
+        fq_rtts, fq = _ping_under_load(lab)
+    # PIE steers the standing queue to its 15 ms target (drop-tail would fill the 480 ms buffer,
+    # as in the CoDel test above); pings share that queue.
+    assert statistics.median(pie_rtts) < base_rtt_ms + 15 + 25, statistics.median(pie_rtts)
+    assert pie["dropped_packets"]["aqm"] > 0 and pie["dropped_packets"]["queue_full"] == 0, pie
+    # FQ-CoDel: the pings are a flow of their own, served before the bulk flow's queue: they wait
+    # at most for a bulk packet or two on the wire (1.2 ms each at 10 Mbit/s).
+    assert statistics.median(fq_rtts) < base_rtt_ms + 5, statistics.median(fq_rtts)
+    assert fq["dropped_packets"]["aqm"] > 0 and fq["dropped_packets"]["queue_full"] == 0, fq

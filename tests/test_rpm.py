@@ -21,7 +21,7 @@ from protolab.plan.spec import SpecError
 from protolab.results.generated.rpm_result import RpmResult
 from protolab.results.rpm import RpmContext, rpm_rows
 from protolab.scenarios import Condition
-from protolab.scenarios.rpm import expected_loaded_rtt_ms
+from protolab.scenarios.rpm import Rpm, RpmParams, expected_loaded_rtt_ms
 
 # ---------------------------------------------------------------------- rpm_rows on fixed data
 
@@ -142,7 +142,7 @@ def _spec(**axes: Any) -> dict[str, Any]:
 
 
 BAD = [
-    ({"queue": ["red"]}, "spec.toml: axes.queue: 'red' is not one of droptail, codel"),
+    ({"queue": ["red"]}, "spec.toml: axes.queue: 'red' is not one of droptail, codel, pie, fq_codel"),
     ({"mode": ["h2-parallel:2"]}, "spec.toml: axes.mode[0]: unknown RPM protocol 'h2-parallel:2' (known: h1, h2, h3)"),
 ]
 
@@ -161,6 +161,22 @@ def test_bad_rpm_specs_name_the_field(axes: dict[str, Any], expected: str, tmp_p
     assert expected.replace("spec.toml", "bad.toml") in " ".join(done.stderr.split()), done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     assert not (tmp_path / "r").exists()
+
+
+def test_aqm_targets_and_the_tbf_bottleneck() -> None:
+    # PIE steers to 15 ms, FQ-CoDel's per-flow CoDel to 5 ms (the emulator's defaults).
+    assert _context("pie").expected_loaded_rtt_ms == pytest.approx(55.0)
+    assert _context("fq_codel").expected_loaded_rtt_ms == pytest.approx(45.0)
+    scenario = Rpm()
+    condition = Condition.from_axes({**PARAMS, "buffer": 50_000, "queue": "pie"})
+    plain = scenario.links(RpmParams(), condition)["p0.reverse"]
+    assert (plain["rate_bps"], plain["shaper"], plain["queue"]) == (20_000_000, None, {"kind": "pie", "bytes": 50_000})
+    # 003 ch. 6: a tbf at the bandwidth with a 50 kB limit, behind a 1 Gbit/s link.
+    shaped = scenario.links(RpmParams(shaper_burst_bytes=15_000), condition)["p0.reverse"]
+    assert shaped["rate_bps"] == 1_000_000_000
+    assert shaped["shaper"] == {"rate_bps": 20_000_000, "burst_bytes": 15_000, "limit_bytes": 50_000}
+    with pytest.raises(SpecError, match=r"params.shaper_burst_bytes: a shaper needs a buffer"):
+        parse_spec(toml_text({**_spec(buffer=["default"]), "params": {"shaper_burst_bytes": 15_000}}))
 
 
 # ---------------------------------------------------------------------- a real lab run

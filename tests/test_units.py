@@ -184,6 +184,9 @@ def test_link_builds_documented_fields() -> None:
     }
     assert link() == {}
     assert link(queue_kind="codel") == {"queue": {"kind": "codel"}}
+    assert link(queue_kind="fq_codel", queue_packets=100) == {"queue": {"kind": "fq_codel", "packets": 100}}
+    shaper = {"rate_bps": 10_000_000, "burst_bytes": 15_000, "limit_bytes": 50_000}
+    assert link(shaper=shaper) == {"shaper": shaper}
     with pytest.raises(ValueError):
         link(queue_bytes=1, queue_packets=1)
 
@@ -198,7 +201,7 @@ def test_unit_helpers_give_the_emulator_s_integers() -> None:
 def test_ideal_link_resets_every_field() -> None:
     params = ideal_link(delay_ns=ms_to_ns(10))
     assert params["rate_bps"] is None and params["trace"] is None
-    assert params["jitter"] is None and params["loss"] is None
+    assert params["jitter"] is None and params["loss"] is None and params["shaper"] is None
     assert params["delay_ns"] == 10_000_000
     assert params["queue"] == {"kind": "droptail", "packets": 1000}
 

@@ -38,6 +38,7 @@ fn estimates_over(trace: DeliveryTrace, duration: Nanos) -> Vec<(Nanos, f64)> {
         delay: 10 * MS,
         jitter: None,
         loss: None,
+        shaper: None,
     };
     let mut link: Link<u64> = Link::new(0, config, 1, 0).expect("a valid link");
     let mut events = EventLog::default();

@@ -5,6 +5,8 @@
 //! field present, `null` where a feature is off. What it reads may also be written the way
 //! people write it (docs/topology.md): `rate = "10mbit"` or `"unlimited"`, `delay = "25ms"`,
 //! `jitter.std = "1ms"`, CoDel `target`/`interval` as durations, fields left out for defaults.
+//! Queue kinds: drop-tail, drop-head, CoDel, PIE (`pie`) and FQ-CoDel (`fq_codel`); a
+//! tbf-like token-bucket `shaper` is an option of its own.
 //!
 //! [`LinkPatch`] is the change a `set_link` request asks for (docs/control.md).
 //!
@@ -22,6 +24,14 @@ pub const DEFAULT_QUEUE_PACKETS: u32 = 1000;
 pub const DEFAULT_CODEL_TARGET_NS: u64 = 5_000_000;
 /// CoDel's interval when none is given (RFC 8289), ns.
 pub const DEFAULT_CODEL_INTERVAL_NS: u64 = 100_000_000;
+/// PIE's target queue delay (QDELAY_REF) when none is given (RFC 8033), ns.
+pub const DEFAULT_PIE_TARGET_NS: u64 = 15_000_000;
+/// PIE's burst allowance (MAX_BURST) when none is given (RFC 8033), ns.
+pub const DEFAULT_PIE_MAX_BURST_NS: u64 = 150_000_000;
+/// FQ-CoDel's number of flow queues when none is given (RFC 8290, Linux), flows.
+pub const DEFAULT_FQ_FLOWS: u32 = 1024;
+/// FQ-CoDel's DRR quantum when none is given (RFC 8290, Linux), bytes.
+pub const DEFAULT_FQ_QUANTUM: u32 = 1514;
 
 /// One link direction (docs/topology.md). The default is the ideal link: unlimited, no delay,
 /// no loss, a drop-tail queue of 1000 packets.
@@ -61,6 +71,9 @@ pub struct LinkParams {
     /// out take the 802.11n defaults (`{}` is a default 802.11n link).
     #[serde(default)]
     pub wifi: Option<WifiParams>,
+    /// A tbf-like token-bucket shaper between the queue and the transmitter; `null`: none.
+    #[serde(default)]
+    pub shaper: Option<ShaperParams>,
 }
 
 /// A WiFi link direction: one 802.11n/ac station sending A-MPDUs to one receiver. Every field
@@ -158,6 +171,28 @@ fn de_rate<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     units::de_rate_limit(d)?.ok_or_else(|| serde::de::Error::custom("a WiFi PHY rate cannot be unlimited"))
 }
 
+/// A token-bucket shaper like Linux's `tbf` (docs/topology.md): tokens accrue at `rate_bps` up
+/// to `burst_bytes`; up to `burst_bytes` leave back to back at the link's own rate, then
+/// `rate_bps` holds; at most `limit_bytes` wait for tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShaperParams {
+    /// Token rate, bit/s. Input also takes `rate` and strings such as `"10mbit"`.
+    #[serde(alias = "rate", deserialize_with = "shaper_rate")]
+    #[schemars(range(min = 1))]
+    pub rate_bps: u64,
+    /// Bucket size, bytes (at least one 1500-byte packet). Input also takes `burst`.
+    #[serde(alias = "burst")]
+    pub burst_bytes: u64,
+    /// Bytes that may wait for tokens (tbf's `limit`; 003 used 50 kB). Input also takes `limit`.
+    #[serde(alias = "limit")]
+    pub limit_bytes: u64,
+}
+
+fn shaper_rate<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    units::de_rate_limit(d)?.ok_or_else(|| serde::de::Error::custom("a shaper needs a finite rate"))
+}
+
 /// The queue in front of a link direction: its discipline and its limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "QueueForm", into = "QueueForm")]
@@ -187,6 +222,24 @@ pub enum QueueKind {
         target_ns: u64,
         /// Window over which the minimum sojourn time is tracked, ns.
         interval_ns: u64,
+    },
+    /// PIE (RFC 8033): early drop at enqueue, the probability updated every 15 ms.
+    Pie {
+        /// Queue delay the drop probability steers to, ns.
+        target_ns: u64,
+        /// Burst allowance, ns.
+        max_burst_ns: u64,
+    },
+    /// FQ-CoDel (RFC 8290): per-flow queues, deficit round robin, CoDel per flow.
+    FqCodel {
+        /// CoDel's target on each flow queue, ns.
+        target_ns: u64,
+        /// CoDel's interval on each flow queue, ns.
+        interval_ns: u64,
+        /// Number of flow queues.
+        flows: u32,
+        /// DRR quantum, bytes.
+        quantum: u32,
     },
 }
 
@@ -243,6 +296,67 @@ pub enum QueueForm {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         bytes: Option<u64>,
     },
+    /// PIE.
+    Pie {
+        /// Target queue delay, ns (default 15 ms). Input also takes `target` and strings.
+        #[serde(default = "pie_target", alias = "target", deserialize_with = "units::de_duration")]
+        #[schemars(with = "u64")]
+        target_ns: u64,
+        /// Burst allowance, ns (default 150 ms). Input also takes `max_burst` and strings.
+        #[serde(default = "pie_max_burst", alias = "max_burst", deserialize_with = "units::de_duration")]
+        #[schemars(with = "u64")]
+        max_burst_ns: u64,
+        /// Packet limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1))]
+        packets: Option<u32>,
+        /// Byte limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+    },
+    /// FQ-CoDel.
+    #[serde(rename = "fq_codel")]
+    FqCodel {
+        /// CoDel's target per flow, ns (default 5 ms). Input also takes `target` and strings.
+        #[serde(default = "codel_target", alias = "target", deserialize_with = "units::de_duration")]
+        #[schemars(with = "u64")]
+        target_ns: u64,
+        /// CoDel's interval per flow, ns (default 100 ms). Input also takes `interval`.
+        #[serde(default = "codel_interval", alias = "interval", deserialize_with = "units::de_duration")]
+        #[schemars(with = "u64")]
+        interval_ns: u64,
+        /// Flow queues (default 1024).
+        #[serde(default = "fq_flows")]
+        #[schemars(range(min = 1, max = 65536))]
+        flows: u32,
+        /// DRR quantum, bytes (default 1514).
+        #[serde(default = "fq_quantum")]
+        #[schemars(range(min = 1))]
+        quantum: u32,
+        /// Packet limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1))]
+        packets: Option<u32>,
+        /// Byte limit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
+    },
+}
+
+fn pie_target() -> u64 {
+    DEFAULT_PIE_TARGET_NS
+}
+
+fn pie_max_burst() -> u64 {
+    DEFAULT_PIE_MAX_BURST_NS
+}
+
+fn fq_flows() -> u32 {
+    DEFAULT_FQ_FLOWS
+}
+
+fn fq_quantum() -> u32 {
+    DEFAULT_FQ_QUANTUM
 }
 
 fn codel_target() -> u64 {
@@ -262,6 +376,10 @@ impl TryFrom<QueueForm> for QueueParams {
             QueueForm::Drophead { packets, bytes } => (QueueKind::Drophead, packets, bytes),
             QueueForm::Codel { target_ns, interval_ns, packets, bytes } => {
                 (QueueKind::Codel { target_ns, interval_ns }, packets, bytes)
+            }
+            QueueForm::Pie { target_ns, max_burst_ns, packets, bytes } => (QueueKind::Pie { target_ns, max_burst_ns }, packets, bytes),
+            QueueForm::FqCodel { target_ns, interval_ns, flows, quantum, packets, bytes } => {
+                (QueueKind::FqCodel { target_ns, interval_ns, flows, quantum }, packets, bytes)
             }
         };
         let limit = match (packets, bytes) {
@@ -284,6 +402,10 @@ impl From<QueueParams> for QueueForm {
             QueueKind::Droptail => QueueForm::Droptail { packets, bytes },
             QueueKind::Drophead => QueueForm::Drophead { packets, bytes },
             QueueKind::Codel { target_ns, interval_ns } => QueueForm::Codel { target_ns, interval_ns, packets, bytes },
+            QueueKind::Pie { target_ns, max_burst_ns } => QueueForm::Pie { target_ns, max_burst_ns, packets, bytes },
+            QueueKind::FqCodel { target_ns, interval_ns, flows, quantum } => {
+                QueueForm::FqCodel { target_ns, interval_ns, flows, quantum, packets, bytes }
+            }
         }
     }
 }
@@ -391,6 +513,10 @@ pub struct LinkPatch {
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<WifiParams>")]
     pub wifi: Option<Option<WifiParams>>,
+    /// New token-bucket shaper.
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<ShaperParams>")]
+    pub shaper: Option<Option<ShaperParams>>,
 }
 
 /// A field that is present: `null` is `Some(None)` (remove), a value `Some(Some(v))` (set).
@@ -454,6 +580,9 @@ impl LinkParams {
         }
         if let Some(loss) = patch.loss {
             next.loss = loss;
+        }
+        if let Some(shaper) = patch.shaper {
+            next.shaper = shaper;
         }
         next
     }
@@ -537,7 +666,7 @@ mod tests {
         assert_eq!(
             ideal,
             json!({"rate_bps": null, "trace": null, "trace_start_ns": 0, "queue": {"kind": "droptail", "packets": 1000},
-                   "delay_ns": 0, "jitter": null, "loss": null, "wifi": null})
+                   "delay_ns": 0, "jitter": null, "loss": null, "wifi": null, "shaper": null})
         );
         let params = parse(json!({"rate": "1.5mbit", "queue": {"kind": "drophead", "bytes": 3000},
                                   "jitter": {"std": "500us"}, "loss": {"kind": "bernoulli", "p": 0.02}}))
@@ -563,6 +692,31 @@ mod tests {
             .contains("queue: give either packets or bytes, not both"));
         assert!(field(json!({"jitter": {"std": "1ms", "dist": "cauchy"}})).starts_with("jitter"));
         assert!(field(json!({"loss": {"kind": "bernoulli"}})).contains("missing field `p`"));
+        assert!(field(json!({"shaper": {"rate": "unlimited", "burst": 3000, "limit": 50000}}))
+            .starts_with("shaper.rate: a shaper needs a finite rate"));
+        assert!(field(json!({"shaper": {"rate": "10mbit", "limit": 50000}})).contains("missing field `burst_bytes`"));
+        assert!(field(json!({"queue": {"kind": "fq_codel", "flows": "many"}})).starts_with("queue"));
+    }
+
+    #[test]
+    fn pie_fq_codel_and_the_shaper_read_and_write() {
+        let written = parse(json!({
+            "queue": {"kind": "pie", "target": "20ms", "packets": 100},
+            "shaper": {"rate": "10mbit", "burst": 15000, "limit": 50000}
+        }))
+        .unwrap();
+        assert_eq!(written.queue.kind, QueueKind::Pie { target_ns: 20_000_000, max_burst_ns: DEFAULT_PIE_MAX_BURST_NS });
+        assert_eq!(written.shaper, Some(ShaperParams { rate_bps: 10_000_000, burst_bytes: 15000, limit_bytes: 50000 }));
+        let out = serde_json::to_value(&written).unwrap();
+        assert_eq!(out["queue"], json!({"kind": "pie", "target_ns": 20_000_000, "max_burst_ns": 150_000_000, "packets": 100}));
+        assert_eq!(out["shaper"], json!({"rate_bps": 10_000_000, "burst_bytes": 15000, "limit_bytes": 50000}));
+        assert_eq!(parse(out).unwrap(), written);
+        let fq = parse(json!({"queue": {"kind": "fq_codel", "bytes": 45000}})).unwrap();
+        let kind = QueueKind::FqCodel { target_ns: DEFAULT_CODEL_TARGET_NS, interval_ns: DEFAULT_CODEL_INTERVAL_NS, flows: 1024, quantum: 1514 };
+        assert_eq!((fq.queue.kind, fq.queue.limit), (kind, QueueLimit::Bytes(45000)));
+        assert_eq!(serde_json::to_value(fq.queue).unwrap()["kind"], "fq_codel");
+        let patch: LinkPatch = serde_json::from_value(json!({"shaper": null})).unwrap();
+        assert_eq!(written.patched(&patch).shaper, None);
     }
 
     #[test]

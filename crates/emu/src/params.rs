@@ -8,7 +8,7 @@ use std::sync::Arc;
 use contract::link::{JitterDistribution as Dist, LinkParams, LossParams, QueueKind as Kind, QueueLimit as Limit};
 use netmodel::{
     DeliveryTrace, JitterConfig, JitterDistribution, LinkConfig, LossConfig, QueueConfig, QueueKind, QueueLimit, Rate,
-    WifiConfig,
+    ShaperConfig, WifiConfig,
 };
 
 /// A refused value: (field relative to the link direction, why).
@@ -33,6 +33,10 @@ pub fn link_config(params: &LinkParams, base_dir: &Path) -> Result<LinkConfig, F
         Kind::Droptail => QueueKind::DropTail,
         Kind::Drophead => QueueKind::DropHead,
         Kind::Codel { target_ns, interval_ns } => QueueKind::CoDel { target: target_ns, interval: interval_ns },
+        Kind::Pie { target_ns, max_burst_ns } => QueueKind::Pie { target: target_ns, max_burst: max_burst_ns },
+        Kind::FqCodel { target_ns, interval_ns, flows, quantum } => {
+            QueueKind::FqCodel { target: target_ns, interval: interval_ns, flows, quantum }
+        }
     };
     let limit = match params.queue.limit {
         Limit::Packets(packets) => QueueLimit::Packets(packets),
@@ -51,7 +55,8 @@ pub fn link_config(params: &LinkParams, base_dir: &Path) -> Result<LinkConfig, F
         LossParams::Bernoulli { p } => LossConfig::Bernoulli { p },
         LossParams::GilbertElliott { p, r, loss_good, loss_bad } => LossConfig::GilbertElliott { p, r, loss_good, loss_bad },
     });
-    let config = LinkConfig { rate, queue: QueueConfig { kind, limit }, delay: params.delay_ns, jitter, loss };
+    let shaper = params.shaper.map(|s| ShaperConfig { rate: s.rate_bps, burst: s.burst_bytes, limit: s.limit_bytes });
+    let config = LinkConfig { rate, queue: QueueConfig { kind, limit }, delay: params.delay_ns, jitter, loss, shaper };
     config.validate().map_err(|e| (contract_field(&e.field).to_string(), e.message))?;
     Ok(config)
 }
@@ -64,6 +69,9 @@ fn contract_field(model_field: &str) -> &str {
         "queue.interval" => "queue.interval_ns",
         "wifi.max_ampdu_duration" => "wifi.max_ampdu_duration_ns",
         "wifi.difs" => "wifi.difs_ns",
+        "shaper.rate" => "shaper.rate_bps",
+        "shaper.burst" => "shaper.burst_bytes",
+        "shaper.limit" => "shaper.limit_bytes",
         other => other,
     }
 }
@@ -97,6 +105,10 @@ mod tests {
         let wifi = convert(r#"{"wifi":{"max_ampdu_frames":1,"sifs":"10us"},"delay":"1ms"}"#).unwrap();
         let expected = WifiConfig { max_ampdu_frames: 1, sifs: 10_000, ..WifiConfig::default() };
         assert_eq!((wifi.rate, wifi.delay), (Rate::Wifi(expected), 1_000_000));
+        let aqm = convert(r#"{"queue":{"kind":"pie","packets":100},"shaper":{"rate":"10mbit","burst":15000,"limit":50000}}"#).unwrap();
+        assert_eq!(aqm.queue, QueueConfig::pie(QueueLimit::Packets(100)));
+        assert_eq!(aqm.shaper, Some(ShaperConfig { rate: 10_000_000, burst: 15000, limit: 50000 }));
+        assert_eq!(convert(r#"{"queue":{"kind":"fq_codel"}}"#).unwrap().queue, QueueConfig::fq_codel(QueueLimit::Packets(1000)));
     }
 
     #[test]
@@ -109,6 +121,11 @@ mod tests {
         assert_eq!(convert(r#"{"wifi":{"difs":"0"}}"#).unwrap_err().0, "wifi.difs_ns");
         assert_eq!(convert(r#"{"wifi":{"cw_min":31,"cw_max":15}}"#).unwrap_err().0, "wifi.cw_min");
         assert_eq!(convert(r#"{"wifi":{"frame_error_rate":2}}"#).unwrap_err().0, "wifi.frame_error_rate");
+        assert_eq!(convert(r#"{"queue":{"kind":"pie","target":"0"}}"#).unwrap_err().0, "queue.target_ns");
+        assert_eq!(convert(r#"{"queue":{"kind":"fq_codel","flows":0}}"#).unwrap_err().0, "queue.flows");
+        assert_eq!(convert(r#"{"queue":{"kind":"fq_codel","quantum":0}}"#).unwrap_err().0, "queue.quantum");
+        assert_eq!(convert(r#"{"shaper":{"rate":"1mbit","burst":100,"limit":50000}}"#).unwrap_err().0, "shaper.burst_bytes");
+        assert_eq!(convert(r#"{"shaper":{"rate":"1mbit","burst":3000,"limit":10}}"#).unwrap_err().0, "shaper.limit_bytes");
         let (field, message) = convert(r#"{"trace":"/nonexistent/trace"}"#).unwrap_err();
         assert_eq!(field, "trace");
         assert!(message.starts_with("cannot read /nonexistent/trace"), "{message}");

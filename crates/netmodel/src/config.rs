@@ -58,6 +58,24 @@ pub enum QueueKind {
         /// Sliding window over which the minimum sojourn time is tracked.
         interval: Nanos,
     },
+    /// PIE (RFC 8033): early drop at enqueue with a probability updated every 15 ms.
+    Pie {
+        /// Queue delay the drop probability steers to (QDELAY_REF).
+        target: Nanos,
+        /// Burst allowance (MAX_BURST): how long a burst into an idle queue is let through.
+        max_burst: Nanos,
+    },
+    /// FQ-CoDel (RFC 8290): per-flow queues, deficit round robin, CoDel per flow.
+    FqCodel {
+        /// CoDel's target on each flow queue.
+        target: Nanos,
+        /// CoDel's interval on each flow queue.
+        interval: Nanos,
+        /// Number of flow queues the 5-tuples hash into.
+        flows: u32,
+        /// Bytes a flow may send per round.
+        quantum: u32,
+    },
 }
 
 /// The queue in front of a link direction.
@@ -80,6 +98,28 @@ impl QueueConfig {
     pub fn codel(limit: QueueLimit) -> Self {
         QueueConfig { kind: QueueKind::CoDel { target: 5 * MS, interval: 100 * MS }, limit }
     }
+
+    /// PIE with the RFC 8033 defaults (15 ms target, 150 ms burst allowance).
+    pub fn pie(limit: QueueLimit) -> Self {
+        QueueConfig { kind: QueueKind::Pie { target: 15 * MS, max_burst: 150 * MS }, limit }
+    }
+
+    /// FQ-CoDel with the RFC 8290 defaults (1024 flows, quantum 1514, CoDel 5 ms / 100 ms).
+    pub fn fq_codel(limit: QueueLimit) -> Self {
+        QueueConfig { kind: QueueKind::FqCodel { target: 5 * MS, interval: 100 * MS, flows: 1024, quantum: 1514 }, limit }
+    }
+}
+
+/// A token-bucket shaper in front of the transmitter, like Linux's `tbf`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShaperConfig {
+    /// Token rate, bit/s: the long-run rate.
+    pub rate: u64,
+    /// Bucket size, bytes: what may leave back to back at the link's own rate.
+    pub burst: u64,
+    /// Bytes that may wait for tokens (tbf's `limit`); arrivals beyond it are dropped as
+    /// `queue_full`, as are those beyond the queue's own limit.
+    pub limit: u64,
 }
 
 /// Shape of the delay variation.
@@ -138,16 +178,21 @@ pub struct LinkConfig {
     pub jitter: Option<JitterConfig>,
     /// Optional random loss.
     pub loss: Option<LossConfig>,
+    /// Optional token-bucket shaper.
+    pub shaper: Option<ShaperConfig>,
 }
 
 impl Default for LinkConfig {
     fn default() -> Self {
-        LinkConfig { rate: Rate::Unlimited, queue: QueueConfig::default(), delay: 0, jitter: None, loss: None }
+        LinkConfig { rate: Rate::Unlimited, queue: QueueConfig::default(), delay: 0, jitter: None, loss: None, shaper: None }
     }
 }
 
 /// The largest packet a byte-limited queue must be able to hold.
 pub const MAX_PACKET_BYTES: u64 = 1500;
+
+/// The most flow queues FQ-CoDel may have (Linux's limit is 65536 as well).
+pub const MAX_FQ_FLOWS: u32 = 65_536;
 
 fn check_probability(field: &str, p: f64) -> Result<(), ConfigError> {
     if p.is_finite() && (0.0..=1.0).contains(&p) {
@@ -157,7 +202,44 @@ fn check_probability(field: &str, p: f64) -> Result<(), ConfigError> {
     }
 }
 
+fn validate_shaper(shaper: &ShaperConfig) -> Result<(), ConfigError> {
+    if shaper.rate == 0 {
+        return Err(ConfigError::new("shaper.rate", "must be greater than zero"));
+    }
+    if shaper.burst < MAX_PACKET_BYTES {
+        return Err(ConfigError::new("shaper.burst", format!("{} bytes cannot pass one {MAX_PACKET_BYTES}-byte packet", shaper.burst)));
+    }
+    if shaper.limit < MAX_PACKET_BYTES {
+        return Err(ConfigError::new("shaper.limit", format!("{} bytes cannot hold one {MAX_PACKET_BYTES}-byte packet", shaper.limit)));
+    }
+    Ok(())
+}
+
 impl LinkConfig {
+    fn validate_queue_kind(&self) -> Result<(), ConfigError> {
+        let (target, interval) = match self.queue.kind {
+            QueueKind::DropTail | QueueKind::DropHead => return Ok(()),
+            QueueKind::Pie { target, .. } => (target, None),
+            QueueKind::CoDel { target, interval } => (target, Some(interval)),
+            QueueKind::FqCodel { target, interval, flows, quantum } => {
+                if flows == 0 || flows > MAX_FQ_FLOWS {
+                    return Err(ConfigError::new("queue.flows", format!("{flows} is outside 1..={MAX_FQ_FLOWS}")));
+                }
+                if quantum == 0 {
+                    return Err(ConfigError::new("queue.quantum", "must be greater than zero"));
+                }
+                (target, Some(interval))
+            }
+        };
+        if target == 0 {
+            return Err(ConfigError::new("queue.target", "must be greater than zero"));
+        }
+        if interval.is_some_and(|interval| interval < target) {
+            return Err(ConfigError::new("queue.interval", "must be at least the target"));
+        }
+        Ok(())
+    }
+
     /// A fixed-rate link with the given delay and a default queue.
     pub fn with_rate(bits_per_second: u64, delay: Nanos) -> Self {
         LinkConfig { rate: Rate::BitsPerSecond(bits_per_second), delay, ..LinkConfig::default() }
@@ -181,13 +263,12 @@ impl LinkConfig {
             }
             _ => {}
         }
-        if let QueueKind::CoDel { target, interval } = self.queue.kind {
-            if target == 0 {
-                return Err(ConfigError::new("queue.target", "must be greater than zero"));
+        self.validate_queue_kind()?;
+        if let Some(shaper) = self.shaper {
+            if matches!(self.rate, Rate::Wifi(_)) {
+                return Err(ConfigError::new("shaper", "a WiFi link takes no shaper (its station sends whole A-MPDUs)"));
             }
-            if interval < target {
-                return Err(ConfigError::new("queue.interval", "must be at least the target"));
-            }
+            validate_shaper(&shaper)?;
         }
         match self.loss {
             Some(LossConfig::Bernoulli { p }) => check_probability("loss.p", p)?,
@@ -228,6 +309,28 @@ mod tests {
         assert_eq!(c.validate().unwrap_err().field, "loss.p");
         c.loss = None;
         assert!(c.validate().is_ok());
+        c.queue = QueueConfig::pie(QueueLimit::Packets(10));
+        assert!(c.validate().is_ok());
+        c.queue.kind = QueueKind::Pie { target: 0, max_burst: 0 };
+        assert_eq!(c.validate().unwrap_err().field, "queue.target");
+        c.queue = QueueConfig::fq_codel(QueueLimit::Packets(10));
+        assert!(c.validate().is_ok());
+        c.queue.kind = QueueKind::FqCodel { target: MS, interval: 100 * MS, flows: 0, quantum: 1514 };
+        assert_eq!(c.validate().unwrap_err().field, "queue.flows");
+        c.queue.kind = QueueKind::FqCodel { target: MS, interval: 100 * MS, flows: 8, quantum: 0 };
+        assert_eq!(c.validate().unwrap_err().field, "queue.quantum");
+        c.queue.kind = QueueKind::FqCodel { target: MS, interval: 0, flows: 8, quantum: 1514 };
+        assert_eq!(c.validate().unwrap_err().field, "queue.interval");
+        c.queue = QueueConfig::default();
+        c.shaper = Some(ShaperConfig { rate: 0, burst: 3000, limit: 50_000 });
+        assert_eq!(c.validate().unwrap_err().field, "shaper.rate");
+        c.shaper = Some(ShaperConfig { rate: 1, burst: 1000, limit: 50_000 });
+        assert_eq!(c.validate().unwrap_err().field, "shaper.burst");
+        c.shaper = Some(ShaperConfig { rate: 1, burst: 3000, limit: 100 });
+        assert_eq!(c.validate().unwrap_err().field, "shaper.limit");
+        c.shaper = Some(ShaperConfig { rate: 1, burst: 3000, limit: 50_000 });
+        c.rate = Rate::Wifi(WifiConfig::default());
+        assert_eq!(c.validate().unwrap_err().field, "shaper");
     }
 
     #[test]

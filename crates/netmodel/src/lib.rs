@@ -4,9 +4,9 @@
 //! reads a clock, never sleeps and never touches a socket, so every behaviour can be tested
 //! deterministically on a virtual clock, and the real-time driver (`protolab-emu`) stays thin.
 //!
-//! * [`Link`]: one direction of a link — loss at arrival, a queue (drop-tail, drop-head, CoDel),
-//!   a transmitter (fixed rate, Mahimahi trace, WiFi aggregation, or unlimited), propagation
-//!   delay and jitter.
+//! * [`Link`]: one direction of a link — loss at arrival, a queue (drop-tail, drop-head, CoDel,
+//!   PIE, FQ-CoDel), an optional token-bucket shaper, a transmitter (fixed rate, Mahimahi trace,
+//!   WiFi aggregation, or unlimited), propagation delay and jitter.
 //! * [`Network`]: hosts on two sides of a dumbbell, access links, 1..N bottleneck paths, and the
 //!   path selection (ECMP by flow hash, pins, round robin).
 //!
@@ -16,16 +16,19 @@
 
 mod codel;
 mod config;
+mod fq_codel;
 mod link;
 mod loss;
 mod network;
 mod packet;
+mod pie;
+mod shaper;
 mod trace;
 mod wifi;
 
 pub use config::{
     ConfigError, JitterConfig, JitterDistribution, LinkConfig, LossConfig, QueueConfig, QueueKind,
-    QueueLimit, Rate,
+    QueueLimit, Rate, ShaperConfig, MAX_FQ_FLOWS,
 };
 pub use link::{DropCause, DropCounts, Event, EventKind, EventLog, Link, LinkCounters};
 pub use network::{

@@ -10,8 +10,11 @@ use serde::Serialize;
 
 use crate::codel::{Codel, CodelQueue};
 use crate::config::{ConfigError, JitterConfig, JitterDistribution, LinkConfig, QueueKind, QueueLimit, Rate};
+use crate::fq_codel::FqCodel;
 use crate::loss::LossState;
 use crate::packet::{FlowKey, Packet};
+use crate::pie::Pie;
+use crate::shaper::TokenBucket;
 use crate::trace::TRACE_OPPORTUNITY_BYTES;
 use crate::wifi::Station;
 use crate::Nanos;
@@ -24,7 +27,7 @@ pub enum DropCause {
     QueueFull,
     /// The configured random loss process.
     RandomLoss,
-    /// The active queue management (CoDel).
+    /// The active queue management (CoDel, PIE, FQ-CoDel's CoDel).
     Aqm,
 }
 
@@ -196,6 +199,10 @@ pub struct Link<P> {
     next_seq: u64,
     last_delivery: Nanos,
     codel: Codel,
+    pie: Pie,
+    /// The flow queues, iff the queue kind is FQ-CoDel (then `queue` stays empty).
+    fq: Option<FqCodel<Waiting<P>>>,
+    bucket: TokenBucket,
     loss: LossState,
     rng: ChaCha8Rng,
     counters: LinkCounters,
@@ -245,6 +252,7 @@ impl<P> Link<P> {
     /// A link direction with its own random stream (`seed`, `stream`).
     pub fn new(id: u32, config: LinkConfig, seed: u64, stream: u64) -> Result<Self, ConfigError> {
         config.validate()?;
+        let fq = aqm::flow_queues_for(&config.queue.kind, u64::from(id));
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(stream);
         let wifi = match &config.rate {
@@ -260,6 +268,9 @@ impl<P> Link<P> {
             next_seq: 0,
             last_delivery: 0,
             codel: Codel::default(),
+            pie: Pie::default(),
+            fq,
+            bucket: TokenBucket::default(),
             loss: LossState::default(),
             rng,
             counters: LinkCounters::default(),
@@ -297,7 +308,7 @@ impl<P> Link<P> {
 
     /// Packets queued or in flight.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.in_flight.is_empty() && self.wifi.as_ref().is_none_or(|w| w.held() == 0)
+        self.counters.queue_packets == 0 && self.in_flight.is_empty() && self.wifi.as_ref().is_none_or(|w| w.held() == 0)
     }
 
     fn pop_head(&mut self) -> Option<Waiting<P>> {
@@ -314,10 +325,12 @@ impl<P> Link<P> {
     }
 
     fn fits(&self, extra_packets: u64, extra_bytes: u64) -> bool {
-        match self.config.queue.limit {
-            QueueLimit::Packets(n) => self.counters.queue_packets + extra_packets <= u64::from(n),
-            QueueLimit::Bytes(b) => self.counters.queue_bytes + extra_bytes <= b,
-        }
+        let within_shaper = self.config.shaper.is_none_or(|s| self.counters.queue_bytes + extra_bytes <= s.limit);
+        within_shaper
+            && match self.config.queue.limit {
+                QueueLimit::Packets(n) => self.counters.queue_packets + extra_packets <= u64::from(n),
+                QueueLimit::Bytes(b) => self.counters.queue_bytes + extra_bytes <= b,
+            }
     }
 
     /// A packet arrives at `now`. Returns false if it was dropped on arrival.
@@ -336,7 +349,12 @@ impl<P> Link<P> {
                 self.count_drop(now, DropCause::QueueFull, &evicted.packet, events);
             }
         }
-        if !self.fits(1, size) {
+        if self.drops_early(now) {
+            self.count_drop(now, DropCause::Aqm, &packet, events);
+            return false;
+        }
+        // FQ-CoDel takes every arrival and then drops from the fattest flow.
+        if self.fq.is_none() && !self.fits(1, size) {
             self.count_drop(now, DropCause::QueueFull, &packet, events);
             return false;
         }
@@ -346,19 +364,30 @@ impl<P> Link<P> {
         c.enqueued_bytes += size;
         c.queue_packets += 1;
         c.queue_bytes += size;
+        let waiting = Waiting { packet, arrived: now };
+        match &mut self.fq {
+            Some(fq) => aqm::enqueue_flow(fq, waiting, &self.config.queue.kind),
+            None => self.queue.push_back(waiting),
+        }
+        self.trim_to_limit(now, events);
+        let c = &mut self.counters;
         c.max_queue_packets = c.max_queue_packets.max(c.queue_packets);
         c.max_queue_bytes = c.max_queue_bytes.max(c.queue_bytes);
-        self.queue.push_back(Waiting { packet, arrived: now });
         self.advance(now, events);
         true
     }
 
     fn head_start(&self) -> Option<Nanos> {
+        let head = match &self.fq {
+            Some(fq) => fq.earliest_arrival().zip(fq.next_size()),
+            None => self.queue.front().map(|head| (head.arrived, head.packet.size)),
+        };
         if let Some(station) = &self.wifi {
-            return station.next_start(self.queue.front().map(|w| w.arrived));
+            return station.next_start(head.map(|(arrived, _)| arrived));
         }
-        let head = self.queue.front()?;
-        Some(self.transmitter.earliest_start(&self.config.rate, head.arrived))
+        let (arrived, size) = head?;
+        let start = self.transmitter.earliest_start(&self.config.rate, arrived);
+        Some(self.shaped_start(start, size))
     }
 
     /// The next moment something happens on this link (a transmission starts or a packet leaves).
@@ -386,6 +415,8 @@ impl<P> Link<P> {
                 self.codel = codel;
                 packet
             }
+            QueueKind::Pie { target, .. } => self.dequeue_pie(start, target),
+            QueueKind::FqCodel { target, interval, quantum, .. } => self.dequeue_fq(start, target, interval, quantum, events),
             QueueKind::DropTail | QueueKind::DropHead => self.pop_head().map(|w| w.packet),
         }
     }
@@ -395,6 +426,9 @@ impl<P> Link<P> {
             return self.start_txop(start, events);
         }
         let Some(packet) = self.dequeue(start, events) else { return };
+        if let Some(shaper) = &self.config.shaper {
+            self.bucket.consume(shaper, start, packet.size);
+        }
         let finish = self.transmitter.transmit(&self.config.rate, start, packet.size);
         self.propagate(finish, packet);
     }
@@ -403,7 +437,7 @@ impl<P> Link<P> {
     fn start_txop(&mut self, start: Nanos, events: &mut EventLog) {
         let (Rate::Wifi(config), Some(mut station)) = (self.config.rate.clone(), self.wifi.take()) else { return };
         let mut aggregate = station.begin_txop(&config);
-        while self.queue.front().is_some_and(|head| aggregate.has_room(&config, head.packet.size)) {
+        while self.next_queued_size().is_some_and(|size| aggregate.has_room(&config, size)) {
             let Some(packet) = self.dequeue(start, events) else { break };
             if !station.add_new(&config, &mut aggregate, packet) {
                 break;
@@ -479,7 +513,11 @@ impl<P> Link<P> {
         let rate_changed = self.config.rate != config.rate;
         let loss_kind_changed = std::mem::discriminant(&self.config.loss) != std::mem::discriminant(&config.loss);
         let queue_kind_changed = self.config.queue.kind != config.queue.kind;
+        let shaper_changed = self.config.shaper != config.shaper;
         self.config = config;
+        if shaper_changed {
+            self.bucket.reset();
+        }
         if rate_changed {
             self.transmitter.restart(now);
         }
@@ -488,14 +526,11 @@ impl<P> Link<P> {
         }
         if queue_kind_changed {
             self.codel = Codel::default();
+            self.pie = Pie::default();
+            self.switch_queue_container();
         }
         self.switch_station(now);
-        while !self.fits(0, 0) {
-            let Some(w) = self.queue.pop_back() else { break };
-            self.counters.queue_packets -= 1;
-            self.counters.queue_bytes -= u64::from(w.packet.size);
-            self.count_drop(now, DropCause::QueueFull, &w.packet, events);
-        }
+        self.trim_to_limit(now, events);
         Ok(())
     }
 }
@@ -518,5 +553,6 @@ impl<P> Link<P> {
     }
 }
 
+mod aqm;
 #[cfg(test)]
 mod tests;

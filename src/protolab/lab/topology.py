@@ -39,11 +39,15 @@ def link(
     trace: str | None = None,
     trace_start_ns: int | None = None,
     wifi: Mapping[str, Any] | None = None,
+    shaper: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One link direction in the emulator's numbers (docs/topology.md); fields left as None
     are omitted (the emulator's defaults apply, or set_link keeps the current value).
 
     `loss` as a number is a Bernoulli probability; a mapping is passed through (Gilbert-Elliott).
+    `queue_kind` is droptail, drophead, codel, pie or fq_codel (each with the emulator's
+    defaults); `shaper` (a tbf-like token bucket: `rate_bps`, `burst_bytes`, `limit_bytes`) is
+    passed through.
     `wifi` makes the direction a WiFi station (docs/emulator.md, "WiFi links"); `{}` takes the
     802.11n defaults.
     """
@@ -71,6 +75,8 @@ def link(
         if queue_bytes is not None:
             queue["bytes"] = queue_bytes
         direction["queue"] = queue
+    if shaper is not None:
+        direction["shaper"] = dict(shaper)
     return direction
 
 
@@ -78,7 +84,7 @@ def ideal_link(**overrides: Any) -> dict[str, Any]:
     """set_link params that return a direction to the ideal link, then apply `link(**overrides)`.
 
     set_link only replaces the fields it is given, so a reset names every field explicitly
-    (None removes one: unlimited, no trace, no jitter, no loss, not WiFi).
+    (None removes one: unlimited, no trace, no jitter, no loss, not WiFi, no shaper).
     """
     params: dict[str, Any] = {
         "rate_bps": None,
@@ -87,6 +93,7 @@ def ideal_link(**overrides: Any) -> dict[str, Any]:
         "jitter": None,
         "loss": None,
         "wifi": None,
+        "shaper": None,
         "queue": {"kind": "droptail", "packets": IDEAL_QUEUE_PACKETS},
     }
     params.update(link(**overrides))

@@ -61,7 +61,7 @@ def responsiveness(b: Builder, exp: Experiment, name: str) -> str:
                "and self RPMs); RPM (latency mean) is goresponsiveness's and Apple's (the two latencies averaged, "
                "converted once), lower whenever self probes wait longer than foreign ones. Confidence speculative: "
                "goodput never saturated, the RPM is from the last intervals' probes. Expected = base RTT + the delay of a full drop-tail "
-               "buffer (CoDel: + its 5 ms target), known from the emulator's configuration; foreign / expected "
+               "buffer (an AQM: + its target), known from the emulator's configuration; foreign / expected "
                "compares the network's queueing delay with it. Factor of increase = idle RPM / loaded RPM (003 ch. 7). "
                "Overhead = IP bytes at the bottleneck / payload bytes (003's overhead compensation factor).")
     html = (f'<p class="caption">{h.esc(caption)}</p>' +

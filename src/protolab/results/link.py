@@ -30,7 +30,7 @@ LINK_COLUMNS: list[Column] = [
     ("delivered_bytes", "BIGINT", "bytes delivered (IP bytes)"),
     ("dropped_queue_full_packets", "BIGINT", "packets dropped because the queue was full"),
     ("dropped_random_loss_packets", "BIGINT", "packets dropped by random loss"),
-    ("dropped_aqm_packets", "BIGINT", "packets dropped by the AQM (CoDel)"),
+    ("dropped_aqm_packets", "BIGINT", "packets dropped by the AQM (CoDel, PIE, FQ-CoDel)"),
     ("dropped_queue_full_bytes", "BIGINT", "bytes dropped because the queue was full"),
     ("dropped_random_loss_bytes", "BIGINT", "bytes dropped by random loss"),
     ("dropped_aqm_bytes", "BIGINT", "bytes dropped by the AQM"),
@@ -52,7 +52,7 @@ LINK_PARAMS = Placement(
     elsewhere={"rate_bps": "column configured_rate_mbps", "delay_ns": "column configured_delay_ms",
                "loss": "column configured_loss_pct", "queue": "column configured_queue",
                "trace": "column config (JSON)", "trace_start_ns": "column config (JSON)",
-               "jitter": "column config (JSON)", "wifi": "column config (JSON)"},
+               "jitter": "column config (JSON)", "wifi": "column config (JSON)", "shaper": "column config (JSON)"},
 )
 LINK_COUNTERS = Placement(
     table="link_counters",

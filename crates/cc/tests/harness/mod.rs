@@ -24,6 +24,7 @@ pub fn link(rate_bps: u64, one_way_delay_ms: u64, queue_bytes: u64) -> Link<u64>
         delay: one_way_delay_ms * MS,
         jitter: None,
         loss: None,
+        shaper: None,
     };
     Link::new(0, config, 1, 0).expect("a valid link")
 }

@@ -313,6 +313,70 @@ class QueueParams3(BaseModel):
     """
 
 
+class QueueParams4(BaseModel):
+    """
+    PIE.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    bytes: Annotated[int | None, Field(ge=0)] = None
+    """
+    Byte limit.
+    """
+    kind: Literal['pie']
+    max_burst_ns: Annotated[int | None, Field(ge=0)] = 150000000
+    """
+    Burst allowance, ns (default 150 ms). Input also takes `max_burst` and strings.
+    """
+    packets: Annotated[int | None, Field(ge=1)] = None
+    """
+    Packet limit.
+    """
+    target_ns: Annotated[int | None, Field(ge=0)] = 15000000
+    """
+    Target queue delay, ns (default 15 ms). Input also takes `target` and strings.
+    """
+
+
+class QueueParams5(BaseModel):
+    """
+    FQ-CoDel.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    bytes: Annotated[int | None, Field(ge=0)] = None
+    """
+    Byte limit.
+    """
+    flows: Annotated[int | None, Field(ge=1, le=65536)] = 1024
+    """
+    Flow queues (default 1024).
+    """
+    interval_ns: Annotated[int | None, Field(ge=0)] = 100000000
+    """
+    CoDel's interval per flow, ns (default 100 ms). Input also takes `interval`.
+    """
+    kind: Literal['fq_codel']
+    packets: Annotated[int | None, Field(ge=1)] = None
+    """
+    Packet limit.
+    """
+    quantum: Annotated[int | None, Field(ge=1)] = 1514
+    """
+    DRR quantum, bytes (default 1514).
+    """
+    target_ns: Annotated[int | None, Field(ge=0)] = 5000000
+    """
+    CoDel's target per flow, ns (default 5 ms). Input also takes `target` and strings.
+    """
+
+
 class RoutingMode(StrEnum):
     """
     Path selection between the sides (docs/topology.md).
@@ -329,6 +393,31 @@ class RoutingMode(StrEnum):
     round_robin = 'round-robin'
     """
     Per packet.
+    """
+
+
+class ShaperParams(BaseModel):
+    """
+    A token-bucket shaper like Linux's `tbf` (docs/topology.md): tokens accrue at `rate_bps` up
+    to `burst_bytes`; up to `burst_bytes` leave back to back at the link's own rate, then
+    `rate_bps` holds; at most `limit_bytes` wait for tokens.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    burst_bytes: Annotated[int, Field(ge=0)]
+    """
+    Bucket size, bytes (at least one 1500-byte packet). Input also takes `burst`.
+    """
+    limit_bytes: Annotated[int, Field(ge=0)]
+    """
+    Bytes that may wait for tokens (tbf's `limit`; 003 used 50 kB). Input also takes `limit`.
+    """
+    rate_bps: Annotated[int, Field(ge=1)]
+    """
+    Token rate, bit/s. Input also takes `rate` and strings such as `"10mbit"`.
     """
 
 
@@ -458,13 +547,19 @@ class LinkPatch(BaseModel):
     """
     New loss model.
     """
-    queue: QueueParams1 | QueueParams2 | QueueParams3 | None = None
+    queue: (
+        QueueParams1 | QueueParams2 | QueueParams3 | QueueParams4 | QueueParams5 | None
+    ) = None
     """
     New queue.
     """
     rate_bps: Annotated[int | None, Field(ge=1)] = None
     """
     New rate, bit/s (`null` or `"unlimited"`: unlimited).
+    """
+    shaper: ShaperParams | None = None
+    """
+    New token-bucket shaper.
     """
     trace: str | None = None
     """
