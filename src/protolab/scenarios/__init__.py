@@ -22,6 +22,7 @@ from protolab.scenarios.congestion import (
     QuicVsTcp,
     SlowStartExit,
 )
+from protolab.scenarios.interop import Interop
 from protolab.scenarios.rpm import Rpm
 from protolab.scenarios.traffic import TrafficCorpus
 
@@ -30,6 +31,7 @@ SCENARIOS: dict[str, Scenario] = {
     for scenario in (
         WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(), Cellular(),
         Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(), Rpm(), TrafficCorpus(),
+        Interop(),
     )
 }
 
