@@ -232,3 +232,18 @@ def test_a_failing_endpoint_fails_the_run_and_leaves_nothing(emu_binary: Path, l
     [row] = _interop_rows(results)
     assert row["verdict"] == "failed" and "server exited with status 3" in str(row["reason"])
     _assert_clean(results, name)
+
+
+def test_matrix_of_fixed_rows() -> None:
+    from protolab.report.interop import matrix_markdown
+
+    link = {"bandwidth_mbps": 10.0, "rtt_ms": 30.0, "loss_pct": 0.0}
+    rows = [{"testcase": "goodput", "server": "quic-go", "client": "aioquic", "verdict": "succeeded",
+             "goodput_mbps": rate, "reason": None, **link} for rate in (8.0, 9.0, 10.0)]
+    rows += [{"testcase": "handshake", "server": "protolab", "client": "quic-go", "verdict": "unsupported",
+              "goodput_mbps": None, "reason": "exit 127", **link}]
+    text = matrix_markdown(rows)
+    # mean 9, s = 1, t(0.975, 2) = 4.303: 9 -+ 4.303 / sqrt(3) = [6.52, 11.48]
+    assert "| quic-go | 9.00 [6.52, 11.48] (n=3) ✓✓✓ |" in text
+    assert "| protolab | ? |" in text and "- protolab->quic-go: exit 127" in text
+    assert "Link: 10 Mbit/s, 30 ms RTT, 0% loss." in text
