@@ -83,6 +83,22 @@ def test_verdicts(case: str, client: int | None, server: int | None, files: bool
     assert (verdict.reason is None) if reason is None else (reason in (verdict.reason or ""))
 
 
+def test_retry_and_zero_rtt_cases_need_their_packets() -> None:
+    one = trace.parse_fields("\n".join(FIXED.splitlines()[:5]))
+    retry = trace.parse_fields("\n".join([*FIXED.splitlines()[:5], _line(100.01, SERVER, CLIENT, "1", "3", "0x00000001", "ee")]))
+    assert testcases.judge(testcases.TESTCASES["retry"], 0, None, _files(), one, SERVER).reason == "the server sent no Retry"
+    assert testcases.judge(testcases.TESTCASES["retry"], 0, None, _files(), retry, SERVER).result == "succeeded"
+    assert "Retry the case does not ask for" in str(testcases.judge(testcases.TESTCASES["handshake"], 0, None, _files(),
+                                                                    retry, SERVER).reason)
+    two = trace.parse_fields(FIXED)
+    zero = trace.parse_fields(FIXED + "\n" + _line(101.0, CLIENT, SERVER, "1,1", "0,1", "0x00000001,0x00000001", "f,f"))
+    assert trace.zero_rtt_packets(zero, SERVER) == 1
+    case = testcases.TESTCASES["zerortt"]
+    assert testcases.judge(case, 0, None, _files(), two, SERVER).reason == "the client sent no 0-RTT packet"
+    assert testcases.judge(case, 0, None, _files(), zero, SERVER).result == "succeeded"
+    assert testcases.judge(testcases.TESTCASES["resumption"], 0, None, _files(), two, SERVER).result == "succeeded"
+
+
 def test_one_handshake_of_version_1_succeeds() -> None:
     one = trace.parse_fields("\n".join(FIXED.splitlines()[:5]))
     assert testcases.judge(testcases.TESTCASES["transfer"], 0, None, _files(), one, SERVER).result == "succeeded"

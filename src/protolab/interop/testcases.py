@@ -8,7 +8,9 @@ from here: the spec's axes set it (specs/interop.toml has one sweep per case, wi
 
 A verdict, as the runner's: `unsupported` when an endpoint exits with 127; else `failed` unless
 the client exited 0, every file arrived intact (and no other), the server's Initial packets show
-exactly the case's number of handshakes, all of version 1, and no Retry.
+exactly the case's number of handshakes, all of version 1, a Retry if and only if the case asks
+for one, and 0-RTT packets from the client where the case asks for them (zerortt). What the
+runner reads from decrypted packets is not checked (see docs/interop.md).
 """
 
 from __future__ import annotations
@@ -37,13 +39,16 @@ class TestCase:
     description: str
     endpoint_testcase: str  # what ROLE's endpoints get as TESTCASE
     files: tuple[int, ...]  # sizes of the files in /www, bytes
-    handshakes: str = "one"  # "one", or "per-file" (multiconnect: one connection per request)
+    handshakes: int | None = 1  # None: one per file (multiconnect: a connection per request)
     timeout_s: float = 60.0
     measurement: bool = False  # goodput: the rate is the result
     link: Mapping[str, float] = field(default_factory=lambda: dict(RUNNER_LINK))
+    retry: bool = False  # the server must send a Retry (else it must not)
+    zero_rtt: bool = False  # the client must send 0-RTT packets
+    name_length: int = 10  # of the files' names (zerortt's are long: its requests fill 0-RTT packets)
 
     def expected_handshakes(self, files: int) -> int:
-        return files if self.handshakes == "per-file" else 1
+        return files if self.handshakes is None else self.handshakes
 
 
 def _link(**changes: float) -> dict[str, float]:
@@ -56,7 +61,12 @@ TESTCASES: dict[str, TestCase] = {case.name: case for case in (
              (2 * MIB, 3 * MIB, 5 * MIB)),
     TestCase("http3", "5 KiB, 10 KiB and 500 KiB over HTTP/3", "http3", (5 * KIB, 10 * KIB, 500 * KIB)),
     TestCase("multiconnect", "handshake loss: 50 files of 1 KiB, one connection each, 30% loss both ways",
-             "multiconnect", (1 * KIB,) * 50, handshakes="per-file", timeout_s=300.0, link=_link(loss_pct=30)),
+             "multiconnect", (1 * KIB,) * 50, handshakes=None, timeout_s=300.0, link=_link(loss_pct=30)),
+    TestCase("retry", "10 KiB after the server's Retry", "retry", (10 * KIB,), retry=True),
+    TestCase("resumption", "5 KiB, then 10 KiB over a resumed second connection", "resumption", (5 * KIB, 10 * KIB),
+             handshakes=2),
+    TestCase("zerortt", "40 files of 32 bytes, the second connection's requests in 0-RTT", "zerortt", (32,) * 40,
+             handshakes=2, zero_rtt=True, name_length=250),
     TestCase("transferloss", "one 2 MiB file with 2% loss both ways", "transfer", (2 * MIB,), link=_link(loss_pct=2)),
     TestCase("goodput", "goodput of one 10 MiB file on the runner's link", "transfer", (10 * MIB,), measurement=True),
 )}
@@ -129,6 +139,11 @@ def judge(case: TestCase, client_status: int | None, server_status: int | None, 
     found = trace.versions(datagrams, server)
     if found != {QUIC_V1}:
         return Verdict("failed", f"expected QUIC version 0x1 only, found {sorted(hex(v) for v in found)}")
-    if trace.retries(datagrams, server):
+    retried = trace.retries(datagrams, server)
+    if retried and not case.retry:
         return Verdict("failed", "the server sent a Retry the case does not ask for")
+    if case.retry and not retried:
+        return Verdict("failed", "the server sent no Retry")
+    if case.zero_rtt and not trace.zero_rtt_packets(datagrams, server):
+        return Verdict("failed", "the client sent no 0-RTT packet")
     return Verdict("succeeded")

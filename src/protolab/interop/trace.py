@@ -110,6 +110,11 @@ def retries(datagrams: Sequence[Datagram], server: str) -> int:
     return len(_packets(datagrams, server, "retry"))
 
 
+def zero_rtt_packets(datagrams: Sequence[Datagram], server: str) -> int:
+    """0-RTT packets sent to the server."""
+    return sum(1 for d in datagrams if d.dst == server for p in d.packets if p.kind == "0rtt")
+
+
 def one_rtt_span(datagrams: Sequence[Datagram], sender: str) -> tuple[float, float] | None:
     """First and last time a datagram from `sender` carried a 1-RTT packet; None without any."""
     times = [d.time_s for d, _ in _packets(datagrams, sender, "1rtt")]

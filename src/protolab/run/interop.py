@@ -62,14 +62,14 @@ class InteropDirs:
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def write_files(www: Path, sizes: list[int], seed: int) -> list[str]:
+def write_files(www: Path, sizes: list[int], seed: int, name_length: int = NAME_LENGTH) -> list[str]:
     """Files of random bytes with random names (both from `seed`), as the runner makes them."""
     rng = random.Random(seed)
     names: list[str] = []
     for size in sizes:
-        name = "".join(rng.choice(string.ascii_lowercase) for _ in range(NAME_LENGTH))
+        name = "".join(rng.choice(string.ascii_lowercase) for _ in range(name_length))
         while name in names:
-            name = "".join(rng.choice(string.ascii_lowercase) for _ in range(NAME_LENGTH))
+            name = "".join(rng.choice(string.ascii_lowercase) for _ in range(name_length))
         (www / name).write_bytes(rng.randbytes(size))
         names.append(name)
     return names
@@ -230,7 +230,7 @@ def run_interop(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecor
     dirs.create()
     sizes = file_sizes(case, session.params)
     try:
-        names = write_files(dirs.www, sizes, derived_seed(run.link_seed, "interop-files", run.key))
+        names = write_files(dirs.www, sizes, derived_seed(run.link_seed, "interop-files", run.key), case.name_length)
         ran = _run_endpoints(session, run, run_dir, dirs, pair, case, names)
         files = testcases.compare_files(dirs.www, dirs.downloads, names)
     finally:
