@@ -38,7 +38,7 @@ setup: ## install Debian packages, build Rust (release), create .venv and instal
 build: ## build the Rust workspace only (cargo build --release --workspace)
 	cargo build --release --workspace
 
-stacks: ## build the external QUIC stacks of the interop runs (aioquic, quic-go: minutes; docs/interop.md)
+stacks: ## build the external QUIC stacks of the interop runs: aioquic (pip), quic-go (go install; needs Go); docs/interop.md
 	bash scripts/build_stacks.sh
 
 demo: setup ## set up, then run the wifi-loss demo (specs/demo.toml, ~10 min) and its report: results/demo
