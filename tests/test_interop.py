@@ -21,14 +21,15 @@ from protolab.run.interop import stop_group, write_files
 CLIENT, SERVER = "10.77.0.1", "10.77.1.1"
 
 
-def _line(t: float, src: str, dst: str, forms: str, types: str = "", versions: str = "", scids: str = "") -> str:
-    return "\t".join([f"{t:.6f}", src, dst, "1200", forms, types, versions, scids])
+def _line(t: float, src: str, dst: str, forms: str, types: str = "", versions: str = "", scids: str = "",
+          suites: str = "") -> str:
+    return "\t".join([f"{t:.6f}", src, dst, "1200", forms, types, versions, scids, suites])
 
 
 # A handshake as tshark prints it: the client's Initial, the server's coalesced Initial +
 # Handshake, 1-RTT data both ways; then a second connection's server Initial (another SCID).
 FIXED = "\n".join([
-    _line(100.000, CLIENT, SERVER, "1", "0", "0x00000001", ""),
+    _line(100.000, CLIENT, SERVER, "1", "0", "0x00000001", "", "0x1301,0x1302,0x1303"),
     _line(100.031, SERVER, CLIENT, "1,1", "0,2", "0x00000001,0x00000001", "aa11,aa11"),
     _line(100.045, CLIENT, SERVER, "1,0", "2", "0x00000001", ""),
     _line(100.060, SERVER, CLIENT, "0"),
@@ -43,6 +44,7 @@ def test_trace_of_fixed_tshark_output() -> None:
     assert [p.kind for p in datagrams[1].packets] == ["initial", "handshake"]
     assert [p.kind for p in datagrams[2].packets] == ["handshake", "1rtt"]
     assert trace.handshakes(datagrams, SERVER) == 2
+    assert trace.offered_cipher_suites(datagrams, SERVER) == {0x1301, 0x1302, 0x1303}
     assert trace.versions(datagrams, SERVER) == {1}
     assert trace.retries(datagrams, SERVER) == 0
     assert trace.one_rtt_span(datagrams, SERVER) == (100.060, 100.560)
@@ -97,6 +99,12 @@ def test_retry_and_zero_rtt_cases_need_their_packets() -> None:
     assert testcases.judge(case, 0, None, _files(), two, SERVER).reason == "the client sent no 0-RTT packet"
     assert testcases.judge(case, 0, None, _files(), zero, SERVER).result == "succeeded"
     assert testcases.judge(testcases.TESTCASES["resumption"], 0, None, _files(), two, SERVER).result == "succeeded"
+    chacha = testcases.TESTCASES["chacha20"]
+    assert "offered cipher suites ['0x1301', '0x1302', '0x1303']" in str(testcases.judge(chacha, 0, None, _files(), one,
+                                                                                        SERVER).reason)
+    only = trace.parse_fields(FIXED.replace("0x1301,0x1302,0x1303", "4867"))
+    only = only[:5]
+    assert testcases.judge(chacha, 0, None, _files(), only, SERVER).result == "succeeded"
 
 
 def test_one_handshake_of_version_1_succeeds() -> None:

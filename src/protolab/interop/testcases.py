@@ -9,7 +9,8 @@ from here: the spec's axes set it (specs/interop.toml has one sweep per case, wi
 A verdict, as the runner's: `unsupported` when an endpoint exits with 127; else `failed` unless
 the client exited 0, every file arrived intact (and no other), the server's Initial packets show
 exactly the case's number of handshakes, all of version 1, a Retry if and only if the case asks
-for one, and 0-RTT packets from the client where the case asks for them (zerortt). What the
+for one, 0-RTT packets from the client where the case asks for them (zerortt), and only the
+case's cipher suites in the client's ClientHello (chacha20; tshark decrypts Initial packets). What the
 runner reads from decrypted packets is not checked (see docs/interop.md).
 """
 
@@ -25,6 +26,7 @@ from protolab.interop import trace
 KIB = 1 << 10
 MIB = 1 << 20
 QUIC_V1 = 0x1
+TLS_CHACHA20_POLY1305_SHA256 = 0x1303
 UNSUPPORTED_STATUS = 127  # the interface's exit status for a test case an endpoint does not implement
 
 # The runner's ns-3 link (simple-p2p --delay=15ms --bandwidth=10Mbps --queue=25): 10 Mbit/s both
@@ -46,6 +48,7 @@ class TestCase:
     retry: bool = False  # the server must send a Retry (else it must not)
     zero_rtt: bool = False  # the client must send 0-RTT packets
     name_length: int = 10  # of the files' names (zerortt's are long: its requests fill 0-RTT packets)
+    cipher_suites: frozenset[int] | None = None  # what the client may offer (chacha20); None: any
 
     def expected_handshakes(self, files: int) -> int:
         return files if self.handshakes is None else self.handshakes
@@ -63,6 +66,8 @@ TESTCASES: dict[str, TestCase] = {case.name: case for case in (
     TestCase("multiconnect", "handshake loss: 50 files of 1 KiB, one connection each, 30% loss both ways",
              "multiconnect", (1 * KIB,) * 50, handshakes=None, timeout_s=300.0, link=_link(loss_pct=30)),
     TestCase("retry", "10 KiB after the server's Retry", "retry", (10 * KIB,), retry=True),
+    TestCase("chacha20", "3 MiB, the client offering ChaCha20-Poly1305 only", "chacha20", (3 * MIB,),
+             cipher_suites=frozenset({TLS_CHACHA20_POLY1305_SHA256})),
     TestCase("resumption", "5 KiB, then 10 KiB over a resumed second connection", "resumption", (5 * KIB, 10 * KIB),
              handshakes=2),
     TestCase("zerortt", "40 files of 32 bytes, the second connection's requests in 0-RTT", "zerortt", (32,) * 40,
@@ -146,4 +151,8 @@ def judge(case: TestCase, client_status: int | None, server_status: int | None, 
         return Verdict("failed", "the server sent no Retry")
     if case.zero_rtt and not trace.zero_rtt_packets(datagrams, server):
         return Verdict("failed", "the client sent no 0-RTT packet")
+    offered = trace.offered_cipher_suites(datagrams, server)
+    if case.cipher_suites is not None and offered != case.cipher_suites:
+        return Verdict("failed", f"the client offered cipher suites {sorted(hex(s) for s in offered)}, "
+                                 f"expected {sorted(hex(s) for s in case.cipher_suites)}")
     return Verdict("succeeded")

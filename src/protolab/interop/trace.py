@@ -17,7 +17,7 @@ from protolab.errors import ProtolabError
 
 # Field order of one tshark output line (tab-separated).
 TSHARK_FIELDS = ("frame.time_epoch", "ip.src", "ip.dst", "udp.length", "quic.header_form",
-                 "quic.long.packet_type", "quic.version", "quic.scid")
+                 "quic.long.packet_type", "quic.version", "quic.scid", "tls.handshake.ciphersuite")
 # RFC 9000 §17.2 long packet types (version 1; QUIC v2 renumbers them, tshark maps them back).
 LONG_TYPES = {0: "initial", 1: "0rtt", 2: "handshake", 3: "retry"}
 
@@ -41,6 +41,7 @@ class Datagram:
     dst: str
     udp_length: int
     packets: tuple[QuicPacket, ...]
+    cipher_suites: tuple[int, ...] = ()  # a ClientHello's offer (tshark decrypts Initial packets itself)
 
 
 def _split(value: str) -> list[str]:
@@ -63,7 +64,7 @@ def parse_fields(text: str, source: str = "tshark output") -> list[Datagram]:
         cells = line.split("\t")
         if len(cells) < len(TSHARK_FIELDS):
             cells += [""] * (len(TSHARK_FIELDS) - len(cells))
-        time_s, src, dst, length, forms, types, versions, scids = cells[:len(TSHARK_FIELDS)]
+        time_s, src, dst, length, forms, types, versions, scids, suites = cells[:len(TSHARK_FIELDS)]
         try:
             time_value = float(time_s)
         except ValueError:
@@ -87,7 +88,8 @@ def parse_fields(text: str, source: str = "tshark output") -> list[Datagram]:
             packets.append(QuicPacket(True, kind, version, scid))
             long_index += 1
         datagrams.append(Datagram(time_value, src, dst, _int(length or "0", "udp.length", source, number),
-                                  tuple(packets)))
+                                  tuple(packets),
+                                  tuple(_int(v, "tls.handshake.ciphersuite", source, number) for v in _split(suites))))
     return datagrams
 
 
@@ -108,6 +110,11 @@ def versions(datagrams: Sequence[Datagram], server: str) -> set[int]:
 
 def retries(datagrams: Sequence[Datagram], server: str) -> int:
     return len(_packets(datagrams, server, "retry"))
+
+
+def offered_cipher_suites(datagrams: Sequence[Datagram], server: str) -> set[int]:
+    """The TLS cipher suites the ClientHellos sent to `server` offer."""
+    return {suite for d in datagrams if d.dst == server for suite in d.cipher_suites}
 
 
 def zero_rtt_packets(datagrams: Sequence[Datagram], server: str) -> int:
