@@ -49,6 +49,7 @@ class TestCase:
     zero_rtt: bool = False  # the client must send 0-RTT packets
     name_length: int = 10  # of the files' names (zerortt's are long: its requests fill 0-RTT packets)
     cipher_suites: frozenset[int] | None = None  # what the client may offer (chacha20); None: any
+    cross_traffic: bool = False  # a greedy TCP Cubic flow (iperf3, server to client) shares the link throughout
 
     def expected_handshakes(self, files: int) -> int:
         return files if self.handshakes is None else self.handshakes
@@ -74,6 +75,8 @@ TESTCASES: dict[str, TestCase] = {case.name: case for case in (
              handshakes=2, zero_rtt=True, name_length=250),
     TestCase("transferloss", "one 2 MiB file with 2% loss both ways", "transfer", (2 * MIB,), link=_link(loss_pct=2)),
     TestCase("goodput", "goodput of one 10 MiB file on the runner's link", "transfer", (10 * MIB,), measurement=True),
+    TestCase("crosstraffic", "goodput of one 25 MiB file beside a TCP Cubic flow", "transfer", (25 * MIB,),
+             measurement=True, timeout_s=180.0, cross_traffic=True),
 )}
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
+from protolab.interop.testcases import TESTCASES
 from protolab.report import section as h
 from protolab.report.stats import summarize
 
@@ -52,7 +53,10 @@ class CaseMatrix:
     reasons: list[str]
 
 
-def matrices(rows: Sequence[Mapping[str, Any]], measurements: Iterable[str] = ("goodput",)) -> list[CaseMatrix]:
+MEASUREMENTS = tuple(name for name, case in TESTCASES.items() if case.measurement)
+
+
+def matrices(rows: Sequence[Mapping[str, Any]], measurements: Iterable[str] = MEASUREMENTS) -> list[CaseMatrix]:
     measured = set(measurements)
     by_case: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -73,7 +77,7 @@ def matrices(rows: Sequence[Mapping[str, Any]], measurements: Iterable[str] = ("
     return found
 
 
-def matrix_markdown(rows: Sequence[Mapping[str, Any]], measurements: Iterable[str] = ("goodput",)) -> str:
+def matrix_markdown(rows: Sequence[Mapping[str, Any]], measurements: Iterable[str] = MEASUREMENTS) -> str:
     """One table per test case: a row per server, a column per client."""
     parts: list[str] = []
     for m in matrices(rows, measurements):

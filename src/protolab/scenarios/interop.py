@@ -9,13 +9,17 @@ gives each case the runner's link). `[params.endpoints.NAME]` adds a stack of th
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from protolab.errors import ToolError
 from protolab.interop import stacks, testcases
-from protolab.scenarios.base import BULK_SERVER_ADDRESS
+from protolab.scenarios.base import BULK_SERVER_ADDRESS, CLIENT, SERVER, Condition, Context
 from protolab.scenarios.builtin import Bottleneck, _client_server
 from protolab.scenarios.workloads import Workload
 
@@ -47,6 +51,14 @@ def file_sizes(case: testcases.TestCase, params: Any) -> list[int]:
     count = getattr(params, "files", None)
     sizes = [max(1, int(size * scale)) for size in case.files]
     return sizes[:count] if count is not None else sizes
+
+
+CROSS_PORT = 5201
+CROSS_SETTLE_S = 2.0  # the cross flow's slow start is over before the measured transfer begins
+
+
+def _cross_traffic(condition: Condition) -> bool:
+    return testcases.check_testcase(str(condition.extra("testcase"))).cross_traffic
 
 
 class InteropPairs(Workload):
@@ -92,6 +104,41 @@ class Interop(Bottleneck):
 
     def topology(self, lab: str, params: Any, server_addresses: Sequence[str], seed: int) -> dict[str, Any]:
         return _client_server(lab, [BULK_SERVER_ADDRESS], seed)
+
+    def enter(self, ctx: Context, params: Any, condition: Condition) -> None:
+        """The crosstraffic case: a greedy iperf3 TCP Cubic flow from the server host to the client
+        host (`-R`) for the whole condition, as the runner's iperf container."""
+        if not _cross_traffic(condition):
+            return
+        log = ctx.workdir / "iperf3-cross.log"
+        with log.open("ab") as out:
+            ctx.state["cross-server"] = ctx.lab.spawn(SERVER, ["iperf3", "-s", "-B", BULK_SERVER_ADDRESS,
+                                                               "-p", str(CROSS_PORT)], stdout=out, stderr=out)
+            time.sleep(0.5)
+            ctx.state["cross-client"] = ctx.lab.spawn(
+                CLIENT, ["iperf3", "-c", BULK_SERVER_ADDRESS, "-p", str(CROSS_PORT), "-R", "-t", "86400", "-C", "cubic"],
+                stdout=out, stderr=out)
+        time.sleep(CROSS_SETTLE_S)
+        for name in ("cross-server", "cross-client"):
+            if ctx.state[name].poll() is not None:
+                raise ToolError(f"cross-traffic iperf3 ({name}) exited with status {ctx.state[name].returncode} "
+                                f"(see {log})")
+
+    def busy(self, params: Any, condition: Condition) -> bool:
+        return _cross_traffic(condition)
+
+    def leave(self, ctx: Context, params: Any, condition: Condition) -> None:
+        for name in ("cross-client", "cross-server"):
+            process = ctx.state.pop(name, None)
+            if process is None or process.poll() is not None:
+                continue
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                process.wait(timeout=5)
 
     def check(self, params: Any, axes: Mapping[str, Sequence[Any]]) -> None:
         for name in axes.get("testcase", ()):
