@@ -88,6 +88,10 @@ def _stop_process(process: subprocess.Popen[Any], timeout: float = PROCESS_STOP_
         process.wait(timeout=timeout)
 
 
+# Public: scenarios stop their background processes (cross traffic) with it.
+stop_process = _stop_process
+
+
 class Lab:
     """A running emulator lab.
 

@@ -9,8 +9,6 @@ gives each case the runner's link). `[params.endpoints.NAME]` adds a stack of th
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -19,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from protolab.errors import ToolError
 from protolab.interop import stacks, testcases
+from protolab.lab import stop_process
 from protolab.scenarios.base import BULK_SERVER_ADDRESS, CLIENT, SERVER, Condition, Context
 from protolab.scenarios.builtin import Bottleneck, _client_server
 from protolab.scenarios.workloads import Workload
@@ -130,15 +129,8 @@ class Interop(Bottleneck):
     def leave(self, ctx: Context, params: Any, condition: Condition) -> None:
         for name in ("cross-client", "cross-server"):
             process = ctx.state.pop(name, None)
-            if process is None or process.poll() is not None:
-                continue
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                process.wait(timeout=5)
+            if process is not None:
+                stop_process(process)
 
     def check(self, params: Any, axes: Mapping[str, Sequence[Any]]) -> None:
         for name in axes.get("testcase", ()):
