@@ -24,7 +24,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from protolab import __version__, provenance
+from protolab import __version__
+from protolab.run import provenance
 from protolab.analysis.cli import analyze_results
 from protolab.store import ResultsStore
 

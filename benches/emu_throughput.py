@@ -30,10 +30,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from protolab import __version__, provenance
+from protolab import __version__
+from protolab.run import provenance
 from protolab.errors import ProtolabError, ToolError
 from protolab.files import write_text_atomically
-from protolab.lab import Lab, dumbbell, gbit, ideal_link, ms
+from protolab.lab import Lab, dumbbell, ideal_link, mbps_to_bps, ms_to_ns
 from protolab.measure.tools import IperfResult, parse_iperf3
 
 SCHEMA = "protolab.bench.emu_throughput"
@@ -135,8 +136,8 @@ def _shape(lab: Lab, queue_bdp: float | None) -> None:
         lab.set_link([*access, "p0.forward"], **ideal_link())
         return
     bdp_bytes = SHAPED_RATE_GBIT * 1e9 * SHAPED_RTT_MS / 1e3 / 8
-    lab.set_link(access, **ideal_link(delay=ms(SHAPED_RTT_MS / 4)))
-    lab.set_link("p0.forward", **ideal_link(rate=gbit(SHAPED_RATE_GBIT), queue_bytes=round(queue_bdp * bdp_bytes)))
+    lab.set_link(access, **ideal_link(delay_ns=ms_to_ns(SHAPED_RTT_MS / 4)))
+    lab.set_link("p0.forward", **ideal_link(rate_bps=mbps_to_bps(SHAPED_RATE_GBIT * 1000), queue_bytes=round(queue_bdp * bdp_bytes)))
 
 
 def measure(seconds: int, repeat: int) -> tuple[dict[str, list[IperfResult]], dict[str, list[float]], dict[str, object]]:

@@ -56,7 +56,8 @@ from peers.helpers import (  # noqa: E402
     start_nginx,
 )
 
-from protolab import __version__, provenance  # noqa: E402
+from protolab import __version__
+from protolab.run import provenance  # noqa: E402
 from protolab.files import write_text_atomically  # noqa: E402
 
 SCHEMA = "protolab.bench.endpoints"

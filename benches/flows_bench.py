@@ -36,7 +36,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from protolab import __version__, provenance
+from protolab import __version__
+from protolab.run import provenance
 
 console = Console(stderr=True, width=120)
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -31,7 +31,8 @@ from rich.console import Console
 from rich.table import Table
 from sklearn.dummy import DummyClassifier
 
-from protolab import __version__, provenance
+from protolab import __version__
+from protolab.run import provenance
 from protolab.traffic.classify import (
     ALGORITHM_NAMES,
     ALGORITHMS,

@@ -33,7 +33,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from protolab import __version__, provenance
+from protolab import __version__
+from protolab.run import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOLAB = Path(sys.executable).parent / "protolab"

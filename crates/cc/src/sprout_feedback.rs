@@ -493,4 +493,57 @@ mod tests {
         let copy = s.clone_box();
         assert!(Arc::ptr_eq(&copy.feedback_slot().unwrap(), &slot));
     }
+
+    /// The window of a sender that always has data, on a virtual clock: it paces its window over
+    /// each minimum RTT across an unlimited link (half the RTT each way); the receiver's estimator
+    /// ticks every millisecond of virtual time, its reports reach the sender half an RTT later.
+    /// Returns the window at each millisecond.
+    fn closed_loop_windows(config: &SproutFeedbackConfig, min_rtt_ms: u64, millis: u64) -> Vec<u64> {
+        use std::collections::VecDeque;
+        let t0 = Instant::now();
+        let one_way = Duration::from_millis(min_rtt_ms / 2);
+        let mut sender = SproutFeedback::new(config, 1200);
+        let slot = sender.feedback_slot().expect("a slot");
+        let mut receiver = ReceiverEstimator::new(config.estimator, t0);
+        let mut data: VecDeque<(Instant, u64)> = VecDeque::new();
+        let mut reports: VecDeque<(Instant, RateReport)> = VecDeque::new();
+        let mut windows = Vec::new();
+        for ms in 0..millis {
+            let now = t0 + Duration::from_millis(ms);
+            sender.on_ack(&ack(now, min_rtt_ms));
+            while data.front().is_some_and(|(at, _)| *at <= now) {
+                receiver.record(data.pop_front().map_or(0, |(_, bytes)| bytes));
+            }
+            reports.extend(receiver.on_tick(now).map(|report| (now + one_way, report)));
+            while reports.front().is_some_and(|(at, _)| *at <= now) {
+                if let Some((_, report)) = reports.pop_front() {
+                    slot.offer(&report.encode()).unwrap();
+                }
+            }
+            sender.on_sent(now, 0, ms);
+            data.push_back((now + one_way, sender.window() / min_rtt_ms));
+            windows.push(sender.window());
+        }
+        windows
+    }
+
+    #[test]
+    fn the_window_grows_at_most_by_the_horizon_over_the_min_rtt_per_round_trip() {
+        // 002-fig6-4's divergence (docs/reproduce.md): the receiver only measures what the sender
+        // sends, so a round trip's window is at most the last one's delivery rate x the horizon,
+        // (min RTT + target) / min RTT times the last window: at 300 ms with 002's target
+        // (min(100 ms, min RTT)) 1.33x, where slow start doubles. The EWMA's lag (gain 1/8 a
+        // 20 ms tick) slows it further.
+        let growth_per_round_trip = |target_ms: u64| {
+            let config = SproutFeedbackConfig { target_cap: Duration::from_millis(target_ms), ..Default::default() };
+            let windows = closed_loop_windows(&config, 300, 4600);
+            // Ten round trips, past the first reports.
+            (windows[4500] as f64 / windows[1500] as f64).powf(0.1)
+        };
+        let default = growth_per_round_trip(100);
+        assert!((1.15..=400.0 / 300.0).contains(&default), "{default}");
+        // With the target at the min RTT the horizon is two min RTTs: up to 2x a round trip.
+        let min_rtt_target = growth_per_round_trip(300);
+        assert!((1.5..=2.0).contains(&min_rtt_target), "{min_rtt_target}");
+    }
 }

@@ -56,6 +56,106 @@ pub struct LinkParams {
     /// Random loss at arrival; `null`: none.
     #[serde(default)]
     pub loss: Option<LossParams>,
+    /// A WiFi link (docs/emulator.md, "WiFi links"): the transmitter is an 802.11 station that
+    /// sends aggregated frames, instead of `rate_bps` or `trace`; `null`: not WiFi. Fields left
+    /// out take the 802.11n defaults (`{}` is a default 802.11n link).
+    #[serde(default)]
+    pub wifi: Option<WifiParams>,
+}
+
+/// A WiFi link direction: one 802.11n/ac station sending A-MPDUs to one receiver. Every field
+/// has a default (an 802.11n link at 5 GHz, 2 spatial streams, 20 MHz; sources in
+/// docs/emulator.md). Durations are ns; input also takes strings such as `"9us"`, and the rate
+/// strings such as `"130mbit"`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WifiParams {
+    /// PHY rate of the data, bit/s (default 130 Mbit/s: HT MCS 15, 800 ns guard interval).
+    /// Input also takes `phy_rate` and strings such as `"130mbit"`.
+    #[serde(alias = "phy_rate", deserialize_with = "de_rate")]
+    #[schemars(range(min = 1))]
+    pub phy_rate_bps: u64,
+    /// Most MPDUs in one A-MPDU (default 64, the block-ACK window; 1: no aggregation).
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_ampdu_frames: u32,
+    /// Most bytes in one A-MPDU (default 65 535, 802.11n's maximum A-MPDU length).
+    #[schemars(range(min = 1))]
+    pub max_ampdu_bytes: u32,
+    /// Most airtime of one A-MPDU's data, ns (default 4 ms). Input also takes
+    /// `max_ampdu_duration` and strings.
+    #[serde(alias = "max_ampdu_duration", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64", range(min = 1))]
+    pub max_ampdu_duration_ns: u64,
+    /// Backoff slot, ns (default 9 us). Input also takes `slot`.
+    #[serde(alias = "slot", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64")]
+    pub slot_ns: u64,
+    /// Short interframe space, ns (default 16 us). Input also takes `sifs`.
+    #[serde(alias = "sifs", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64")]
+    pub sifs_ns: u64,
+    /// DCF interframe space, ns (default 34 us = SIFS + 2 slots). Input also takes `difs`.
+    #[serde(alias = "difs", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64", range(min = 1))]
+    pub difs_ns: u64,
+    /// Smallest contention window, slots (default 15): the backoff is uniform over 0..=cw.
+    pub cw_min: u32,
+    /// Largest contention window, slots (default 1023).
+    #[schemars(range(max = 65535))]
+    pub cw_max: u32,
+    /// PHY preamble and headers, ns (default 40 us: HT-mixed with 2 HT-LTFs). Input also takes
+    /// `preamble`.
+    #[serde(alias = "preamble", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64")]
+    pub preamble_ns: u64,
+    /// The block ACK, preamble included, ns (default 32 us: 32 bytes at 24 Mbit/s). Input also
+    /// takes `block_ack`.
+    #[serde(alias = "block_ack", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64")]
+    pub block_ack_ns: u64,
+    /// Probability that one MPDU attempt is received in error (default 0.05, an assumption).
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub frame_error_rate: f64,
+    /// Retransmissions after a frame's first attempt (default 7); residual loss
+    /// `frame_error_rate ^ (retry_limit + 1)`.
+    #[schemars(range(max = 255))]
+    pub retry_limit: u32,
+    /// Probability that another station takes the channel before each TXOP, again after each of
+    /// its TXOPs (default 0: the station is alone).
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub contention_probability: f64,
+    /// How long another station's TXOP holds the channel, ns (default 2 ms). Input also takes
+    /// `contention_txop`.
+    #[serde(alias = "contention_txop", deserialize_with = "units::de_duration")]
+    #[schemars(with = "u64")]
+    pub contention_txop_ns: u64,
+}
+
+impl Default for WifiParams {
+    fn default() -> Self {
+        WifiParams {
+            phy_rate_bps: 130_000_000,
+            max_ampdu_frames: 64,
+            max_ampdu_bytes: 65_535,
+            max_ampdu_duration_ns: 4_000_000,
+            slot_ns: 9_000,
+            sifs_ns: 16_000,
+            difs_ns: 34_000,
+            cw_min: 15,
+            cw_max: 1023,
+            preamble_ns: 40_000,
+            block_ack_ns: 32_000,
+            frame_error_rate: 0.05,
+            retry_limit: 7,
+            contention_probability: 0.0,
+            contention_txop_ns: 2_000_000,
+        }
+    }
+}
+
+/// A required rate: [`units::de_rate_limit`] without `"unlimited"` or null.
+fn de_rate<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    units::de_rate_limit(d)?.ok_or_else(|| serde::de::Error::custom("a WiFi PHY rate cannot be unlimited"))
 }
 
 /// The queue in front of a link direction: its discipline and its limit.
@@ -252,8 +352,9 @@ fn certain() -> f64 {
 
 /// A `set_link` change (docs/control.md): each field absent keeps the current value, `null`
 /// removes it (back to the ideal link's: unlimited, no trace, the default queue, no delay, no
-/// jitter, no loss), a value replaces it. Setting a rate drops the trace and setting a trace
-/// drops the rate, unless the patch names both. Takes the same input forms as [`LinkParams`].
+/// jitter, no loss, not WiFi), a value replaces it. The transmitter is one of a rate, a trace
+/// and WiFi: setting one drops the others the patch does not name. Takes the same input forms as
+/// [`LinkParams`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkPatch {
@@ -286,6 +387,10 @@ pub struct LinkPatch {
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<LossParams>")]
     pub loss: Option<Option<LossParams>>,
+    /// New WiFi parameters (`null`: not WiFi).
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<WifiParams>")]
+    pub wifi: Option<Option<WifiParams>>,
 }
 
 /// A field that is present: `null` is `Some(None)` (remove), a value `Some(Some(v))` (set).
@@ -312,13 +417,28 @@ impl LinkParams {
             if rate.is_some() && patch.trace.is_none() {
                 next.trace = None;
             }
+            if rate.is_some() && patch.wifi.is_none() {
+                next.wifi = None;
+            }
         }
         if let Some(trace) = &patch.trace {
             next.trace.clone_from(trace);
             if trace.is_some() && patch.rate_bps.is_none() {
                 next.rate_bps = None;
             }
+            if trace.is_some() && patch.wifi.is_none() {
+                next.wifi = None;
+            }
             next.trace_start_ns = 0;
+        }
+        if let Some(wifi) = patch.wifi {
+            next.wifi = wifi;
+            if wifi.is_some() && patch.rate_bps.is_none() {
+                next.rate_bps = None;
+            }
+            if wifi.is_some() && patch.trace.is_none() {
+                next.trace = None;
+            }
         }
         if let Some(start) = patch.trace_start_ns {
             next.trace_start_ns = start.unwrap_or(0);
@@ -348,6 +468,42 @@ pub(crate) fn documents() -> Vec<crate::Document> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn wifi_takes_defaults_units_and_names_its_fields() {
+        let wifi = parse(json!({"wifi": {}})).unwrap().wifi;
+        assert_eq!(wifi, Some(WifiParams::default()));
+        let written = parse(json!({"wifi": {"phy_rate": "65mbit", "max_ampdu_frames": 1, "slot": "20us",
+                                            "max_ampdu_duration": "2ms", "frame_error_rate": 0.1}}))
+        .unwrap()
+        .wifi
+        .unwrap();
+        assert_eq!((written.phy_rate_bps, written.max_ampdu_frames, written.slot_ns), (65_000_000, 1, 20_000));
+        assert_eq!((written.max_ampdu_duration_ns, written.frame_error_rate, written.cw_min), (2_000_000, 0.1, 15));
+        let out = serde_json::to_value(parse(json!({"wifi": {"sifs": "10us"}})).unwrap()).unwrap();
+        assert_eq!(out["wifi"]["sifs_ns"], 10_000);
+        assert_eq!(out["wifi"]["difs_ns"], 34_000, "the output is complete");
+        let field = |v: serde_json::Value| parse(v).unwrap_err();
+        assert!(field(json!({"wifi": {"phy_rate": "unlimited"}})).starts_with("wifi.phy_rate: a WiFi PHY rate"));
+        assert!(field(json!({"wifi": {"difs": 5.5}})).starts_with("wifi.difs: invalid duration"));
+        assert!(field(json!({"wifi": {"ampdu": 3}})).contains("unknown field `ampdu`"));
+    }
+
+    #[test]
+    fn a_patch_switches_between_rate_trace_and_wifi() {
+        let patch = |v: serde_json::Value| serde_json::from_value::<LinkPatch>(v).unwrap();
+        let wired = parse(json!({"rate": "10mbit", "delay": "5ms"})).unwrap();
+        let wifi = wired.patched(&patch(json!({"wifi": {"frame_error_rate": 0.2}})));
+        assert_eq!((wifi.rate_bps, wifi.delay_ns), (None, 5_000_000), "wifi drops the rate");
+        assert_eq!(wifi.wifi.map(|w| w.frame_error_rate), Some(0.2));
+        let back = wifi.patched(&patch(json!({"rate": "20mbit"})));
+        assert_eq!((back.rate_bps, back.wifi), (Some(20_000_000), None), "a rate drops wifi");
+        let traced = wifi.patched(&patch(json!({"trace": "cell.trace"})));
+        assert_eq!((traced.trace.as_deref(), traced.wifi), (Some("cell.trace"), None), "a trace drops wifi");
+        assert_eq!(wifi.patched(&patch(json!({"wifi": null}))).wifi, None);
+        let both = wired.patched(&patch(json!({"rate_bps": 5, "wifi": {}})));
+        assert!(both.rate_bps.is_some() && both.wifi.is_some(), "both named: both kept, for the emulator to refuse");
+    }
 
     fn parse(value: serde_json::Value) -> Result<LinkParams, String> {
         serde_path_to_error::deserialize(value).map_err(|e| format!("{}: {}", e.path(), e.inner()))
@@ -381,7 +537,7 @@ mod tests {
         assert_eq!(
             ideal,
             json!({"rate_bps": null, "trace": null, "trace_start_ns": 0, "queue": {"kind": "droptail", "packets": 1000},
-                   "delay_ns": 0, "jitter": null, "loss": null})
+                   "delay_ns": 0, "jitter": null, "loss": null, "wifi": null})
         );
         let params = parse(json!({"rate": "1.5mbit", "queue": {"kind": "drophead", "bytes": 3000},
                                   "jitter": {"std": "500us"}, "loss": {"kind": "bernoulli", "p": 0.02}}))

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use contract::link::{JitterDistribution as Dist, LinkParams, LossParams, QueueKind as Kind, QueueLimit as Limit};
 use netmodel::{
     DeliveryTrace, JitterConfig, JitterDistribution, LinkConfig, LossConfig, QueueConfig, QueueKind, QueueLimit, Rate,
+    WifiConfig,
 };
 
 /// A refused value: (field relative to the link direction, why).
@@ -16,11 +17,17 @@ pub type FieldError = (String, String);
 /// The model's configuration of one link direction; a trace path is resolved against `base_dir`
 /// and read. Errors name the field as the contract spells it (`queue.target_ns`).
 pub fn link_config(params: &LinkParams, base_dir: &Path) -> Result<LinkConfig, FieldError> {
-    let rate = match (params.rate_bps, &params.trace) {
-        (Some(_), Some(_)) => return Err(("trace".into(), "give either rate or trace, not both".into())),
-        (None, Some(path)) => Rate::Trace(Arc::new(read_trace(&base_dir.join(path))?.starting_at(params.trace_start_ns))),
-        (Some(bps), None) => Rate::BitsPerSecond(bps),
-        (None, None) => Rate::Unlimited,
+    let rate = match (params.rate_bps, &params.trace, &params.wifi) {
+        (Some(_), Some(_), _) => return Err(("trace".into(), "give either rate or trace, not both".into())),
+        (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
+            return Err(("wifi".into(), "a WiFi link has its own PHY rate: give no rate or trace with it".into()))
+        }
+        (None, Some(path), None) => {
+            Rate::Trace(Arc::new(read_trace(&base_dir.join(path))?.starting_at(params.trace_start_ns)))
+        }
+        (Some(bps), None, None) => Rate::BitsPerSecond(bps),
+        (None, None, Some(wifi)) => Rate::Wifi(WifiConfig::from(wifi)),
+        (None, None, None) => Rate::Unlimited,
     };
     let kind = match params.queue.kind {
         Kind::Droptail => QueueKind::DropTail,
@@ -55,6 +62,8 @@ fn contract_field(model_field: &str) -> &str {
         "rate" => "rate_bps",
         "queue.target" => "queue.target_ns",
         "queue.interval" => "queue.interval_ns",
+        "wifi.max_ampdu_duration" => "wifi.max_ampdu_duration_ns",
+        "wifi.difs" => "wifi.difs_ns",
         other => other,
     }
 }
@@ -85,6 +94,9 @@ mod tests {
         assert_eq!(c.loss, Some(LossConfig::GilbertElliott { p: 0.01, r: 0.3, loss_good: 0.0, loss_bad: 1.0 }));
         assert_eq!(c.jitter, Some(JitterConfig { std: 1_000_000, dist: JitterDistribution::Uniform, preserve_order: false }));
         assert_eq!(convert("{}").unwrap(), LinkConfig::default());
+        let wifi = convert(r#"{"wifi":{"max_ampdu_frames":1,"sifs":"10us"},"delay":"1ms"}"#).unwrap();
+        let expected = WifiConfig { max_ampdu_frames: 1, sifs: 10_000, ..WifiConfig::default() };
+        assert_eq!((wifi.rate, wifi.delay), (Rate::Wifi(expected), 1_000_000));
     }
 
     #[test]
@@ -93,6 +105,10 @@ mod tests {
         assert_eq!(convert(r#"{"queue":{"kind":"droptail","packets":0}}"#).unwrap_err().0, "queue.packets");
         assert_eq!(convert(r#"{"queue":{"kind":"codel","target":"0"}}"#).unwrap_err().0, "queue.target_ns");
         assert_eq!(convert(r#"{"rate":"1mbit","trace":"t"}"#).unwrap_err().0, "trace");
+        assert_eq!(convert(r#"{"rate":"1mbit","wifi":{}}"#).unwrap_err().0, "wifi");
+        assert_eq!(convert(r#"{"wifi":{"difs":"0"}}"#).unwrap_err().0, "wifi.difs_ns");
+        assert_eq!(convert(r#"{"wifi":{"cw_min":31,"cw_max":15}}"#).unwrap_err().0, "wifi.cw_min");
+        assert_eq!(convert(r#"{"wifi":{"frame_error_rate":2}}"#).unwrap_err().0, "wifi.frame_error_rate");
         let (field, message) = convert(r#"{"trace":"/nonexistent/trace"}"#).unwrap_err();
         assert_eq!(field, "trace");
         assert!(message.starts_with("cannot read /nonexistent/trace"), "{message}");

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::trace::DeliveryTrace;
+use crate::wifi::WifiConfig;
 use crate::{Nanos, MS};
 
 /// A configuration value the model refuses; `field` is relative to the link direction.
@@ -30,6 +31,8 @@ pub enum Rate {
     BitsPerSecond(u64),
     /// Delivery opportunities replayed from a Mahimahi trace.
     Trace(Arc<DeliveryTrace>),
+    /// A WiFi station: aggregated transmit opportunities (`crate::wifi`).
+    Wifi(WifiConfig),
 }
 
 /// What limits the queue.
@@ -164,6 +167,9 @@ impl LinkConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if let Rate::BitsPerSecond(0) = self.rate {
             return Err(ConfigError::new("rate", "must be greater than zero"));
+        }
+        if let Rate::Wifi(wifi) = &self.rate {
+            wifi.validate().map_err(|(field, message)| ConfigError::new(field, message))?;
         }
         match self.queue.limit {
             QueueLimit::Packets(0) => return Err(ConfigError::new("queue.packets", "must be at least 1")),

@@ -5,7 +5,8 @@
 //! deterministically on a virtual clock, and the real-time driver (`protolab-emu`) stays thin.
 //!
 //! * [`Link`]: one direction of a link — loss at arrival, a queue (drop-tail, drop-head, CoDel),
-//!   a transmitter (fixed rate, Mahimahi trace, or unlimited), propagation delay and jitter.
+//!   a transmitter (fixed rate, Mahimahi trace, WiFi aggregation, or unlimited), propagation
+//!   delay and jitter.
 //! * [`Network`]: hosts on two sides of a dumbbell, access links, 1..N bottleneck paths, and the
 //!   path selection (ECMP by flow hash, pins, round robin).
 //!
@@ -20,6 +21,7 @@ mod loss;
 mod network;
 mod packet;
 mod trace;
+mod wifi;
 
 pub use config::{
     ConfigError, JitterConfig, JitterDistribution, LinkConfig, LossConfig, QueueConfig, QueueKind,
@@ -32,6 +34,7 @@ pub use network::{
 };
 pub use packet::{FlowKey, Packet, PacketError};
 pub use trace::{DeliveryTrace, TraceError, TRACE_OPPORTUNITY_BYTES};
+pub use wifi::{WifiConfig, MPDU_OVERHEAD_BYTES};
 
 /// Nanoseconds on the model's time axis.
 pub type Nanos = u64;

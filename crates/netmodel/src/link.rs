@@ -13,6 +13,7 @@ use crate::config::{ConfigError, JitterConfig, JitterDistribution, LinkConfig, Q
 use crate::loss::LossState;
 use crate::packet::{FlowKey, Packet};
 use crate::trace::TRACE_OPPORTUNITY_BYTES;
+use crate::wifi::Station;
 use crate::Nanos;
 
 /// Why a packet was dropped.
@@ -131,7 +132,8 @@ struct Transmitter {
 impl Transmitter {
     fn earliest_start(&self, rate: &Rate, t: Nanos) -> Nanos {
         match rate {
-            Rate::Unlimited => t,
+            // A WiFi link's station schedules its own transmissions (`Link::head_start`).
+            Rate::Unlimited | Rate::Wifi(_) => t,
             Rate::BitsPerSecond(_) => t.max(self.free_at),
             Rate::Trace(trace) => {
                 let current = self.trace_epoch + trace.opportunity_time(self.trace_index);
@@ -147,7 +149,7 @@ impl Transmitter {
     /// Serializes `size` bytes starting at `start` (from `earliest_start`); returns the finish time.
     fn transmit(&mut self, rate: &Rate, start: Nanos, size: u32) -> Nanos {
         match rate {
-            Rate::Unlimited => start,
+            Rate::Unlimited | Rate::Wifi(_) => start,
             Rate::BitsPerSecond(bps) => {
                 self.free_at = start + LinkConfig::serialization_time(*bps, size);
                 self.free_at
@@ -197,6 +199,8 @@ pub struct Link<P> {
     loss: LossState,
     rng: ChaCha8Rng,
     counters: LinkCounters,
+    /// The WiFi station, while the rate is [`Rate::Wifi`].
+    wifi: Option<Station<P>>,
 }
 
 fn jitter_offset(jitter: &JitterConfig, rng: &mut ChaCha8Rng) -> f64 {
@@ -243,6 +247,10 @@ impl<P> Link<P> {
         config.validate()?;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(stream);
+        let wifi = match &config.rate {
+            Rate::Wifi(wifi) => Some(Station::new(wifi, 0, &mut rng)),
+            _ => None,
+        };
         Ok(Link {
             id,
             config,
@@ -255,6 +263,7 @@ impl<P> Link<P> {
             loss: LossState::default(),
             rng,
             counters: LinkCounters::default(),
+            wifi,
         })
     }
 
@@ -268,9 +277,11 @@ impl<P> Link<P> {
         &self.config
     }
 
-    /// Current counters, with the packets propagating now.
+    /// Current counters, with the packets propagating now (on WiFi also those the station
+    /// holds for a retransmission or for the receiver's reorder buffer).
     pub fn counters(&self) -> LinkCounters {
-        LinkCounters { in_flight_packets: self.in_flight.len() as u64, ..self.counters }
+        let held = self.wifi.as_ref().map_or(0, Station::held);
+        LinkCounters { in_flight_packets: (self.in_flight.len() + held) as u64, ..self.counters }
     }
 
     /// Zeroes the counters (occupancy stays: it is a state, not a count).
@@ -286,7 +297,7 @@ impl<P> Link<P> {
 
     /// Packets queued or in flight.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.in_flight.is_empty()
+        self.queue.is_empty() && self.in_flight.is_empty() && self.wifi.as_ref().is_none_or(|w| w.held() == 0)
     }
 
     fn pop_head(&mut self) -> Option<Waiting<P>> {
@@ -343,6 +354,9 @@ impl<P> Link<P> {
     }
 
     fn head_start(&self) -> Option<Nanos> {
+        if let Some(station) = &self.wifi {
+            return station.next_start(self.queue.front().map(|w| w.arrived));
+        }
         let head = self.queue.front()?;
         Some(self.transmitter.earliest_start(&self.config.rate, head.arrived))
     }
@@ -363,8 +377,9 @@ impl<P> Link<P> {
         }
     }
 
-    fn start_transmission(&mut self, start: Nanos, events: &mut EventLog) {
-        let packet = match self.config.queue.kind {
+    /// Takes the next packet to transmit from the queue, through its discipline.
+    fn dequeue(&mut self, start: Nanos, events: &mut EventLog) -> Option<Packet<P>> {
+        match self.config.queue.kind {
             QueueKind::CoDel { target, interval } => {
                 let mut codel = std::mem::take(&mut self.codel);
                 let packet = codel.dequeue(&mut CodelAdapter { link: self, events }, start, target, interval);
@@ -372,9 +387,40 @@ impl<P> Link<P> {
                 packet
             }
             QueueKind::DropTail | QueueKind::DropHead => self.pop_head().map(|w| w.packet),
-        };
-        let Some(mut packet) = packet else { return };
+        }
+    }
+
+    fn start_transmission(&mut self, start: Nanos, events: &mut EventLog) {
+        if self.wifi.is_some() {
+            return self.start_txop(start, events);
+        }
+        let Some(packet) = self.dequeue(start, events) else { return };
         let finish = self.transmitter.transmit(&self.config.rate, start, packet.size);
+        self.propagate(finish, packet);
+    }
+
+    /// One WiFi TXOP at `start`: an A-MPDU of the frames to send again and of queued packets.
+    fn start_txop(&mut self, start: Nanos, events: &mut EventLog) {
+        let (Rate::Wifi(config), Some(mut station)) = (self.config.rate.clone(), self.wifi.take()) else { return };
+        let mut aggregate = station.begin_txop(&config);
+        while self.queue.front().is_some_and(|head| aggregate.has_room(&config, head.packet.size)) {
+            let Some(packet) = self.dequeue(start, events) else { break };
+            if !station.add_new(&config, &mut aggregate, packet) {
+                break;
+            }
+        }
+        let outcome = station.finish_txop(&config, aggregate, start, &mut self.rng);
+        self.wifi = Some(station);
+        for packet in outcome.dropped {
+            self.count_drop(start, DropCause::RandomLoss, &packet, events);
+        }
+        for packet in outcome.released {
+            self.propagate(outcome.received_at, packet);
+        }
+    }
+
+    /// A packet that finished its transmission at `finish` propagates (delay, jitter).
+    fn propagate(&mut self, finish: Nanos, mut packet: Packet<P>) {
         let mut delay = self.config.delay;
         if let Some(jitter) = self.config.jitter {
             let total = self.config.delay as f64 + jitter_offset(&jitter, &mut self.rng);
@@ -420,6 +466,9 @@ impl<P> Link<P> {
         self.rng = ChaCha8Rng::seed_from_u64(seed);
         self.rng.set_stream(stream);
         self.loss = LossState::default();
+        if let (Rate::Wifi(config), Some(station)) = (&self.config.rate, &mut self.wifi) {
+            station.redraw(config, &mut self.rng);
+        }
     }
 
     /// Replaces the configuration at `now`. Queued packets stay; those beyond a smaller limit are
@@ -440,6 +489,7 @@ impl<P> Link<P> {
         if queue_kind_changed {
             self.codel = Codel::default();
         }
+        self.switch_station(now);
         while !self.fits(0, 0) {
             let Some(w) = self.queue.pop_back() else { break };
             self.counters.queue_packets -= 1;
@@ -447,6 +497,24 @@ impl<P> Link<P> {
             self.count_drop(now, DropCause::QueueFull, &w.packet, events);
         }
         Ok(())
+    }
+}
+
+impl<P> Link<P> {
+    /// Keeps the WiFi station in step with the rate: a station starts when the link becomes WiFi
+    /// (new values of a WiFi link apply from its next TXOP), and when it stops being WiFi what
+    /// the station held propagates from `now`, in sequence.
+    fn switch_station(&mut self, now: Nanos) {
+        match (&self.config.rate, self.wifi.is_some()) {
+            (Rate::Wifi(config), false) => self.wifi = Some(Station::new(config, now, &mut self.rng)),
+            (Rate::Wifi(_), true) => {}
+            (_, true) => {
+                for packet in self.wifi.take().map(Station::into_held).unwrap_or_default() {
+                    self.propagate(now, packet);
+                }
+            }
+            (_, false) => {}
+        }
     }
 }
 

@@ -38,11 +38,14 @@ def link(
     queue_kind: str = "droptail",
     trace: str | None = None,
     trace_start_ns: int | None = None,
+    wifi: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One link direction in the emulator's numbers (docs/topology.md); fields left as None
     are omitted (the emulator's defaults apply, or set_link keeps the current value).
 
     `loss` as a number is a Bernoulli probability; a mapping is passed through (Gilbert-Elliott).
+    `wifi` makes the direction a WiFi station (docs/emulator.md, "WiFi links"); `{}` takes the
+    802.11n defaults.
     """
     direction: dict[str, Any] = {}
     if rate_bps is not None:
@@ -51,6 +54,8 @@ def link(
         direction["trace"] = trace
     if trace_start_ns is not None:
         direction["trace_start_ns"] = trace_start_ns
+    if wifi is not None:
+        direction["wifi"] = dict(wifi)
     if delay_ns is not None:
         direction["delay_ns"] = delay_ns
     if jitter_ns is not None:
@@ -73,7 +78,7 @@ def ideal_link(**overrides: Any) -> dict[str, Any]:
     """set_link params that return a direction to the ideal link, then apply `link(**overrides)`.
 
     set_link only replaces the fields it is given, so a reset names every field explicitly
-    (None removes one: unlimited, no trace, no jitter, no loss).
+    (None removes one: unlimited, no trace, no jitter, no loss, not WiFi).
     """
     params: dict[str, Any] = {
         "rate_bps": None,
@@ -81,6 +86,7 @@ def ideal_link(**overrides: Any) -> dict[str, Any]:
         "delay_ns": 0,
         "jitter": None,
         "loss": None,
+        "wifi": None,
         "queue": {"kind": "droptail", "packets": IDEAL_QUEUE_PACKETS},
     }
     params.update(link(**overrides))

@@ -28,7 +28,14 @@ from matplotlib.figure import Figure as MplFigure
 from protolab import __version__
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
-from protolab.reproduce.claims import INCONCLUSIVE, INCONCLUSIVE_AT_BUDGET, NO_DATA, NOT_REPRODUCED, REPRODUCED
+from protolab.reproduce.claims import (
+    INCONCLUSIVE,
+    INCONCLUSIVE_AT_BUDGET,
+    NO_DATA,
+    NOT_JUDGEABLE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+)
 from protolab.reproduce.data import load_spans, rows_of, server_windows
 from protolab.reproduce.drawings import DrawingInput, claims_figure, drawing_for
 from protolab.reproduce.figures import Figure
@@ -38,9 +45,11 @@ from protolab.store import ResultsStore
 
 SCHEMA = "protolab.reproduce"
 NOT_REPRODUCED_EXPLAINED = "not reproduced (explained)"
-OUTCOMES = (REPRODUCED, NOT_REPRODUCED_EXPLAINED, NOT_REPRODUCED, INCONCLUSIVE, INCONCLUSIVE_AT_BUDGET, NO_DATA)
+OUTCOMES = (REPRODUCED, NOT_REPRODUCED_EXPLAINED, NOT_REPRODUCED, INCONCLUSIVE, INCONCLUSIVE_AT_BUDGET, NO_DATA,
+            NOT_JUDGEABLE)
 OUTCOME_CLASS = {REPRODUCED: "ok", NOT_REPRODUCED_EXPLAINED: "explained", NOT_REPRODUCED: "bad",
-                 INCONCLUSIVE: "unsure", INCONCLUSIVE_AT_BUDGET: "unsure", NO_DATA: "none"}
+                 INCONCLUSIVE: "unsure", INCONCLUSIVE_AT_BUDGET: "unsure", NO_DATA: "none",
+                 NOT_JUDGEABLE: "none"}
 
 
 class AtlasError(ProtolabError):

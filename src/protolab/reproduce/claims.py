@@ -49,6 +49,7 @@ NOT_REPRODUCED = "not reproduced"
 INCONCLUSIVE = "inconclusive"
 INCONCLUSIVE_AT_BUDGET = "inconclusive at budget"
 NO_DATA = "no data"
+NOT_JUDGEABLE = "not judgeable here"
 
 
 def matches(row: Row, where: Filter) -> bool:
@@ -327,6 +328,24 @@ class QuantileRatio:
         return Estimate(point, num_ci[0] / den_ci[1], num_ci[1] / den_ci[0], 1, n, method)
 
 
+@dataclass(frozen=True)
+class NotJudgeable:
+    """A seed's statement about the networks it measured (000's campus and residential traffic),
+    which lab data cannot judge: kept beside the judged claims with the reason, its verdict
+    always "not judgeable here"."""
+
+    why: str
+
+    def minimum(self) -> str:
+        return "data from the seed's networks"
+
+    def filters(self) -> list[Filter]:
+        return []
+
+    def estimate(self, rows: Sequence[Row]) -> Estimate | None:
+        return None
+
+
 class Estimator(Protocol):
     """What a claim estimates: Median, Ratio, RatioOfRatios, QuantileRatio here, and reproduce.estimators'."""
 
@@ -368,6 +387,8 @@ class Claim:
         return "any"
 
     def check(self, rows: Sequence[Row]) -> Verdict:
+        if isinstance(self.estimator, NotJudgeable):
+            return Verdict(self, None, NOT_JUDGEABLE, self.estimator.why)
         estimate = self.estimator.estimate(rows)
         if estimate is None:
             return Verdict(self, None, NO_DATA, "no rows hold every part of the claim")

@@ -24,6 +24,7 @@ from protolab.reproduce.claims import (
     INCONCLUSIVE,
     INCONCLUSIVE_AT_BUDGET,
     NO_DATA,
+    NOT_JUDGEABLE,
     NOT_REPRODUCED,
     REPRODUCED,
     Claim,
@@ -46,7 +47,7 @@ SPECS_DIR = REPO_ROOT / "specs"
 SCHEMA = "protolab.reproduce"
 SCHEMA_VERSION = 2  # 2: a claim's reason and CI method, "inconclusive at budget", the adaptive rounds
 VERDICT_STYLE = {REPRODUCED: "green", NOT_REPRODUCED: "bold red", INCONCLUSIVE: "yellow",
-                 INCONCLUSIVE_AT_BUDGET: "bold yellow", NO_DATA: "dim"}
+                 INCONCLUSIVE_AT_BUDGET: "bold yellow", NO_DATA: "dim", NOT_JUDGEABLE: "dim"}
 
 
 def figure_named(name: str) -> Figure:
@@ -157,6 +158,20 @@ def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim]
     experiment = experiment_of(figure, quick, repetitions=repetitions)
     needed = None if claims is None else needed_runs(claims, plan(experiment))
     execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed)
+    if figure.after_run == "corpus":
+        build_flow_corpus(results_dir, binary)
+
+
+def build_flow_corpus(results_dir: Path, binary: Path | None) -> None:
+    """The labelled flows of every captured run into RESULTS/flows.parquet and the store (what
+    the passive figures analyse; the same as `protolab traffic corpus RESULTS`)."""
+    from protolab.lab.binary import find_binary
+    from protolab.traffic.corpus import build_corpus
+
+    summary = build_corpus(results_dir, results_dir / "flows.parquet", find_binary(binary))
+    balance = ", ".join(f"{label} {count}" for label, count in summary["class_balance"].items())
+    console.print(f"corpus: {summary['runs']} runs, {summary['flows']} flows, {summary['labelled_flows']} "
+                  f"labelled ({escape(balance)})")
 
 
 def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate_only: bool, budget: int | None,

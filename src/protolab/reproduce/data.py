@@ -10,6 +10,7 @@ import numpy as np
 from protolab.corpus.table1 import SITES
 from protolab.errors import ProtolabError
 from protolab.plan.spec import CONDITION_COLUMNS
+from protolab.reproduce import passive
 from protolab.reproduce.windows import backoff_factors, mean_summed_window
 from protolab.run.runner import PlannedRun
 from protolab.store import ResultsStore
@@ -255,6 +256,25 @@ def _intervals(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
 
 
 SOURCES["intervals"] = _intervals
+
+
+def corpus_flows(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The experiment's flows (`protolab traffic corpus` put them in the store's `flows`
+    table), each with its run's mode, page and link condition."""
+    return store.query(
+        "SELECT f.*, r.mode, r.page, r.bandwidth_mbps, r.rtt_ms, r.loss_pct, r.repetition FROM flows f "
+        "JOIN runs r USING (experiment_id, run_key) WHERE f.experiment_id = ? AND r.status = 'ok' "
+        "ORDER BY f.run_key, f.first_ns, f.client_port", [experiment])
+
+
+# The passive figures (000 ch. 3-4): rows made from the labelled flow corpus (reproduce.passive).
+for _name, _analysis in (("service_shares", passive.service_shares), ("flow_features", passive.flow_features),
+                         ("scatter_separation", passive.scatter_separation),
+                         ("cv_folds", passive.cv_folds), ("domain_accuracy", passive.domain_accuracy),
+                         ("learning_curve", passive.learning_curve),
+                         ("condition_stability", passive.condition_stability), ("sessions", passive.sessions),
+                         ("parallel_shares", passive.parallel_shares)):
+    SOURCES[_name] = lambda store, experiment, analysis=_analysis: analysis(corpus_flows(store, experiment))
 
 
 def rows_of(store: ResultsStore, source: str, experiment: str) -> list[dict[str, Any]]:

@@ -386,3 +386,39 @@ def rate_over_time(data: DrawingInput) -> MplFigure | None:
         ax.set_ylabel("delivered rate per interval (Mbit/s)")
         ax.legend(frameon=False, fontsize=8)
     return fig
+
+
+@register("learning_curve")
+def learning_curve(data: DrawingInput) -> MplFigure | None:
+    """000 §3.2.4: accuracy on held-out flows against the share of the training flows (median
+    over the draws, their range shaded)."""
+    rows = [r for r in data.rows if isinstance(r.get("accuracy"), int | float)]
+    shares = sorted({r["train_pct"] for r in rows})
+    if not shares:
+        return None
+    values = [[r["accuracy"] for r in rows if r["train_pct"] == s] for s in shares]
+    with rc_context(RC):
+        fig = MplFigure(figsize=(5.0, 3.4), layout="constrained")
+        ax = fig.subplots()
+        ax.fill_between(shares, [min(v) for v in values], [max(v) for v in values], alpha=0.2, color="#1f77b4")
+        ax.plot(shares, [float(np.median(v)) for v in values], marker="o", color="#1f77b4")
+        ax.set_xscale("log")
+        ax.set_xticks(shares, [f"{s}%" for s in shares])
+        ax.set_xlabel("share of the training flows")
+        ax.set_ylabel("accuracy on held-out flows")
+    return fig
+
+
+@register("cv_folds")
+def cv_accuracies(data: DrawingInput) -> MplFigure | None:
+    """000 Fig. 3.4: each algorithm's accuracy over the folds of the cross-validation."""
+    algorithms = _ordered([r.get("algorithm") for r in data.rows])
+    if not algorithms:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(5.0, 3.4), layout="constrained")
+        ax = fig.subplots()
+        ax.boxplot([[r["accuracy"] for r in data.rows if r.get("algorithm") == a] for a in algorithms])
+        ax.set_xticks(range(1, len(algorithms) + 1), algorithms)
+        ax.set_ylabel("accuracy per fold")
+    return fig

@@ -16,7 +16,7 @@ LINK_COLUMNS: list[Column] = [
     ("link", "VARCHAR NOT NULL", "link direction name (<host>.up, <path>.forward, ...)"),
     ("link_group", "VARCHAR", "host or path the direction belongs to"),
     ("direction", "VARCHAR", "up, down, forward or reverse"),
-    ("configured_rate_mbps", "DOUBLE", "configured rate, Mbit/s (NULL: unlimited or trace)"),
+    ("configured_rate_mbps", "DOUBLE", "configured rate, Mbit/s (NULL: unlimited, trace or WiFi)"),
     ("configured_delay_ms", "DOUBLE", "configured propagation delay, ms"),
     ("configured_loss_pct", "DOUBLE", "configured random loss, % (stationary rate for Gilbert-Elliott)"),
     ("configured_queue", "JSON", "configured queue"),
@@ -52,7 +52,7 @@ LINK_PARAMS = Placement(
     elsewhere={"rate_bps": "column configured_rate_mbps", "delay_ns": "column configured_delay_ms",
                "loss": "column configured_loss_pct", "queue": "column configured_queue",
                "trace": "column config (JSON)", "trace_start_ns": "column config (JSON)",
-               "jitter": "column config (JSON)"},
+               "jitter": "column config (JSON)", "wifi": "column config (JSON)"},
 )
 LINK_COUNTERS = Placement(
     table="link_counters",

@@ -21,6 +21,7 @@ from protolab.scenarios.congestion import (
     Fairness,
     QuicVsTcp,
     SlowStartExit,
+    WifiAggregation,
 )
 from protolab.scenarios.interop import Interop
 from protolab.scenarios.rpm import Rpm
@@ -31,7 +32,7 @@ SCENARIOS: dict[str, Scenario] = {
     for scenario in (
         WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(), Cellular(),
         Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(), Rpm(), TrafficCorpus(),
-        Interop(),
+        WifiAggregation(), Interop(),
     )
 }
 

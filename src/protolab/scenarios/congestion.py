@@ -1,6 +1,6 @@
 """Scenarios of the congestion-control lab (docs/scenarios.md): fairness (001 §V-D, 004 ch. 8),
-Cubic tuning (004 ch. 9), QUIC vs TCP sweeps (004 ch. 7), the controller suite of 003 ch. 4 and
-slow-start exit under delay variation (000 ch. 6)."""
+Cubic tuning (004 ch. 9), QUIC vs TCP sweeps (004 ch. 7), the controller suite of 003 ch. 4,
+slow-start exit under delay variation and WiFi frame aggregation (000 ch. 6)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protolab.lab import dumbbell, host, ideal_link, ms_to_ns
+from protolab.lab import dumbbell, host, ideal_link, mbps_to_bps, ms_to_ns
 from protolab.lab.cgroup import CpuLimit as CpuLimit_
 from protolab.scenarios.base import (
     BULK_SERVER_ADDRESS,
@@ -419,3 +419,58 @@ class CpuLimit(BulkScenario):
         if limit is None or (role == "server" and not params.limit_server):
             return None
         return limit.path
+
+
+# ---------------------------------------------------------------------- wifi-aggregation
+
+
+class WifiAggregationParams(BulkParams):
+    bytes: int | None = Field(10_000_000, ge=1, le=10**12, description="bytes per download (or duration_s)")
+    phy_rate_mbps: float = Field(130.0, gt=0, le=10_000, description="WiFi PHY rate (802.11n MCS 15: 130)")
+    frame_error_rate: float = Field(0.05, ge=0, le=1, description="probability that one MPDU attempt fails")
+    retry_limit: int = Field(7, ge=0, le=255, description="retransmissions of a failed MPDU before it is lost")
+    contention_probability: float = Field(0.0, ge=0, lt=1, description="another station takes the channel "
+                                          "before a TXOP with this probability (again after each of its TXOPs)")
+    uplink_wifi: bool = Field(True, description="the client's uplink (its ACKs) is a WiFi station too")
+
+
+class WifiAggregation(BulkScenario):
+    """000 ch. 6, Table 6.4: the client sits behind a WiFi hop (its access link, both ways, a
+    station of the emulator's WiFi model: docs/emulator.md) with frame aggregation on (A-MPDUs
+    of up to 64 frames) or off (`ampdu_frames` = 1). TCP's bursty sending fills aggregates,
+    which raises its throughput more than QUIC's paced sending (000's finding). Bulk downloads;
+    the wired path p0 has the condition's bandwidth (unlimited by default), RTT and loss."""
+
+    name = "wifi-aggregation"
+    source = "000 ch. 6, Table 6.4"
+    description = "bulk over an 802.11n WiFi hop, A-MPDU aggregation on (64) vs off (1): TCP vs QUIC throughput"
+    Params = WifiAggregationParams
+    extra_axes: ClassVar[dict[str, Any]] = {"ampdu_frames": int}
+    default_axes: ClassVar[dict[str, list[Any]]] = {
+        "bandwidth_mbps": ["unlimited"],
+        "rtt_ms": [40],
+        "loss_pct": [0],
+        "buffer": ["default"],
+        "mode": ["tcp", "h3"],
+        "page": [],
+        "ampdu_frames": [1, 64],
+    }
+
+    def check(self, params: WifiAggregationParams, axes: Mapping[str, Sequence[Any]]) -> None:
+        for value in axes["ampdu_frames"]:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
+                raise ValueError(f"axes.ampdu_frames: {value!r} is not an A-MPDU frame limit in 1..1024")
+
+    def links(self, params: WifiAggregationParams, condition: Condition) -> dict[str, dict[str, Any]]:
+        links = _bottleneck_links(condition, loss_burst=params.loss_burst)
+        wifi = {
+            "phy_rate_bps": mbps_to_bps(params.phy_rate_mbps),
+            "max_ampdu_frames": int(condition.extra("ampdu_frames")),
+            "frame_error_rate": params.frame_error_rate,
+            "retry_limit": params.retry_limit,
+            "contention_probability": params.contention_probability,
+        }
+        hops = [f"{CLIENT}.down"] + ([f"{CLIENT}.up"] if params.uplink_wifi else [])
+        for hop in hops:
+            links[hop] = ideal_link(wifi=wifi, queue_bytes=condition.buffer_bytes)
+        return links

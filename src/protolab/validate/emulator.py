@@ -9,6 +9,9 @@ compared with the configured link parameters:
           99% Clopper-Pearson interval
 - rate:   TCP (cubic) goodput through a rate-limited path with a 1-BDP drop-tail queue
 - ECMP:   two paths, ecmp-xor; every TCP flow stays on one path (ground-truth event log)
+- WiFi:   a WiFi path direction (docs/emulator.md): the rate TCP gets with and without frame
+          aggregation against the model's saturated rate; the residual loss after link-layer
+          retries against p^(R+1); retries turned into delay (RTT up, no loss)
 
 One lab serves every check; link parameters change live between them.
 """
@@ -22,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -408,7 +411,8 @@ def _jitter_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: Step
 
 
 def _loss_check(
-    check_id: str, name: str, percent: float, lost: int, trials: int, confidence: float, status_if_outside: Status
+    check_id: str, name: str, percent: float, lost: int, trials: int, confidence: float, status_if_outside: Status,
+    group: str = "loss",
 ) -> Check:
     p = percent / 100
     if trials <= 0:
@@ -418,7 +422,7 @@ def _loss_check(
     inside = lower <= p <= upper
     return Check(
         id=check_id,
-        group="loss",
+        group=group,
         name=name,
         unit="%",
         configured=percent,
@@ -472,6 +476,20 @@ def _rate_status(ratio: float, rate_mbit: float, limits: Thresholds) -> Status:
     return "info" if rate_mbit >= limits.info_only_rate_mbit else "fail"
 
 
+def _iperf3_with_counters(
+    lab: Lab, config: ValidationConfig, output: Path
+) -> tuple[IperfResult, dict[str, Any], dict[str, Any]]:
+    """One iperf3 TCP run of the rate checks' length, with the link counters sampled inside the
+    measured interval (after slow start): the emulator's own view of the achieved rate."""
+    seconds, omit = config.rate_seconds, config.rate_omit_seconds
+    process = _spawn_iperf3(lab, output, _iperf3_argv(lab, IPERF_PORTS[0], seconds, omit))
+    time.sleep(omit + 0.5)
+    before = lab.counters()
+    time.sleep(max(seconds - 1.0, 0.5))
+    after = lab.counters()
+    return _finish_iperf3(process, output, timeout=seconds + omit + 60), before, after
+
+
 def _rate_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
     checks: list[Check] = []
     limits = config.thresholds
@@ -480,16 +498,8 @@ def _rate_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCa
         bdp_bytes = max(MTU_BYTES, round(rate_mbit * 1e6 * config.rate_rtt_ms / 1e3 / 8))
         _configure(lab, access={"delay_ns": ms_to_ns(config.rate_rtt_ms / 4)},
                    p0_forward={"rate_bps": mbps_to_bps(rate_mbit), "queue_bytes": bdp_bytes}, p0_reverse={})
-        output = workdir / f"iperf3-rate-{rate_mbit:g}.json"
         seconds, omit = config.rate_seconds, config.rate_omit_seconds
-        process = _spawn_iperf3(lab, output, _iperf3_argv(lab, IPERF_PORTS[0], seconds, omit))
-        # Sample the link counters inside the measured interval (after slow start) for the
-        # emulator's own view of the achieved rate.
-        time.sleep(omit + 0.5)
-        before = lab.counters()
-        time.sleep(max(seconds - 1.0, 0.5))
-        after = lab.counters()
-        iperf = _finish_iperf3(process, output, timeout=seconds + omit + 60)
+        iperf, before, after = _iperf3_with_counters(lab, config, workdir / f"iperf3-rate-{rate_mbit:g}.json")
         configured_bps = rate_mbit * 1e6
         goodput_ratio = iperf.goodput_bps / configured_bps
         link_bps = _link_rate(before, after, "p0.forward")
@@ -650,6 +660,100 @@ def _ecmp_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCa
     ]
 
 
+# ---------------------------------------------------------------------- WiFi
+
+# Bytes an MPDU adds to its IP packet (netmodel::MPDU_OVERHEAD_BYTES; docs/emulator.md).
+WIFI_MPDU_OVERHEAD_BYTES = 42
+
+
+def wifi_saturated_rate_bps(wifi: Mapping[str, Any], packet_bytes: int = MTU_BYTES) -> float:
+    """IP bit/s of a saturated WiFi link direction (`wifi` as the emulator reports it): full
+    A-MPDUs of `packet_bytes` packets over the mean TXOP, no frame errors, no other stations
+    (docs/emulator.md, "WiFi links")."""
+    mpdu_bits = (packet_bytes + WIFI_MPDU_OVERHEAD_BYTES) * 8
+
+    def airtime_ns(frames: int) -> float:
+        return float(frames * mpdu_bits * 1e9 / wifi["phy_rate_bps"])
+
+    frames = 1
+    while (frames < wifi["max_ampdu_frames"] and (frames + 1) * mpdu_bits / 8 <= wifi["max_ampdu_bytes"]
+           and airtime_ns(frames + 1) <= wifi["max_ampdu_duration_ns"]):
+        frames += 1
+    txop_ns = (wifi["difs_ns"] + wifi["cw_min"] / 2 * wifi["slot_ns"] + wifi["preamble_ns"] + airtime_ns(frames)
+               + wifi["sifs_ns"] + wifi["block_ack_ns"])
+    return float(frames * packet_bytes * 8 / (txop_ns / 1e9))
+
+
+def _wifi_rate_check(lab: Lab, config: ValidationConfig, workdir: Path, frames: int) -> Check:
+    limits = config.thresholds
+    _configure(lab, access={"delay_ns": ms_to_ns(config.rate_rtt_ms / 4)}, p0_forward={}, p0_reverse={})
+    effective = lab.set_link("p0.forward", **ideal_link(wifi={"max_ampdu_frames": frames, "frame_error_rate": 0.0}))
+    expected_bps = wifi_saturated_rate_bps(effective["p0.forward"]["wifi"])
+    iperf, before, after = _iperf3_with_counters(lab, config, workdir / f"iperf3-wifi-{frames}.json")
+    link_bps = _link_rate(before, after, "p0.forward")
+    ratio = link_bps / expected_bps
+    return Check(
+        id=f"wifi.rate.ampdu{frames}",
+        group="wifi",
+        name=f"WiFi, A-MPDUs of up to {frames} frames: TCP on a saturated link (counters)",
+        unit="Mbit/s",
+        configured=expected_bps / 1e6,
+        measured=link_bps / 1e6,
+        error=ratio,
+        configured_text=f"{expected_bps / 1e6:.1f} Mbit/s (model: full A-MPDUs, mean TXOP)",
+        measured_text=f"{link_bps / 1e6:.1f} Mbit/s",
+        error_text=f"{ratio:.1%}",
+        criterion=f"{limits.goodput_min_ratio:.0%} <= ratio <= {limits.goodput_max_ratio:.0%}",
+        status=_rate_status(ratio, expected_bps / 1e6, limits),
+        details={"iperf3_goodput_mbit": iperf.goodput_bps / 1e6, "retransmits": iperf.retransmits,
+                 "rtt_ms": config.rate_rtt_ms, "seconds": config.rate_seconds},
+    )
+
+
+def _wifi_retry_checks(lab: Lab, config: ValidationConfig, workdir: Path, error_rate: float, retries: int) -> list[Check]:
+    _configure(lab, access={}, p0_forward={}, p0_reverse={})
+    label = f"fer{error_rate:g}.r{retries}"
+    rtt_ms: dict[str, float] = {}
+    for name, rate in (("clean", 0.0), ("errors", error_rate)):
+        wifi = {"frame_error_rate": rate, "retry_limit": retries}
+        lab.set_link(["p0.forward", "p0.reverse"], seed=config.seed, **ideal_link(wifi=wifi))
+        irtt = _irtt(lab, workdir, f"wifi-{label}-{name}", config.loss_probes)
+        rtt_ms[name] = irtt.rtt_mean_ms
+    residual = 100 * error_rate ** (retries + 1)
+    confidence = config.thresholds.loss_confidence
+    checks = [
+        _loss_check(f"wifi.residual_loss.{direction}.{label}",
+                    f"WiFi FER {error_rate:g}, {retries} retries: irtt {direction}stream loss (FER^(R+1))",
+                    residual, lost, trials, confidence, "fail", group="wifi")
+        for direction, lost, trials in (("up", irtt.lost_up, irtt.upstream_trials),
+                                        ("down", irtt.lost_down, irtt.downstream_trials))
+    ]
+    # Every failed attempt costs its frame (and those behind it) at least one more TXOP: the
+    # retries show as delay, never below the clean link's.
+    added = rtt_ms["errors"] - rtt_ms["clean"]
+    checks.append(Check(
+        id=f"wifi.retry_delay.{label}", group="wifi",
+        name=f"WiFi FER {error_rate:g}, {retries} retries: irtt mean RTT added by retries",
+        unit="ms", configured=None, measured=added, error=None,
+        configured_text=f"> 0 (clean {rtt_ms['clean']:.3f} ms)", measured_text=f"{added:+.3f} ms", error_text="-",
+        criterion="mean RTT with frame errors > without", status="pass" if added > 0 else "fail",
+        details={"rtt_mean_clean_ms": rtt_ms["clean"], "rtt_mean_errors_ms": rtt_ms["errors"]},
+    ))
+    return checks
+
+
+def _wifi_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
+    checks: list[Check] = []
+    for frames in config.wifi_ampdu_frames:
+        step(f"WiFi A-MPDU {frames}")
+        checks.append(_wifi_rate_check(lab, config, workdir, frames))
+    for error_rate, retries in config.wifi_retries:
+        step(f"WiFi FER {error_rate:g}, {retries} retries")
+        checks += _wifi_retry_checks(lab, config, workdir, error_rate, retries)
+    _configure(lab, access={}, p0_forward={}, p0_reverse={})
+    return checks
+
+
 # ---------------------------------------------------------------------- provenance
 
 
@@ -693,6 +797,7 @@ def run_validation(
             ("rate", _rate_checks),
             ("ecmp", _ecmp_checks),
             ("contention", _contention_checks),
+            ("wifi", _wifi_checks),
         ):
             checks += run_group(lab, config, workdir, step)
             counters[group] = lab.counters()

@@ -67,6 +67,10 @@ class ValidationConfig(BaseModel):
     contention_hogs: int = 2
     contention_delay_ms: float = 5
     contention_probes: int = 10_000
+    # WiFi links: A-MPDU frame limits (aggregation on, off) and (frame error rate, retry limit)
+    # pairs; the residual loss is FER^(R+1).
+    wifi_ampdu_frames: list[int] = [64, 1]
+    wifi_retries: list[tuple[float, int]] = [(0.5, 1), (0.3, 7)]
     thresholds: Thresholds = Thresholds()
 
     @classmethod
@@ -87,7 +91,8 @@ class ValidationConfig(BaseModel):
         return cls(quick=quick, **{**reduced, **overrides})
 
     def step_count(self) -> int:
-        return len(self.delays_ms) + len(self.jitter_std_ms) + len(self.loss_percent) + len(self.rates_mbit) + 3
+        return (len(self.delays_ms) + len(self.jitter_std_ms) + len(self.loss_percent) + len(self.rates_mbit) + 3
+                + len(self.wifi_ampdu_frames) + len(self.wifi_retries))
 
 
 class Check(BaseModel):

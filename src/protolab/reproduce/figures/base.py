@@ -31,6 +31,9 @@ class Figure:
     repetitions, no adaptation). `not_runnable` says why the figure cannot run on this machine
     (empty: it can); `substitute` names the registry entry that answers the same question here.
     `explanations` record why claims that do not hold fail, each with its measurement.
+    `after_run` names a step between the runs and the judging: "corpus" turns the runs'
+    captures into labelled flows in the store (`traffic.corpus`), which the passive sources
+    (000 ch. 3-4, reproduce.passive) analyse.
     """
 
     id: str
@@ -48,6 +51,7 @@ class Figure:
     substitute: str = ""
     explanations: tuple[Explanation, ...] = ()
     drawing: str = ""  # how the atlas draws ours (a name in its drawing registry; "": the source's default)
+    after_run: str = ""  # "corpus": build the labelled flow corpus from the captures before judging
 
 
 def plt_ratio(num: dict[str, Any], den: dict[str, Any]) -> Ratio:

@@ -453,6 +453,87 @@ class Started(BaseModel):
     """
 
 
+class WifiParams(BaseModel):
+    """
+    A WiFi link direction: one 802.11n/ac station sending A-MPDUs to one receiver. Every field
+    has a default (an 802.11n link at 5 GHz, 2 spatial streams, 20 MHz; sources in
+    docs/emulator.md). Durations are ns; input also takes strings such as `"9us"`, and the rate
+    strings such as `"130mbit"`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    block_ack_ns: Annotated[int | None, Field(ge=0)] = 32000
+    """
+    The block ACK, preamble included, ns (default 32 us: 32 bytes at 24 Mbit/s). Input also
+    takes `block_ack`.
+    """
+    contention_probability: Annotated[float | None, Field(ge=0.0, le=1.0)] = 0.0
+    """
+    Probability that another station takes the channel before each TXOP, again after each of
+    its TXOPs (default 0: the station is alone).
+    """
+    contention_txop_ns: Annotated[int | None, Field(ge=0)] = 2000000
+    """
+    How long another station's TXOP holds the channel, ns (default 2 ms). Input also takes
+    `contention_txop`.
+    """
+    cw_max: Annotated[int | None, Field(ge=0, le=65535)] = 1023
+    """
+    Largest contention window, slots (default 1023).
+    """
+    cw_min: Annotated[int | None, Field(ge=0)] = 15
+    """
+    Smallest contention window, slots (default 15): the backoff is uniform over 0..=cw.
+    """
+    difs_ns: Annotated[int | None, Field(ge=1)] = 34000
+    """
+    DCF interframe space, ns (default 34 us = SIFS + 2 slots). Input also takes `difs`.
+    """
+    frame_error_rate: Annotated[float | None, Field(ge=0.0, le=1.0)] = 0.05
+    """
+    Probability that one MPDU attempt is received in error (default 0.05, an assumption).
+    """
+    max_ampdu_bytes: Annotated[int | None, Field(ge=1)] = 65535
+    """
+    Most bytes in one A-MPDU (default 65 535, 802.11n's maximum A-MPDU length).
+    """
+    max_ampdu_duration_ns: Annotated[int | None, Field(ge=1)] = 4000000
+    """
+    Most airtime of one A-MPDU's data, ns (default 4 ms). Input also takes
+    `max_ampdu_duration` and strings.
+    """
+    max_ampdu_frames: Annotated[int | None, Field(ge=1, le=1024)] = 64
+    """
+    Most MPDUs in one A-MPDU (default 64, the block-ACK window; 1: no aggregation).
+    """
+    phy_rate_bps: Annotated[int | None, Field(ge=1)] = 130000000
+    """
+    PHY rate of the data, bit/s (default 130 Mbit/s: HT MCS 15, 800 ns guard interval).
+    Input also takes `phy_rate` and strings such as `"130mbit"`.
+    """
+    preamble_ns: Annotated[int | None, Field(ge=0)] = 40000
+    """
+    PHY preamble and headers, ns (default 40 us: HT-mixed with 2 HT-LTFs). Input also takes
+    `preamble`.
+    """
+    retry_limit: Annotated[int | None, Field(ge=0, le=255)] = 7
+    """
+    Retransmissions after a frame's first attempt (default 7); residual loss
+    `frame_error_rate ^ (retry_limit + 1)`.
+    """
+    sifs_ns: Annotated[int | None, Field(ge=0)] = 16000
+    """
+    Short interframe space, ns (default 16 us). Input also takes `sifs`.
+    """
+    slot_ns: Annotated[int | None, Field(ge=0)] = 9000
+    """
+    Backoff slot, ns (default 9 us). Input also takes `slot`.
+    """
+
+
 class WriterSummary(BaseModel):
     """
     What a capture or event-log writer did.
@@ -638,6 +719,12 @@ class LinkParams(BaseModel):
     Where the link's replay of `trace` starts, ns into the trace (wrapped by its period; 0:
     its beginning). The replay restarts there whenever the trace or this start changes.
     Input also takes `trace_start` and durations such as `"37s"`.
+    """
+    wifi: WifiParams | None = None
+    """
+    A WiFi link (docs/emulator.md, "WiFi links"): the transmitter is an 802.11 station that
+    sends aggregated frames, instead of `rate_bps` or `trace`; `null`: not WiFi. Fields left
+    out take the 802.11n defaults (`{}` is a default 802.11n link).
     """
 
 
