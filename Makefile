@@ -25,7 +25,7 @@ CLASSIFY_BENCH_ARGS ?=
 # `make cleanup LAB=name` cleans one lab; without LAB, every protolab lab on this machine.
 LAB ?=
 
-.PHONY: help setup build demo validate test bench cleanup schemas
+.PHONY: help setup build demo validate test bench cleanup schemas stacks
 
 help: ## list the targets
 	@echo "protolab make targets (run as root):"
@@ -37,6 +37,9 @@ setup: ## install Debian packages, build Rust (release), create .venv and instal
 
 build: ## build the Rust workspace only (cargo build --release --workspace)
 	cargo build --release --workspace
+
+stacks: ## build the external QUIC stacks of the interop runs: aioquic (pip), quic-go (go install; needs Go); docs/interop.md
+	bash scripts/build_stacks.sh
 
 demo: setup ## set up, then run the wifi-loss demo (specs/demo.toml, ~10 min) and its report: results/demo
 	$(VENV)/bin/protolab demo $(DEMO_ARGS)

@@ -99,4 +99,8 @@ else
   say "Python environment: ok ($VENV, pyproject.toml unchanged)"
 fi
 
+# aioquic for the interop runs (a wheel in a venv of its own, seconds; the lab test of every
+# stack needs it as client). quic-go compiles for minutes: `make stacks` (docs/interop.md).
+bash scripts/build_stacks.sh aioquic || say "warning: aioquic not built; the interop tests that need it skip"
+
 say "done"

@@ -42,10 +42,11 @@ app = ProtolabApp(
 )
 app.add_typer(corpus_app, name="corpus")
 
-from protolab.report.cli import export_command, report_command
+from protolab.report.cli import export_command, interop_matrix_command, report_command
 
 app.command("report")(report_command)
 app.command("export")(export_command)
+app.command("interop-matrix")(interop_matrix_command)
 
 from protolab.analysis.cli import analyze_command
 

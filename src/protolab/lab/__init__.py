@@ -2,7 +2,7 @@
 
 from protolab.lab.binary import find_binary
 from protolab.lab.control import ControlClient
-from protolab.lab.lab import Lab, Ready, cleanup_lab
+from protolab.lab.lab import Lab, Ready, cleanup_lab, stop_process
 from protolab.lab.topology import (
     dumbbell,
     host,
@@ -26,4 +26,5 @@ __all__ = [
     "mbps_to_bps",
     "ms_to_ns",
     "path",
+    "stop_process",
 ]

@@ -123,6 +123,10 @@ def _group_has_live_members(group: int) -> bool:
     return False
 
 
+# Public: scenarios stop their background processes (cross traffic) with it.
+stop_process = _stop_process
+
+
 class Lab:
     """A running emulator lab.
 

@@ -22,6 +22,7 @@ from protolab.report import calibration as cal
 from protolab.report import fidelity as fid
 from protolab.report import figures
 from protolab.report import flows as flows_report
+from protolab.report import interop as interop_report
 from protolab.report import rpm as rpm_report
 from protolab.report import section as h
 from protolab.report import quic_controllers as qc
@@ -175,6 +176,8 @@ class ReportBuilder(Builder):
                      ("goodput-time", "Throughput over time", partial(tr.throughput_timeline, self)), *transport,
                      ("determinants", "Throughput determinants", partial(ga.determinants, self))],
             "rpm": [("rpm", "Responsiveness under working conditions (RPM)", partial(rpm_report.responsiveness, self))],
+            "interop": [("interop", "Interop matrix: servers x clients per test case",
+                         partial(interop_report.section, self))],
             "pair": [("fairness", "Shares of the bottleneck and Jain's index", partial(tr.fairness, self)),
                      ("share-time", "Throughput per side over time", partial(tr.share_timeline, self)), *transport],
         }

@@ -48,3 +48,19 @@ def export_command(
         files = store.export(target, fmt.value)  # type: ignore[arg-type]
     for path in files:
         console.print(f"wrote {path}")
+
+
+def interop_matrix_command(
+    results_dir: Annotated[list[Path], typer.Argument(help="Results directories of interop runs (hold results.duckdb).")],
+    out: Annotated[Path | None, typer.Option("--out", help="Write the Markdown here instead of printing it.")] = None,
+) -> None:
+    """The interop matrix: per test case, servers x clients with each run's verdict; goodput with
+    its 95% interval (docs/interop.md)."""
+    from protolab.report.interop import interop_matrix
+
+    text = "\n".join(interop_matrix(path) for path in results_dir)
+    if out is None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.write_text(text)
+        console.print(f"wrote {out}")

@@ -62,6 +62,7 @@ class RunRecord:
     sides: list[dict[str, Any]] = field(default_factory=list)
     flow_bins: list[dict[str, Any]] = field(default_factory=list)
     connection_states: list[dict[str, Any]] = field(default_factory=list)
+    interop: list[dict[str, Any]] = field(default_factory=list)  # interop_results rows (protolab.run.interop)
     analysis: Any = None
     fidelity: Fidelity = field(default_factory=Fidelity)
     artifacts_dir: str | None = None
@@ -71,7 +72,10 @@ class RunRecord:
         return self.page_load.plt_ms if self.page_load is not None and self.status == "ok" else None
 
     def goodput_mbps(self) -> float | None:
-        """The goodput of an ok single-client bulk run (its transfers summed), Mbit/s."""
+        """The goodput of an ok single-client bulk run (its transfers summed), or of an ok
+        interop run (the runner's goodput), Mbit/s."""
+        if self.status == "ok" and self.interop:
+            return self.interop[0].get("goodput_mbps")
         if self.status != "ok" or not self.bulk or any(t.side is not None for t in self.bulk):
             return None
         rates = [t.result.goodput_bps for t in self.bulk]
@@ -97,7 +101,8 @@ class RunRecord:
         """Every row of the run, by table (the run key is the store's to add)."""
         rows: Rows = {"runs": [self.runs_row()], "link_counters": self.link_rows(),
                       "transport_samples": sample_store_rows(self.samples), "pair_sides": list(self.sides),
-                      "flow_bins": list(self.flow_bins), "connection_states": list(self.connection_states)}
+                      "flow_bins": list(self.flow_bins), "connection_states": list(self.connection_states),
+                      "interop_results": list(self.interop)}
         parts: list[Rows] = []
         if self.page_load is not None:
             parts.append(load_rows(self.page_load))

@@ -36,6 +36,7 @@ from protolab.results.generated.rpm_result import RpmResult
 from protolab.results.record import RunRecord
 from protolab.results.rpm import RpmContext
 from protolab.results.samples import read_samples
+from protolab.run.interop import run_interop
 from protolab.run.runner import PlannedRun, derived_seed
 from protolab.run.session import LabSession, Server, WorkloadExecutor, transport_argv
 from protolab.scenarios.rpm import expected_loaded_rtt_ms
@@ -417,4 +418,5 @@ EXECUTORS: dict[str, WorkloadExecutor] = {
     "bulk": run_bulk,
     "pair": run_pair,
     "rpm": run_rpm,
+    "interop": run_interop,
 }

@@ -23,6 +23,7 @@ from protolab.scenarios.congestion import (
     SlowStartExit,
     WifiAggregation,
 )
+from protolab.scenarios.interop import Interop
 from protolab.scenarios.rpm import Rpm
 from protolab.scenarios.traffic import TrafficCorpus
 
@@ -31,7 +32,7 @@ SCENARIOS: dict[str, Scenario] = {
     for scenario in (
         WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(), Cellular(),
         Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(), Rpm(), TrafficCorpus(),
-        WifiAggregation(),
+        WifiAggregation(), Interop(),
     )
 }
 

@@ -123,6 +123,29 @@ TABLES: dict[str, list[Column]] = {
         ("share", "DOUBLE", "the side's share of the two throughputs in that interval"),
         ("jain", "DOUBLE", "Jain's fairness index of the two throughputs in that interval"),
     ],
+    "interop_results": [
+        *RUN_KEY_COLUMNS,
+        ("testcase", "VARCHAR", "the interop test case (protolab.interop.testcases; docs/interop.md)"),
+        ("server", "VARCHAR", "the server's stack"),
+        ("client", "VARCHAR", "the client's stack"),
+        ("server_version", "VARCHAR", "what was built of the server's stack (.stacks/<name>/version.txt)"),
+        ("client_version", "VARCHAR", "what was built of the client's stack"),
+        ("verdict", "VARCHAR", "succeeded, failed or unsupported (an endpoint exited 127), judged like the runner"),
+        ("reason", "VARCHAR", "why the verdict is not succeeded"),
+        ("files", "INTEGER", "files the server offered in /www"),
+        ("files_intact", "INTEGER", "of those, files in /downloads byte for byte"),
+        ("bytes", "BIGINT", "bytes of the offered files"),
+        ("handshakes", "INTEGER", "QUIC handshakes: distinct SCIDs of the server's Initial packets (server capture)"),
+        ("quic_versions", "VARCHAR", "versions of the server's Initial packets, comma-separated hex"),
+        ("retries", "INTEGER", "Retry packets the server sent"),
+        ("handshake_ms", "DOUBLE", "client capture: client's first Initial to the server's first 1-RTT packet, ms"),
+        ("completion_ms", "DOUBLE", "client capture: client's first Initial to the server's last 1-RTT packet, ms"),
+        ("goodput_mbps", "DOUBLE", "bytes x 8 over the span of the server's 1-RTT packets at the client (the runner's goodput), Mbit/s"),
+        ("client_status", "INTEGER", "the client's exit status; NULL: killed at the case's timeout"),
+        ("server_status", "INTEGER", "the server's exit status if it ended before the client; NULL: still running (as it should)"),
+        ("keylog", "BOOLEAN", "an endpoint wrote TLS keys to SSLKEYLOGFILE (kept in the run's interop/<role>/)"),
+        ("qlogs", "INTEGER", "qlog files the endpoints wrote to QLOGDIR; NULL where a stack writes none"),
+    ],
     "flow_bins": [
         *RUN_KEY_COLUMNS,
         ("side", "VARCHAR", "a or b"),
@@ -227,7 +250,7 @@ TABLES: dict[str, list[Column]] = {
 
 ANALYSIS_TABLES = ("connection_info", "loss_analysis", "loss_bursts", "overhead", "analysis_notes")
 RUN_TABLES = ("runs", "page_loads", "objects", "connections", "transport_samples", "bulk_transfers", "bulk_intervals",
-              "pair_sides", "flow_bins", "connection_states", "rpm_results", "flows", *ANALYSIS_TABLES,
+              "pair_sides", "flow_bins", "connection_states", "rpm_results", "flows", "interop_results", *ANALYSIS_TABLES,
               "link_counters")
 PRIMARY_KEYS = {"runs": "PRIMARY KEY (experiment_id, run_key)"}
 

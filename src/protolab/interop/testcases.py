@@ -1,0 +1,161 @@
+"""The quic-interop-runner's test cases as protolab runs them, and their verdicts (pure).
+
+Each case says which files the server's `/www` holds, what the endpoints are told (`TESTCASE`:
+the measurement cases tell them `transfer`, as the runner does), how many handshakes the server's
+capture must show, and the link the runner's ns-3 scenario gives it. The link is not applied
+from here: the spec's axes set it (specs/interop.toml has one sweep per case, with the values of
+`link`), so the conditions stay visible in the store like every other run's.
+
+A verdict, as the runner's: `unsupported` when an endpoint exits with 127; else `failed` unless
+the client exited 0, every file arrived intact (and no other), the server's Initial packets show
+exactly the case's number of handshakes, all of version 1, a Retry if and only if the case asks
+for one, 0-RTT packets from the client where the case asks for them (zerortt), and only the
+case's cipher suites in the client's ClientHello (chacha20; tshark decrypts Initial packets). What the
+runner reads from decrypted packets is not checked (see docs/interop.md).
+"""
+
+from __future__ import annotations
+
+import filecmp
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protolab.interop import trace
+
+KIB = 1 << 10
+MIB = 1 << 20
+QUIC_V1 = 0x1
+TLS_CHACHA20_POLY1305_SHA256 = 0x1303
+UNSUPPORTED_STATUS = 127  # the interface's exit status for a test case an endpoint does not implement
+
+# The runner's ns-3 link (simple-p2p --delay=15ms --bandwidth=10Mbps --queue=25): 10 Mbit/s both
+# ways, 15 ms each way, a 25-packet drop-tail queue (25 x 1500 bytes here: the emulator's queues
+# are in bytes).
+RUNNER_LINK: Mapping[str, float] = {"bandwidth_mbps": 10, "rtt_ms": 30, "loss_pct": 0, "buffer": 25 * 1500}
+
+
+@dataclass(frozen=True)
+class TestCase:
+    name: str
+    description: str
+    endpoint_testcase: str  # what ROLE's endpoints get as TESTCASE
+    files: tuple[int, ...]  # sizes of the files in /www, bytes
+    handshakes: int | None = 1  # None: one per file (multiconnect: a connection per request)
+    timeout_s: float = 60.0
+    measurement: bool = False  # goodput: the rate is the result
+    link: Mapping[str, float] = field(default_factory=lambda: dict(RUNNER_LINK))
+    retry: bool = False  # the server must send a Retry (else it must not)
+    zero_rtt: bool = False  # the client must send 0-RTT packets
+    name_length: int = 10  # of the files' names (zerortt's are long: its requests fill 0-RTT packets)
+    cipher_suites: frozenset[int] | None = None  # what the client may offer (chacha20); None: any
+    cross_traffic: bool = False  # a greedy TCP Cubic flow (iperf3, server to client) shares the link throughout
+
+    def expected_handshakes(self, files: int) -> int:
+        return files if self.handshakes is None else self.handshakes
+
+
+def _link(**changes: float) -> dict[str, float]:
+    return {**RUNNER_LINK, **changes}
+
+
+TESTCASES: dict[str, TestCase] = {case.name: case for case in (
+    TestCase("handshake", "one 1 KiB file over one handshake", "handshake", (1 * KIB,)),
+    TestCase("transfer", "2, 3 and 5 MiB over one connection; the connection closes cleanly", "transfer",
+             (2 * MIB, 3 * MIB, 5 * MIB)),
+    TestCase("http3", "5 KiB, 10 KiB and 500 KiB over HTTP/3", "http3", (5 * KIB, 10 * KIB, 500 * KIB)),
+    TestCase("multiconnect", "handshake loss: 50 files of 1 KiB, one connection each, 30% loss both ways",
+             "multiconnect", (1 * KIB,) * 50, handshakes=None, timeout_s=300.0, link=_link(loss_pct=30)),
+    TestCase("retry", "10 KiB after the server's Retry", "retry", (10 * KIB,), retry=True),
+    TestCase("chacha20", "3 MiB, the client offering ChaCha20-Poly1305 only", "chacha20", (3 * MIB,),
+             cipher_suites=frozenset({TLS_CHACHA20_POLY1305_SHA256})),
+    TestCase("resumption", "5 KiB, then 10 KiB over a resumed second connection", "resumption", (5 * KIB, 10 * KIB),
+             handshakes=2),
+    TestCase("zerortt", "40 files of 32 bytes, the second connection's requests in 0-RTT", "zerortt", (32,) * 40,
+             handshakes=2, zero_rtt=True, name_length=250),
+    TestCase("transferloss", "one 2 MiB file with 2% loss both ways", "transfer", (2 * MIB,), link=_link(loss_pct=2)),
+    TestCase("goodput", "goodput of one 10 MiB file on the runner's link", "transfer", (10 * MIB,), measurement=True),
+    TestCase("crosstraffic", "goodput of one 25 MiB file beside a TCP Cubic flow", "transfer", (25 * MIB,),
+             measurement=True, timeout_s=180.0, cross_traffic=True),
+)}
+
+
+def check_testcase(name: str) -> TestCase:
+    try:
+        return TESTCASES[name]
+    except KeyError:
+        raise ValueError(f"unknown interop test case {name!r} (known: {', '.join(TESTCASES)})") from None
+
+
+@dataclass(frozen=True)
+class FilesCheck:
+    """The client's /downloads against the server's /www."""
+
+    expected: int
+    intact: int
+    missing: tuple[str, ...] = ()
+    unexpected: tuple[str, ...] = ()
+    different: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.intact == self.expected and not (self.missing or self.unexpected or self.different)
+
+    def problem(self) -> str | None:
+        parts = [f"{what}: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
+                 for what, names in (("missing", self.missing), ("unexpected", self.unexpected),
+                                     ("content differs", self.different)) if names]
+        return "; ".join(parts) or None
+
+
+def compare_files(www: Path, downloads: Path, names: Sequence[str]) -> FilesCheck:
+    """Every served file must have arrived byte for byte, and nothing else."""
+    present = {p.name for p in downloads.iterdir() if p.is_file()} if downloads.is_dir() else set()
+    missing = tuple(sorted(n for n in names if n not in present))
+    unexpected = tuple(sorted(present - set(names)))
+    different = tuple(sorted(n for n in names if n in present
+                             and not filecmp.cmp(www / n, downloads / n, shallow=False)))
+    return FilesCheck(len(names), len(names) - len(missing) - len(different), missing, unexpected, different)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    result: str  # succeeded, failed, unsupported
+    reason: str | None = None
+
+
+def judge(case: TestCase, client_status: int | None, server_status: int | None, files: FilesCheck,
+          datagrams: Sequence[trace.Datagram] | None, server: str) -> Verdict:
+    """The runner's verdict of one run (see the module doc). `server_status` is None while the
+    server still ran when the client ended (as it should); `datagrams` None: no capture."""
+    if UNSUPPORTED_STATUS in (client_status, server_status):
+        who = "client" if client_status == UNSUPPORTED_STATUS else "server"
+        return Verdict("unsupported", f"the {who} does not implement test case {case.endpoint_testcase!r} (exit 127)")
+    if server_status is not None:
+        return Verdict("failed", f"the server exited with status {server_status} before the client was done")
+    if client_status != 0:
+        return Verdict("failed", "the client timed out" if client_status is None
+                       else f"the client exited with status {client_status}")
+    if not files.ok:
+        return Verdict("failed", f"files: {files.problem()}")
+    if datagrams is None:
+        return Verdict("failed", "no capture of the server to judge the handshakes by")
+    expected = case.expected_handshakes(files.expected)
+    seen = trace.handshakes(datagrams, server)
+    if seen != expected:
+        return Verdict("failed", f"expected {expected} handshake(s), the server's Initials show {seen}")
+    found = trace.versions(datagrams, server)
+    if found != {QUIC_V1}:
+        return Verdict("failed", f"expected QUIC version 0x1 only, found {sorted(hex(v) for v in found)}")
+    retried = trace.retries(datagrams, server)
+    if retried and not case.retry:
+        return Verdict("failed", "the server sent a Retry the case does not ask for")
+    if case.retry and not retried:
+        return Verdict("failed", "the server sent no Retry")
+    if case.zero_rtt and not trace.zero_rtt_packets(datagrams, server):
+        return Verdict("failed", "the client sent no 0-RTT packet")
+    offered = trace.offered_cipher_suites(datagrams, server)
+    if case.cipher_suites is not None and offered != case.cipher_suites:
+        return Verdict("failed", f"the client offered cipher suites {sorted(hex(s) for s in offered)}, "
+                                 f"expected {sorted(hex(s) for s in case.cipher_suites)}")
+    return Verdict("succeeded")

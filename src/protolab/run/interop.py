@@ -1,0 +1,256 @@
+"""One interop run (the `interop` workload, docs/interop.md): a server stack and a client stack
+through the quic-interop-runner interface, on the run's link, judged like the runner.
+
+The run's directory gets `interop/`: `www/` (the case's files, random bytes from the run's
+seed), `downloads/`, `server/` and `client/` (each endpoint's `/logs`: key log, qlogs, its
+output), `hosts`. Each endpoint runs in its host in a private mount namespace
+(`protolab.interop.endpoint`) in a process group of its own, which is ended (TERM, then KILL)
+whatever happens; `www/` and `downloads/` are removed after the verdict, even when the run
+fails. The captures of both hosts are taken for the verdict (and removed after it unless the
+spec keeps captures).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import string
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from protolab.errors import ToolError
+from protolab.interop import endpoint, stacks, testcases, trace
+from protolab.results.record import RunRecord
+from protolab.run.runner import PlannedRun, derived_seed
+from protolab.run.session import LabSession
+from protolab.scenarios.interop import file_sizes, spec_stacks
+
+SERVER_READY_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 5.0
+TSHARK_TIMEOUT_S = 300.0
+NAME_LENGTH = 10
+
+
+@dataclass(frozen=True)
+class InteropDirs:
+    root: Path
+
+    @property
+    def www(self) -> Path:
+        return self.root / "www"
+
+    @property
+    def downloads(self) -> Path:
+        return self.root / "downloads"
+
+    def logs(self, role: str) -> Path:
+        return self.root / role
+
+    def create(self) -> None:
+        for directory in (self.www, self.downloads, self.logs("server") / "qlog", self.logs("client") / "qlog"):
+            directory.mkdir(parents=True, exist_ok=True)
+
+    def remove_files(self) -> None:
+        """The served and downloaded files: large, and the verdict has read them."""
+        for directory in (self.www, self.downloads):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def write_files(www: Path, sizes: list[int], seed: int, name_length: int = NAME_LENGTH) -> list[str]:
+    """Files of random bytes with random names (both from `seed`), as the runner makes them."""
+    rng = random.Random(seed)
+    names: list[str] = []
+    for size in sizes:
+        name = "".join(rng.choice(string.ascii_lowercase) for _ in range(name_length))
+        while name in names:
+            name = "".join(rng.choice(string.ascii_lowercase) for _ in range(name_length))
+        (www / name).write_bytes(rng.randbytes(size))
+        names.append(name)
+    return names
+
+
+def _certificates(session: LabSession, server_address: str) -> Path:
+    """The session's interop CA and server certificate, made on first use."""
+    directory = session.workdir / "interop-certs"
+    if not (directory / "cert.pem").exists():
+        endpoint.make_certificates(directory, server_address)
+    return directory
+
+
+def stop_group(process: subprocess.Popen[Any]) -> None:
+    """End the endpoint's process group (it may have started children): TERM, then KILL."""
+    for sig, wait in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, STOP_TIMEOUT_S)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=wait)
+            # The leader is gone; children that ignored TERM still get the KILL below.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _spawn(session: LabSession, host: str, stack: stacks.Stack, binds: dict[str, Path], env: dict[str, str],
+           log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return session.lab.spawn(host, endpoint.mounted_argv(stack.command, binds), stdout=out,
+                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _await_udp_listener(session: LabSession, host: str, server: subprocess.Popen[bytes], port: int = 443) -> None:
+    """Until a UDP socket is bound to the port in the host, or the server ends (the verdict
+    reads its status) or the time is up."""
+    deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
+    while time.monotonic() < deadline and server.poll() is None:
+        listed = session.lab.run(host, ["ss", "-Hlun", f"sport = :{port}"], timeout=10, check=False)
+        if listed.stdout.strip():
+            return
+        time.sleep(0.1)
+    if server.poll() is None:
+        raise ToolError(f"the interop server in host {host} bound no UDP port {port} within "
+                        f"{SERVER_READY_TIMEOUT_S:g} s")
+
+
+def read_trace(pcap: Path) -> list[trace.Datagram] | None:
+    """The QUIC datagrams of a capture (tshark); None without the capture."""
+    if not pcap.exists():
+        return None
+    argv = ["tshark", "-n", "-r", str(pcap), "-Y", "quic", "-T", "fields", "-E", "separator=/t",
+            "-E", "occurrence=a", "-E", "aggregator=,"]
+    for name in trace.TSHARK_FIELDS:
+        argv += ["-e", name]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=TSHARK_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolError(f"tshark on {pcap}: {exc}") from exc
+    if done.returncode != 0:
+        raise ToolError(f"tshark on {pcap} exited with status {done.returncode}: {done.stderr.strip()[-800:]}")
+    return trace.parse_fields(done.stdout, str(pcap))
+
+
+@dataclass
+class Endpoints:
+    """What the two endpoints did."""
+
+    client_status: int | None
+    server_status: int | None
+    link_config: dict[str, Any]
+    counters: Any  # the emulator's counters (results.generated.control_reply.Counters)
+
+
+def _run_endpoints(session: LabSession, run: PlannedRun, run_dir: Path, dirs: InteropDirs, pair: tuple[stacks.Stack, stacks.Stack],
+                   case: testcases.TestCase, names: list[str]) -> Endpoints:
+    server_stack, client_stack = pair
+    server_host, client_host = session.scenario.server, session.scenario.client
+    server_address = session.lab.address(server_host)
+    (dirs.root / "hosts").write_text(endpoint.hosts_file(server_address))
+    certs = _certificates(session, server_address)
+    base = {**os.environ, "PROTOLAB_NET": str(session.binary), "PROTOLAB_STACKS": str(stacks.stacks_dir()),
+            "PROTOLAB_SERVER_ADDRESS": server_address}
+    common = {"/certs": certs, "/etc/hosts": dirs.root / "hosts"}
+    server = _spawn(session, server_host, server_stack,
+                    {"/www": dirs.www, "/logs": dirs.logs("server"), **common},
+                    endpoint.environment(base, "server", case.endpoint_testcase), dirs.root / "server.log")
+    client: subprocess.Popen[bytes] | None = None
+    capture = None
+    link_config: dict[str, Any] = {}
+    try:
+        _await_udp_listener(session, server_host, server)
+        link_config, capture = session.begin(run, run_dir)
+        if not capture.pcap_hosts:
+            for host in (client_host, server_host):
+                session.lab.pcap_start(host, (run_dir / f"{host}.pcap").resolve())
+                capture.pcap_hosts.append(host)
+        client_env = endpoint.environment(base, "client", case.endpoint_testcase, endpoint.request_urls(names))
+        client = _spawn(session, client_host, client_stack,
+                        {"/downloads": dirs.downloads, "/logs": dirs.logs("client"), **common},
+                        client_env, dirs.root / "client.log")
+        try:
+            client_status: int | None = client.wait(timeout=case.timeout_s)
+        except subprocess.TimeoutExpired:
+            client_status = None
+        server_status = server.poll()
+    finally:
+        if client is not None:
+            stop_group(client)
+        stop_group(server)
+        counters = session.end(capture) if capture is not None else None
+    return Endpoints(client_status, server_status, link_config, counters)
+
+
+def _metrics(case: testcases.TestCase, sizes: list[int], files: testcases.FilesCheck,
+             server_trace: list[trace.Datagram] | None, client_trace: list[trace.Datagram] | None,
+             client: str, server: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"handshakes": None, "quic_versions": None, "retries": None, "handshake_ms": None,
+                           "completion_ms": None, "goodput_mbps": None}
+    if server_trace is not None:
+        row["handshakes"] = trace.handshakes(server_trace, server)
+        row["quic_versions"] = ",".join(sorted(hex(v) for v in trace.versions(server_trace, server))) or None
+        row["retries"] = trace.retries(server_trace, server)
+    if client_trace is not None:
+        handshake = trace.handshake_s(client_trace, client, server)
+        row["handshake_ms"] = handshake * 1e3 if handshake is not None else None
+        span = trace.one_rtt_span(client_trace, server)
+        initials = [d.time_s for d in client_trace if d.src == client and any(p.kind == "initial" for p in d.packets)]
+        if span is not None and initials:
+            row["completion_ms"] = (span[1] - min(initials)) * 1e3
+        if span is not None and span[1] > span[0] and files.ok:
+            row["goodput_mbps"] = sum(sizes) * 8 / (span[1] - span[0]) / 1e6
+    return row
+
+
+def _count_files(directory: Path) -> int:
+    return sum(1 for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else 0
+
+
+def run_interop(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
+    case = testcases.check_testcase(str(run.condition.extra("testcase")))
+    server_name, client_name = stacks.parse_pair(run.mode)
+    extra = spec_stacks(session.params)
+    pair = (stacks.lookup(server_name, extra), stacks.lookup(client_name, extra))
+    record = RunRecord(run.key, dict(run.params))
+    row: dict[str, Any] = {"testcase": case.name, "server": server_name, "client": client_name,
+                           "server_version": pair[0].version(), "client_version": pair[1].version()}
+    try:
+        pair[0].require("server")
+        pair[1].require("client")
+    except stacks.StackError as exc:
+        record.error = str(exc)
+        record.interop = [{**row, "verdict": "failed", "reason": str(exc)}]
+        return record
+    dirs = InteropDirs((run_dir / "interop").resolve())
+    dirs.create()
+    sizes = file_sizes(case, session.params)
+    try:
+        names = write_files(dirs.www, sizes, derived_seed(run.link_seed, "interop-files", run.key), case.name_length)
+        ran = _run_endpoints(session, run, run_dir, dirs, pair, case, names)
+        files = testcases.compare_files(dirs.www, dirs.downloads, names)
+    finally:
+        dirs.remove_files()
+    record.link_config, record.link_counters = ran.link_config, ran.counters
+    client, server = (session.lab.address(session.scenario.client), session.lab.address(session.scenario.server))
+    server_trace, client_trace = (read_trace(run_dir / f"{session.scenario.server}.pcap"),
+                                  read_trace(run_dir / f"{session.scenario.client}.pcap"))
+    if not session.experiment.spec.artifacts.pcap:
+        for host in (session.scenario.client, session.scenario.server):
+            (run_dir / f"{host}.pcap").unlink(missing_ok=True)
+    verdict = testcases.judge(case, ran.client_status, ran.server_status, files, server_trace, server)
+    keylogs = [dirs.logs(role) / "keys.log" for role in ("server", "client")]
+    qlogs = _count_files(dirs.logs("server") / "qlog") + _count_files(dirs.logs("client") / "qlog")
+    row.update(verdict=verdict.result, reason=verdict.reason, files=len(names), files_intact=files.intact,
+               bytes=sum(sizes), client_status=ran.client_status, server_status=ran.server_status,
+               keylog=any(p.exists() and p.stat().st_size > 0 for p in keylogs), qlogs=qlogs or None,
+               **_metrics(case, sizes, files, server_trace, client_trace, client, server))
+    record.interop = [row]
+    record.status = ("ok" if verdict.result == "succeeded"
+                     else "timeout" if ran.client_status is None and verdict.result == "failed" else "failed")
+    record.error = None if verdict.result == "succeeded" else f"{verdict.result}: {verdict.reason}"
+    return record
