@@ -22,10 +22,13 @@ ENDPOINTS_BENCH_ARGS ?=
 # Arguments of benches/flows_bench.py and benches/traffic_classify.py.
 FLOWS_BENCH_ARGS ?=
 CLASSIFY_BENCH_ARGS ?=
+# `make fuzz`: seconds per target, and which targets (default: every one in fuzz/).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 # `make cleanup LAB=name` cleans one lab; without LAB, every protolab lab on this machine.
 LAB ?=
 
-.PHONY: help setup build demo validate test bench cleanup schemas stacks
+.PHONY: help setup build demo validate test bench cleanup schemas stacks fuzz
 
 help: ## list the targets
 	@echo "protolab make targets (run as root):"
@@ -64,6 +67,14 @@ schemas: setup ## after changing a document in crates/contract: rewrite schemas/
 	$(NET) schema --out schemas
 	$(PYTHON) scripts/generate_models.py
 	$(PYTHON) -m protolab.store.doc
+
+fuzz: ## opt-in: run every cargo-fuzz target (fuzz/) FUZZ_SECONDS each, installing cargo-fuzz if missing (needs nightly)
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	cd fuzz && for t in $(or $(FUZZ_TARGETS),$$(cargo +nightly fuzz list)); do \
+	  echo "fuzz: $$t ($(FUZZ_SECONDS) s)"; \
+	  mkdir -p "scratch/$$t"; \
+	  cargo +nightly fuzz run "$$t" "scratch/$$t" "corpus/$$t" -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 cleanup: ## remove what crashed labs left behind (all labs, or LAB=name)
 	@if [[ ! -x $(NET) ]]; then \

@@ -10,6 +10,10 @@ use crate::{Nanos, MS};
 /// Bytes one delivery opportunity carries (Mahimahi's MTU-sized opportunity).
 pub const TRACE_OPPORTUNITY_BYTES: u32 = 1500;
 
+/// The latest timestamp a trace may hold, in ms (about 11.6 days; Mahimahi's traces last
+/// minutes). The period in ns, times the laps of any run, then stays far inside a u64.
+pub const MAX_TRACE_MS: u64 = 1_000_000_000;
+
 /// Why a trace was refused; `line` is 1-based (0 for the trace as a whole).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
@@ -44,6 +48,9 @@ impl DeliveryTrace {
                 line: i + 1,
                 message: format!("{line:?} is not a millisecond timestamp"),
             })?;
+            if t > MAX_TRACE_MS {
+                return Err(TraceError { line: i + 1, message: format!("timestamp {t} is beyond {MAX_TRACE_MS} ms") });
+            }
             if let Some(&prev) = times_ms.last() {
                 if t < prev {
                     return Err(TraceError { line: i + 1, message: format!("timestamp {t} is before {prev}") });
@@ -59,6 +66,9 @@ impl DeliveryTrace {
         match times_ms.last() {
             None => Err(TraceError { line: 0, message: "the trace has no delivery opportunity".into() }),
             Some(0) => Err(TraceError { line: 0, message: "the last timestamp must be greater than 0".into() }),
+            Some(&last) if last > MAX_TRACE_MS => {
+                Err(TraceError { line: 0, message: format!("timestamp {last} is beyond {MAX_TRACE_MS} ms") })
+            }
             Some(_) if times_ms.windows(2).any(|w| w[1] < w[0]) => {
                 Err(TraceError { line: 0, message: "timestamps must not decrease".into() })
             }
@@ -144,6 +154,22 @@ mod tests {
         assert_eq!(DeliveryTrace::parse("1\nx\n").unwrap_err().line, 2);
         assert!(DeliveryTrace::parse("").is_err());
         assert!(DeliveryTrace::parse("0\n0\n").is_err());
+    }
+
+    #[test]
+    fn refuses_timestamps_whose_period_overflows_nanoseconds() {
+        // A timestamp past 2^64 ns (about 18e12 ms) overflowed the period in ns: a panic in debug
+        // builds, a wrapped or zero period in release (found for the fuzz target `trace`).
+        let huge = "18446744073709551\n";
+        let e = DeliveryTrace::parse(huge).expect_err("a timestamp beyond the bound is refused");
+        assert_eq!(e.line, 1);
+        assert!(e.message.contains("18446744073709551"), "{e}");
+        assert!(DeliveryTrace::from_times_ms(vec![1, MAX_TRACE_MS + 1]).is_err());
+        let longest = DeliveryTrace::parse(&format!("1\n{MAX_TRACE_MS}\n")).expect("the bound itself is accepted");
+        // Lap 500's last opportunity: the period in ns, times laps, stays far inside u64.
+        let late = longest.opportunity_time(1_001);
+        assert_eq!(late, 501 * longest.period());
+        assert_eq!(longest.first_index_at_or_after(late), 1_001);
     }
 
     #[test]
