@@ -142,6 +142,11 @@ def test_recovered_against_the_fleets_truth() -> None:
     assert stats["base RTT (R_U)"]["median_error"] == pytest.approx(2.0)
     assert stats["download loss rate"]["median_error"] == pytest.approx(-0.2)
     assert stats["download latency increase"]["median_error"] == pytest.approx(0.0)
+    # 8 declared losses, 10 drops: none need be spurious; 12 declared: at least 2 are.
+    assert test.spurious_lower_bound == 0.0 and untrue.spurious_lower_bound is None
+    more = LiveTest("m", "protolab.rpm", "Chrome", 1.0, connections=(ConnectionLosses(1000, 12),), truth=truth)
+    assert more.spurious_lower_bound == pytest.approx(2 / 12)
+    assert summary([test, more])["share_tests_spurious"] == 0.5
 
 
 def test_the_fleets_design_is_seeded_and_space_filling() -> None:
@@ -214,7 +219,8 @@ def test_a_store_is_read_and_drawn_into_the_page(tmp_path: Path) -> None:
     page = write_page(loaded, tmp_path / "page", "data").read_text()
     assert "Whose distribution" in page and "19.22%" in page and "Recovered against true" in page
     assert "Fig. 7.6: spurious retransmissions" in page
-    assert len(list((tmp_path / "page" / "figures").glob("*.svg"))) == 8
+    assert "fig7-6-spurious" in page  # the store's fleet truth gives Fig. 7.6's lower bound
+    assert len(list((tmp_path / "page" / "figures").glob("*.svg"))) == 9
 
 
 def test_a_corrupt_upload_is_named_in_the_error(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ go out as numbers; no I/O, tested on fixed data.
 - Loss rates from the server's qlogs (Fig. 7.4), bursts by 003's annex C (Fig. 7.5), losses
   against the factor (Figs. 7.7, 7.8), idle latency against the factor (Fig. 7.9).
 - Spurious retransmissions (Fig. 7.6) are not in quinn's qlogs (it logs no acknowledgement
-  frames, so a packet declared lost and later acknowledged cannot be told): not computed.
+  frames, so a packet declared lost and later acknowledged cannot be told); for a fleet's tests
+  a lower bound comes from the emulator's drop count (`LiveTest.spurious_lower_bound`).
 - Recovered against true: for tests whose access link is known (the lab fleet,
   `live.fleet`), each recovered metric against the configured or emulator-counted value.
 """
@@ -111,6 +112,17 @@ class LiveTest:
         """Lost over sent packets of the server's connections (None without qlogs)."""
         sent = sum(c.sent for c in self.connections)
         return sum(c.lost for c in self.connections) / sent if sent else None
+
+    @property
+    def spurious_lower_bound(self) -> float | None:
+        """For a test with the emulator's count of drops on the download link: the share of the
+        server's declared losses that cannot have been drops, max(0, lost - dropped) / lost.
+        A lower bound on 003's spurious rate (Fig. 7.6), since some drops hit packets the server
+        does not track (acknowledgements, other flows); None without losses or truth."""
+        lost = sum(c.lost for c in self.connections)
+        if not lost or self.truth is None or self.truth.down_dropped is None:
+            return None
+        return max(0, lost - self.truth.down_dropped) / lost
 
     @property
     def burst_sizes(self) -> list[int]:
@@ -247,6 +259,10 @@ def summary(tests: Sequence[LiveTest]) -> dict[str, Any]:
     out["bursts"] = len(sizes)
     out["share_single_loss_bursts"] = _share(sizes, lambda s: s == 1)
     out["share_bursts_below_10"] = _share(sizes, lambda s: s < 10)
+    spurious = [s for t in tests if (s := t.spurious_lower_bound) is not None]
+    out["n_spurious"] = len(spurious)
+    out["share_tests_spurious"] = _share(spurious, lambda s: s > 0)
+    out["max_spurious_lower_bound"] = max(spurious) if spurious else None
     shares = [s for t in tests if (s := t.quic_share) is not None]
     out["share_tests_all_h3"] = _share(shares, lambda s: s >= 0.99)
     out["share_tests_no_h3"] = _share(shares, lambda s: s <= 0.01)
