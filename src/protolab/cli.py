@@ -98,6 +98,10 @@ from protolab.live.measure import measure_command
 
 app.command("measure")(measure_command)
 
+from protolab.live.commands import live_app
+
+app.add_typer(live_app, name="live")
+
 from protolab.traffic.cli import traffic_app
 
 app.add_typer(traffic_app, name="traffic")

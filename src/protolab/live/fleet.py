@@ -1,0 +1,253 @@
+"""A lab fleet for the live service (issue 23; docs/live.md, "Analyses (003 ch. 7)"): N wild-client
+tests against the coordinator and measurement server inside the lab, each through an access link
+drawn from a seeded space-filling design over rate, RTT, buffer and loss, so every test of the
+store has a known truth.
+
+One lab, two hosts: the server host runs `protolab-net serve` (the speed-test manifest, qlogs on)
+and `protolab serve-live` (with `--qlog-dir` on the server's qlogs); the client host runs one
+test at a time, `protolab live fleet-client` (an RPM test over `protolab-net rpm`, both
+directions, under a token whose metadata names the test's "browser"). Before each test the
+emulator's `client.up`/`client.down` get the drawn conditions and their counters are reset;
+after it the download direction's arrivals and drops are read. Each finished test is one line
+of `DATA/fleet.jsonl` (its conditions, token, the counters, its wall time), which the analysis
+joins by token; a fleet started again on the same DATA with the same seed skips the tests
+already there (resumable).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protolab.errors import ProtolabError
+
+FLEET_FILE = "fleet.jsonl"
+FLEET_CLIENT = "protolab-fleet"
+CLIENT_ADDRESS, SERVER_ADDRESS = "10.78.0.1", "10.78.1.1"
+HOSTNAME = "speed.fleet.test"
+COORDINATOR_PORT = 8090
+ACCESS_LINKS = ("client.up", "client.down")
+
+# The design's ranges. Rates and RTTs log-uniform (access links span orders of magnitude);
+# buffers in BDPs of the drawn link; random loss 0 for LOSSLESS_SHARE of the tests (003 §7.4:
+# half of its tests saw no loss), else log-uniform between the bounds.
+RATE_MBPS = (2.0, 30.0)
+RTT_MS = (10.0, 150.0)
+QUEUE_BDP = (0.5, 4.0)
+MIN_QUEUE_BYTES = 15_000  # ten full-size packets: a smaller drop-tail buffer starves any sender
+LOSS = (1e-4, 1e-2)
+LOSSLESS_SHARE = 0.4
+
+# The "browsers" (label, User-Agent, chance the test runs over HTTP/3): 003 Fig. 7.1b saw recent
+# Chrome and Firefox use QUIC always, Safari (an experimental flag) and apps' embedded browsers
+# rarely. Here they label CLI tests; the label's protocol is the known truth of Fig. 7.1.
+BROWSERS: tuple[tuple[str, str, float], ...] = (
+    ("Chrome", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36", 1.0),
+    ("Firefox", "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0", 1.0),
+    ("Safari", "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_1) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+     "Version/17.1 Safari/605.1.15", 0.0),
+    ("embedded", "Mozilla/5.0 (Linux; Android 14) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 "
+     "Mobile Safari/537.36 Instagram 300.0.0.0", 0.5),
+)
+
+
+class FleetError(ProtolabError):
+    """The fleet cannot go on: the lab or a server did not start, a test failed, its log is unreadable."""
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """One test's access link (both directions alike) and client."""
+
+    index: int
+    rate_bps: int
+    rtt_ms: float
+    queue_bytes: int
+    loss: float
+    browser: str
+    user_agent: str
+    protocol: str
+
+
+def _log_uniform(u: float, bounds: tuple[float, float]) -> float:
+    low, high = bounds
+    return math.exp(math.log(low) + u * (math.log(high) - math.log(low)))
+
+
+def draw_conditions(n: int, seed: int) -> list[Conditions]:
+    """N tests' conditions: a Latin hypercube (scipy's, seeded) over rate, RTT, buffer and loss,
+    and a browser and protocol per test from the same seed. The same (n, seed) gives the same list."""
+    import numpy as np
+    from scipy.stats import qmc
+
+    if n < 1:
+        return []
+    points = qmc.LatinHypercube(d=4, seed=seed).random(n)
+    rng = np.random.default_rng(seed)
+    out = []
+    for index, (u_rate, u_rtt, u_queue, u_loss) in enumerate(points):
+        rate_bps = round(_log_uniform(float(u_rate), RATE_MBPS) * 1e6)
+        rtt_ms = round(_log_uniform(float(u_rtt), RTT_MS), 1)
+        bdp_bytes = rate_bps / 8 * rtt_ms / 1e3
+        queue_bytes = max(MIN_QUEUE_BYTES, round(bdp_bytes * (QUEUE_BDP[0] + u_queue * (QUEUE_BDP[1] - QUEUE_BDP[0]))))
+        loss = 0.0 if u_loss < LOSSLESS_SHARE else _log_uniform((u_loss - LOSSLESS_SHARE) / (1 - LOSSLESS_SHARE), LOSS)
+        browser, user_agent, h3_chance = BROWSERS[int(rng.integers(len(BROWSERS)))]
+        protocol = "h3" if rng.random() < h3_chance else "h2"
+        out.append(Conditions(index, rate_bps, rtt_ms, queue_bytes, round(loss, 6), browser, user_agent, protocol))
+    return out
+
+
+def read_fleet_log(path: Path) -> list[dict[str, Any]]:
+    """The finished tests of a fleet log (FleetError naming the file and line if one is broken;
+    a last line cut short by a crash is ignored, as the test it was writing is run again)."""
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    entries = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):
+                break
+            raise FleetError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("index"), int) or not isinstance(entry.get("token"), str):
+            raise FleetError(f"{path}: line {number}: a fleet entry needs an integer `index` and a string `token`")
+        entries.append(entry)
+    return entries
+
+
+def link_truth(counters: dict[str, Any]) -> dict[str, int]:
+    """From the emulator's counters over one test: the packets that arrived at the download
+    direction (client.down) and were dropped there (arrivals are the enqueued ones plus those
+    dropped before the queue: random loss, a full drop-tail queue), and the bytes the upload
+    direction (client.up) delivered (the upload's data and the download's acknowledgements)."""
+    links = counters.get("links", {})
+    down = links.get("client.down", {})
+    dropped = down.get("dropped_packets", {})
+    before_queue = int(dropped.get("random_loss", 0)) + int(dropped.get("queue_full", 0))
+    return {"down_arrived": int(down.get("enqueued_packets", 0)) + before_queue,
+            "down_dropped": sum(int(v) for v in dropped.values()),
+            "up_delivered_bytes": int(links.get("client.up", {}).get("delivered_bytes", 0))}
+
+
+@dataclass
+class FleetSettings:
+    data_dir: Path
+    tests: int
+    seed: int = 1
+    max_duration_s: float = 6.0
+    binary: Path | None = None
+    lab_name: str = field(default_factory=lambda: "fl" + secrets.token_hex(3))
+
+
+def _wait_for_line(path: Path, prefix: str, process: Any, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        if any(line.startswith(prefix) for line in text.splitlines()):
+            return
+        if process.poll() is not None:
+            raise FleetError(f"{prefix.split(':')[0]} exited with status {process.returncode}: {text[-1500:]}")
+        time.sleep(0.1)
+    raise FleetError(f"{path}: no line starting {prefix!r} within {within_s:g} s")
+
+
+@contextmanager
+def fleet_lab(settings: FleetSettings, workdir: Path) -> Iterator[tuple[Any, Path]]:
+    """The lab with the measurement server and the coordinator running; (lab, CA file)."""
+    from protolab.lab import Lab, dumbbell, find_binary, host
+    from protolab.lab.events import DocumentError, NotReady, await_event
+    from protolab.live.page import write_manifest
+    from protolab.results.generated.event_listening import Listening
+
+    binary = find_binary(settings.binary)
+    topology = dumbbell(settings.lab_name, [host("client", "left", [CLIENT_ADDRESS])],
+                        [host("server", "right", [SERVER_ADDRESS])], paths=1)
+    qlog_dir = workdir / "qlog"
+    qlog_dir.mkdir(parents=True, exist_ok=True)
+    manifest = write_manifest(workdir / "site", HOSTNAME, SERVER_ADDRESS)
+    with Lab(topology, binary=binary) as lab:
+        serve_log = workdir / "serve.stdout"
+        with serve_log.open("wb") as out, (workdir / "serve.stderr").open("wb") as err:
+            server = lab.spawn("server", [binary, "serve", "--manifest", manifest, "--tls-dir", workdir / "tls",
+                                          "--qlog", qlog_dir, "--lab", lab.name or "fleet"], stdout=out, stderr=err)
+        try:
+            await_event(server, serve_log, Listening, lambda line: line.get("event") == "listening", 60)
+        except (NotReady, DocumentError) as exc:
+            raise FleetError(f"protolab-net serve in the fleet's server host: {exc}") from None
+        listen = f"{SERVER_ADDRESS}:{COORDINATOR_PORT}"
+        coordinator_log = workdir / "serve-live.stderr"
+        with coordinator_log.open("wb") as err:
+            coordinator = lab.spawn("server", [sys.executable, "-m", "protolab", "serve-live", "--listen", listen,
+                                               "--data", settings.data_dir, "--qlog-dir", qlog_dir,
+                                               "--tests-per-address-per-hour", "0"], stderr=err)
+        _wait_for_line(coordinator_log, f"protolab serve-live: listening on http://{listen}", coordinator, 60)
+        yield lab, workdir / "tls" / "ca.pem"
+
+
+def run_one(lab: Any, ca: Path, settings: FleetSettings, conditions: Conditions, workdir: Path) -> dict[str, Any]:
+    """One test through its conditions; its fleet log entry."""
+    from protolab.lab import find_binary
+
+    lab.set_link(list(ACCESS_LINKS), seed=settings.seed * 100_003 + conditions.index, rate_bps=conditions.rate_bps,
+                 delay_ns=round(conditions.rtt_ms / 2 * 1e6), queue={"kind": "droptail", "bytes": conditions.queue_bytes},
+                 loss={"kind": "bernoulli", "p": conditions.loss} if conditions.loss > 0 else None)
+    lab.reset_counters()
+    started = time.monotonic()
+    out = workdir / f"test-{conditions.index:04d}"
+    argv = [sys.executable, "-m", "protolab", "live", "fleet-client", "--coordinator",
+            f"http://{SERVER_ADDRESS}:{COORDINATOR_PORT}", "--server", SERVER_ADDRESS, "--host", HOSTNAME, "--ca", ca,
+            "--protocol", conditions.protocol, "--user-agent", conditions.user_agent, "--index", str(conditions.index),
+            "--max-duration-s", f"{settings.max_duration_s:g}", "--out", out, "--binary", find_binary(settings.binary)]
+    done = lab.run("client", argv, timeout=4 * settings.max_duration_s + 120, check=False)
+    counters = lab.counters()
+    if done.returncode != 0:
+        raise FleetError(f"fleet test {conditions.index}: the client exited with {done.returncode}: {done.stderr[-2000:]}")
+    answer = json.loads(done.stdout)
+    return {**asdict(conditions), "token": answer["token"], "stored": answer.get("stored"),
+            "qlogs": answer.get("qlogs"), **link_truth(counters), "wall_s": round(time.monotonic() - started, 1),
+            "seed": settings.seed}
+
+
+def run_fleet(settings: FleetSettings, workdir: Path, say: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Runs the tests of the design that DATA/fleet.jsonl does not have yet; every entry, in order."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = settings.data_dir / FLEET_FILE
+    done = read_fleet_log(log_path)
+    seeds = {e.get("seed") for e in done}
+    if done and seeds != {settings.seed}:
+        raise FleetError(f"{log_path}: written with seed {sorted(seeds, key=str)}, not {settings.seed}; "
+                         "use another --data or the same --seed")
+    finished = {e["index"] for e in done}
+    todo = [c for c in draw_conditions(settings.tests, settings.seed) if c.index not in finished]
+    say(f"fleet: {len(finished)} of {settings.tests} tests done, {len(todo)} to run")
+    if not todo:
+        return done
+    started = time.monotonic()
+    with fleet_lab(settings, workdir) as (lab, ca):
+        for count, conditions in enumerate(todo, start=1):
+            entry = run_one(lab, ca, settings, conditions, workdir)
+            with log_path.open("a") as log:
+                log.write(json.dumps(entry) + "\n")
+                log.flush()
+            done.append(entry)
+            elapsed = time.monotonic() - started
+            say(f"[{len(done)}/{settings.tests}] test {conditions.index}: {conditions.rate_bps / 1e6:.1f} Mbit/s, "
+                f"{conditions.rtt_ms:g} ms, {conditions.queue_bytes} B, loss {conditions.loss:.4%}, {conditions.browser} "
+                f"{conditions.protocol}: {entry['wall_s']:.0f} s; about {elapsed / count * (len(todo) - count):.0f} s left")
+    return done
+
+
+def fleet_entries_by_token(entries: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["token"]: e for e in entries}
