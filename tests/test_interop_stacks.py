@@ -144,7 +144,8 @@ def test_tcp_cases_are_judged_by_files_and_connections() -> None:
     h1, h2 = testcases.TESTCASES["transfer-h1"], testcases.TESTCASES["transfer-h2"]
     assert (h1.transport, h2.transport, testcases.TESTCASES["transfer"].transport) == ("tcp", "tcp", "quic")
     assert testcases.judge(h2, 0, None, files, None, SERVER, 1).result == "succeeded"
-    assert "expected 1 TCP connection(s)" in str(testcases.judge(h2, 0, None, files, None, SERVER, 2).reason)
+    assert testcases.judge(h2, 0, None, files, None, SERVER, 2).result == "succeeded"  # Chromium's spare connection
+    assert "at least 1 TCP connection(s)" in str(testcases.judge(h1, 0, None, files, None, SERVER, 0).reason)
     assert testcases.judge(h1, 0, None, files, None, SERVER, 3).result == "succeeded"  # browsers open several
     assert testcases.judge(h1, 0, None, files, None, SERVER, None).result == "failed"  # no capture
     assert testcases.judge(h1, 127, None, files, None, SERVER, 1).result == "unsupported"
@@ -173,8 +174,8 @@ def _interop_spec(tmp_path: Path, testcase: str, mode: str) -> Path:
                                             ("caddy->chromium", "http3")])
 def test_a_web_servers_transfer_arrives_intact(mode: str, testcase: str, emu_binary: Path,
                                                lab_name: Callable[[], str], tmp_path: Path) -> None:
-    """caddy and nginx serve, Chromium (or quic-go) downloads: every file byte for byte, over TCP
-    one connection for HTTP/2, the goodput measured from the capture."""
+    """caddy and nginx serve, Chromium (or quic-go) downloads: every file byte for byte, the
+    connections counted and the goodput measured from the capture."""
     for name in stacks.parse_pair(mode):
         if stacks.BUILTIN_STACKS[name].version() is None:
             pytest.skip(f"interop stack {name} is missing: "
@@ -189,7 +190,7 @@ def test_a_web_servers_transfer_arrives_intact(mode: str, testcase: str, emu_bin
     verdict, reason, files, intact, handshakes, goodput, server_version, client_version = row
     assert (verdict, reason) == ("succeeded", None)
     assert files == intact == len(testcases.TESTCASES[testcase].files)
-    assert handshakes == 1 or (testcase == "transfer-h1" and handshakes >= 1)
+    assert handshakes == 1 if testcase == "http3" else handshakes >= 1
     assert isinstance(goodput, float) and 0 < goodput <= 10.5  # the link's 10 Mbit/s
     assert server_version and client_version
     assert lab_namespaces(name) == []

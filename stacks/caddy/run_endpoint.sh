@@ -18,7 +18,6 @@ cat > "$home/Caddyfile" <<CADDY
 	admin off
 	auto_https disable_redirects
 	skip_install_trust
-	persist_config off
 	servers {
 		protocols h1 h2 h3
 	}
