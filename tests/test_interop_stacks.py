@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from conftest import lab_namespaces, run_protolab
-from protolab.interop import stacks, tcp_trace, testcases
+from protolab.interop import stacks, tcp_trace, testcases, trace
 from protolab.interop.trace import TraceError
 from protolab.measure.qlog import QlogError, read_qlog
 from protolab.run.interop import read_qlogs, window_maxima
@@ -193,4 +193,55 @@ def test_a_web_servers_transfer_arrives_intact(mode: str, testcase: str, emu_bin
     assert handshakes == 1 if testcase == "http3" else handshakes >= 1
     assert isinstance(goodput, float) and 0 < goodput <= 10.5  # the link's 10 Mbit/s
     assert server_version and client_version
+    assert lab_namespaces(name) == []
+
+
+# ---------------------------------------------------------------------- keyupdate
+
+
+def _datagram(src: str, dst: str, phases: tuple[int, ...]) -> trace.Datagram:
+    return trace.Datagram(1.0, src, dst, 1200, tuple(trace.QuicPacket(False, "1rtt", None, None) for _ in phases),
+                          key_phases=phases)
+
+
+def _initial(src: str, dst: str) -> trace.Datagram:
+    return trace.Datagram(0.5, src, dst, 1200, (trace.QuicPacket(True, "initial", 1, "aa"),))
+
+
+def test_keyupdate_needs_both_ends_in_key_phase_1() -> None:
+    case, files = testcases.TESTCASES["keyupdate"], testcases.FilesCheck(1, 1)
+    assert (case.endpoint_testcase, case.server_testcase, case.files) == ("keyupdate", "transfer", (3 * testcases.MIB,))
+    start = [_initial(SERVER, CLIENT)]
+
+    def verdict(client_phases: tuple[int, ...], server_phases: tuple[int, ...]) -> testcases.Verdict:
+        datagrams = [*start, _datagram(CLIENT, SERVER, client_phases), _datagram(SERVER, CLIENT, server_phases)]
+        return testcases.judge(case, 0, None, files, datagrams, SERVER)
+
+    assert verdict((0, 1), (0, 0, 1)).result == "succeeded"
+    assert "client did not update" in str(verdict((0, 0), (0, 1)).reason)
+    assert "server did not follow" in str(verdict((0, 1), (0, 0)).reason)
+    assert verdict((), ()).result == "unsupported"  # not decrypted: no key log
+    assert trace.key_phases([_datagram(CLIENT, SERVER, (0, 1, 1))], src=CLIENT) == {0: 1, 1: 2}
+
+
+def test_key_phase_of_tshark_output() -> None:
+    line = f"1.5\t{SERVER}\t{CLIENT}\t1200\t0\t\t\t\t\tTrue"
+    [datagram] = trace.parse_fields(line)
+    assert datagram.key_phases == (1,) and datagram.packets[0].kind == "1rtt"
+    assert trace.parse_fields(line.replace("True", "0"))[0].key_phases == (0,)
+
+
+@pytest.mark.lab
+def test_quic_go_updates_its_keys(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
+    """quic-go's client updates its keys (TESTCASE=keyupdate, its server told transfer): the
+    capture, decrypted with the endpoints' key log, shows key phase 1 from both ends."""
+    if stacks.BUILTIN_STACKS["quic-go"].version() is None:
+        pytest.skip(f"interop stack quic-go is not built in {stacks.stacks_dir()}: run `make stacks`")
+    results, name = tmp_path / "results", lab_name()
+    done = run_protolab("run", _interop_spec(tmp_path, "keyupdate", "quic-go->quic-go"), "--results", results,
+                        "--lab", name, "--binary", emu_binary, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as db:
+        [row] = db.execute("SELECT verdict, reason, files_intact, keylog FROM interop_results").fetchall()
+    assert row == ("succeeded", None, 1, True)
     assert lab_namespaces(name) == []

@@ -51,6 +51,8 @@ class TestCase:
     cipher_suites: frozenset[int] | None = None  # what the client may offer (chacha20); None: any
     cross_traffic: bool = False  # a greedy TCP Cubic flow (iperf3, server to client) shares the link throughout
     transport: str = "quic"  # "tcp": HTTP/1.1 or HTTP/2 over TLS on TCP 443 (protolab's cases for caddy, nginx)
+    server_testcase: str | None = None  # what the server is told, where it differs (keyupdate: transfer)
+    key_update: bool = False  # both ends must send 1-RTT packets in key phase 1 (read with the key log)
 
     def expected_handshakes(self, files: int) -> int:
         return files if self.handshakes is None else self.handshakes
@@ -74,6 +76,8 @@ TESTCASES: dict[str, TestCase] = {case.name: case for case in (
              handshakes=2),
     TestCase("zerortt", "40 files of 32 bytes, the second connection's requests in 0-RTT", "zerortt", (32,) * 40,
              handshakes=2, zero_rtt=True, name_length=250),
+    TestCase("keyupdate", "3 MiB; the client updates its 1-RTT keys, the server follows", "keyupdate", (3 * MIB,),
+             server_testcase="transfer", key_update=True),
     TestCase("transferloss", "one 2 MiB file with 2% loss both ways", "transfer", (2 * MIB,), link=_link(loss_pct=2)),
     TestCase("goodput", "goodput of one 10 MiB file on the runner's link", "transfer", (10 * MIB,), measurement=True),
     TestCase("crosstraffic", "goodput of one 25 MiB file beside a TCP Cubic flow", "transfer", (25 * MIB,),
@@ -172,6 +176,14 @@ def judge(case: TestCase, client_status: int | None, server_status: int | None, 
         return Verdict("failed", "the server sent no Retry")
     if case.zero_rtt and not trace.zero_rtt_packets(datagrams, server):
         return Verdict("failed", "the client sent no 0-RTT packet")
+    if case.key_update:
+        client_phases, server_phases = trace.key_phases(datagrams, dst=server), trace.key_phases(datagrams, src=server)
+        if not sum(client_phases.values()) + sum(server_phases.values()):
+            return Verdict("unsupported", "no key log (SSLKEYLOGFILE) to read the 1-RTT packets' key phase with")
+        if not client_phases[1]:
+            return Verdict("failed", "the client did not update its keys (no 1-RTT packet in key phase 1)")
+        if not server_phases[1]:
+            return Verdict("failed", "the server did not follow the key update (no 1-RTT packet in key phase 1)")
     offered = trace.offered_cipher_suites(datagrams, server)
     if case.cipher_suites is not None and offered != case.cipher_suites:
         return Verdict("failed", f"the client offered cipher suites {sorted(hex(s) for s in offered)}, "

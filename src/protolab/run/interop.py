@@ -123,9 +123,11 @@ def _await_listener(session: LabSession, host: str, server: subprocess.Popen[byt
                         f"{SERVER_READY_TIMEOUT_S:g} s")
 
 
-def _tshark(pcap: Path, display_filter: str, fields: tuple[str, ...]) -> str:
+def _tshark(pcap: Path, display_filter: str, fields: tuple[str, ...], keylog: Path | None = None) -> str:
     argv = ["tshark", "-n", "-r", str(pcap), "-Y", display_filter, "-T", "fields", "-E", "separator=/t",
             "-E", "occurrence=a", "-E", "aggregator=,"]
+    if keylog is not None:
+        argv += ["-o", f"tls.keylog_file:{keylog}"]
     for name in fields:
         argv += ["-e", name]
     try:
@@ -137,9 +139,23 @@ def _tshark(pcap: Path, display_filter: str, fields: tuple[str, ...]) -> str:
     return done.stdout
 
 
-def read_trace(pcap: Path) -> list[trace.Datagram] | None:
-    """The QUIC datagrams of a capture (tshark); None without the capture."""
-    return trace.parse_fields(_tshark(pcap, "quic", trace.TSHARK_FIELDS), str(pcap)) if pcap.exists() else None
+def read_trace(pcap: Path, keylog: Path | None = None) -> list[trace.Datagram] | None:
+    """The QUIC datagrams of a capture (tshark; decrypted with `keylog` when given); None without
+    the capture."""
+    if not pcap.exists():
+        return None
+    return trace.parse_fields(_tshark(pcap, "quic", trace.TSHARK_FIELDS, keylog), str(pcap))
+
+
+def _keylog(dirs: InteropDirs) -> Path | None:
+    """The endpoints' TLS keys in one file (either may have written them), None when neither did."""
+    logs = [dirs.logs(role) / "keys.log" for role in ("client", "server")]
+    text = "".join(p.read_text(errors="replace") for p in logs if p.exists())
+    if not text.strip():
+        return None
+    merged = dirs.root / "keys.log"
+    merged.write_text(text)
+    return merged
 
 
 def read_tcp_trace(pcap: Path) -> list[tcp_trace.Segment] | None:
@@ -171,7 +187,8 @@ def _run_endpoints(session: LabSession, run: PlannedRun, run_dir: Path, dirs: In
     common = {"/certs": certs, "/etc/hosts": dirs.root / "hosts"}
     server = _spawn(session, server_host, server_stack,
                     {"/www": dirs.www, "/logs": dirs.logs("server"), **common},
-                    endpoint.environment(base, "server", case.endpoint_testcase), dirs.root / "server.log")
+                    endpoint.environment(base, "server", case.server_testcase or case.endpoint_testcase),
+                    dirs.root / "server.log")
     client: subprocess.Popen[bytes] | None = None
     capture = None
     link_config: dict[str, Any] = {}
@@ -304,7 +321,7 @@ def run_interop(session: LabSession, run: PlannedRun, run_dir: Path, case: testc
         metrics = _tcp_metrics(sizes, files, server_segments, client_segments, client, server)
         server_trace = None
     else:
-        server_trace = read_trace(pcaps[0])
+        server_trace = read_trace(pcaps[0], _keylog(dirs) if case.key_update else None)
         metrics = _metrics(sizes, files, server_trace, read_trace(pcaps[1]), client, server)
     if not session.experiment.spec.artifacts.pcap:
         for pcap in pcaps:
