@@ -76,9 +76,9 @@ def test_modes_are_bulk_protocols_or_stack_pairs(tmp_path: Path) -> None:
                         "--results", tmp_path / "r", timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 runs" in done.stdout
-    done = run_protolab("run", _spec(tmp_path, ["h3", "quic-go->chromium"]), "--dry-run", "--results",
+    done = run_protolab("run", _spec(tmp_path, ["h3", "quic-go->msquic"]), "--dry-run", "--results",
                         tmp_path / "r", timeout=120)
-    assert done.returncode != 0 and "unknown interop stack 'chromium'" in done.stdout + done.stderr
+    assert done.returncode != 0 and "unknown interop stack 'msquic'" in done.stdout + done.stderr
     done = run_protolab("run", _spec(tmp_path, ["h3", "quic-go->quic-go"], "duration_s = 5\n"), "--dry-run",
                         "--results", tmp_path / "r", timeout=120)
     assert done.returncode != 0 and "interop stacks download a file" in done.stdout + done.stderr
