@@ -144,10 +144,10 @@ def test_spec_errors_name_the_field(tmp_path: Path) -> None:
     spec = tmp_path / "bad.toml"
     spec.write_text('schema_version = 1\nname = "bad"\nscenario = "interop"\n[axes]\nbandwidth_mbps = [10]\n'
                     'rtt_ms = [30]\nloss_pct = [0]\nbuffer = [37500]\ntestcase = ["handshake"]\n'
-                    'mode = ["quic-go->chromium"]\n')
+                    'mode = ["quic-go->msquic"]\n')
     done = run_protolab("run", spec, "--dry-run", "--results", tmp_path / "r", timeout=120)
-    assert done.returncode != 0 and "unknown interop stack 'chromium'" in done.stdout + done.stderr
-    spec.write_text(spec.read_text().replace('"quic-go->chromium"', '"quic-go->aioquic"').replace('"handshake"', '"x"'))
+    assert done.returncode != 0 and "unknown interop stack 'msquic'" in done.stdout + done.stderr
+    spec.write_text(spec.read_text().replace('"quic-go->msquic"', '"quic-go->aioquic"').replace('"handshake"', '"x"'))
     done = run_protolab("run", spec, "--dry-run", "--results", tmp_path / "r", timeout=120)
     assert done.returncode != 0 and "axes.testcase" in done.stdout + done.stderr
 

@@ -2,7 +2,9 @@
 quic-interop-runner interface: a command run in a lab host with ROLE, TESTCASE, REQUESTS, ...
 
 Built in: `protolab` (our `protolab-net serve`, HTTP/3 only: server), `aioquic` (its examples'
-HTTP/3 and HTTP/0.9 client and server) and `quic-go` (its interop client and server). The
+HTTP/3 and HTTP/0.9 client and server), `quic-go` (its interop client and server), and from
+Debian's packages `caddy` (server: HTTP/1.1, HTTP/2, HTTP/3), `nginx` (server: HTTP/1.1,
+HTTP/2) and `chromium` (client, driven by Playwright). The
 wrappers live in `stacks/<name>/run_endpoint.sh`; what they run is built into the stacks
 directory (`PROTOLAB_STACKS`, default `.stacks` in the repository) by `scripts/build_stacks.sh`.
 A spec adds its own (`[params.endpoints.NAME]`, `protolab.scenarios.interop`).
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +41,14 @@ class Stack:
     command: tuple[str, ...]  # what runs in the lab host, with the interface's environment
     roles: tuple[str, ...]
     build: str | None = None  # the directory under stacks_dir() its build goes to; None: nothing to build
+    package: str | None = None  # a Debian package it runs (caddy, nginx, chromium): installed, not built
 
     def version(self) -> str | None:
-        """What was built (`.stacks/<name>/version.txt`), "external" for a spec's own command;
-        None when the stack needs a build that is not there."""
+        """What was built (`.stacks/<name>/version.txt`) or is installed (the Debian package's
+        version), "external" for a spec's own command; None when the stack needs a build or a
+        package that is not there."""
+        if self.package is not None:
+            return installed_package(self.package)
         if self.build is None:
             return "protolab" if self.name == "protolab" else "external"
         try:
@@ -51,9 +59,25 @@ class Stack:
     def require(self, role: str) -> None:
         if role not in self.roles:
             raise StackError(f"interop stack {self.name!r} has no {role} (it plays: {', '.join(self.roles)})")
+        if self.version() is None and self.package is not None:
+            raise StackError(f"interop stack {self.name!r} needs the Debian package {self.package!r}: "
+                             f"apt-get install {self.package}")
         if self.version() is None:
             raise StackError(f"interop stack {self.name!r} is not built in {stacks_dir()}: "
                              f"run `make stacks` (scripts/build_stacks.sh {self.build})")
+
+
+def installed_package(package: str) -> str | None:
+    """"PACKAGE VERSION" of an installed Debian package whose program is on PATH; None otherwise."""
+    if shutil.which(package) is None and not Path("/usr/sbin", package).exists():
+        return None
+    try:
+        done = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}", package], capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return package  # on PATH, version unknown (not a dpkg system)
+    found = done.stdout.strip() if done.returncode == 0 else ""
+    return found or package
 
 
 def _wrapper(name: str) -> tuple[str, ...]:
@@ -64,6 +88,9 @@ BUILTIN_STACKS: dict[str, Stack] = {stack.name: stack for stack in (
     Stack("protolab", _wrapper("protolab"), ("server",)),
     Stack("aioquic", _wrapper("aioquic"), ROLES, build="aioquic"),
     Stack("quic-go", _wrapper("quic-go"), ROLES, build="quic-go"),
+    Stack("caddy", _wrapper("caddy"), ("server",), package="caddy"),
+    Stack("nginx", _wrapper("nginx"), ("server",), package="nginx"),
+    Stack("chromium", _wrapper("chromium"), ("client",), package="chromium"),
 )}
 
 

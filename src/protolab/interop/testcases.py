@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import filecmp
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from protolab.interop import trace
@@ -50,6 +50,9 @@ class TestCase:
     name_length: int = 10  # of the files' names (zerortt's are long: its requests fill 0-RTT packets)
     cipher_suites: frozenset[int] | None = None  # what the client may offer (chacha20); None: any
     cross_traffic: bool = False  # a greedy TCP Cubic flow (iperf3, server to client) shares the link throughout
+    transport: str = "quic"  # "tcp": HTTP/1.1 or HTTP/2 over TLS on TCP 443 (protolab's cases for caddy, nginx)
+    server_testcase: str | None = None  # what the server is told, where it differs (keyupdate: transfer)
+    key_update: bool = False  # both ends must send 1-RTT packets in key phase 1 (read with the key log)
 
     def expected_handshakes(self, files: int) -> int:
         return files if self.handshakes is None else self.handshakes
@@ -73,11 +76,26 @@ TESTCASES: dict[str, TestCase] = {case.name: case for case in (
              handshakes=2),
     TestCase("zerortt", "40 files of 32 bytes, the second connection's requests in 0-RTT", "zerortt", (32,) * 40,
              handshakes=2, zero_rtt=True, name_length=250),
+    TestCase("keyupdate", "3 MiB; the client updates its 1-RTT keys, the server follows", "keyupdate", (3 * MIB,),
+             server_testcase="transfer", key_update=True),
     TestCase("transferloss", "one 2 MiB file with 2% loss both ways", "transfer", (2 * MIB,), link=_link(loss_pct=2)),
     TestCase("goodput", "goodput of one 10 MiB file on the runner's link", "transfer", (10 * MIB,), measurement=True),
     TestCase("crosstraffic", "goodput of one 25 MiB file beside a TCP Cubic flow", "transfer", (25 * MIB,),
              measurement=True, timeout_s=180.0, cross_traffic=True),
+    # protolab's, not the runner's: the transfer case's files over TLS on TCP, for web servers
+    # and browsers (caddy, nginx, Chromium); the endpoints are told the case's own name.
+    TestCase("transfer-h1", "transfer's files over HTTP/1.1 over TLS (TCP)", "transfer-h1",
+             (2 * MIB, 3 * MIB, 5 * MIB), handshakes=None, transport="tcp"),
+    TestCase("transfer-h2", "transfer's files over HTTP/2 over TLS (TCP)", "transfer-h2",
+             (2 * MIB, 3 * MIB, 5 * MIB), handshakes=None, transport="tcp"),
 )}
+
+
+def download(size: int, timeout_s: float) -> TestCase:
+    """One file of `size` bytes, measured like the goodput case: a scenario's own download (the
+    `quic-vs-tcp-stacks` scenario's 5.5 MB of 004), not one of the runner's cases."""
+    return replace(TESTCASES["goodput"], name="download", description=f"goodput of one {size}-byte file",
+                   files=(size,), timeout_s=timeout_s)
 
 
 def check_testcase(name: str) -> TestCase:
@@ -125,9 +143,11 @@ class Verdict:
 
 
 def judge(case: TestCase, client_status: int | None, server_status: int | None, files: FilesCheck,
-          datagrams: Sequence[trace.Datagram] | None, server: str) -> Verdict:
+          datagrams: Sequence[trace.Datagram] | None, server: str, tcp_connections: int | None = None) -> Verdict:
     """The runner's verdict of one run (see the module doc). `server_status` is None while the
-    server still ran when the client ended (as it should); `datagrams` None: no capture."""
+    server still ran when the client ended (as it should); `datagrams` None: no capture. A TCP
+    case reads `tcp_connections` (the server's SYN-ACKs) instead of the QUIC packets: at least
+    one (a browser opens a spare connection even for HTTP/2)."""
     if UNSUPPORTED_STATUS in (client_status, server_status):
         who = "client" if client_status == UNSUPPORTED_STATUS else "server"
         return Verdict("unsupported", f"the {who} does not implement test case {case.endpoint_testcase!r} (exit 127)")
@@ -138,6 +158,8 @@ def judge(case: TestCase, client_status: int | None, server_status: int | None, 
                        else f"the client exited with status {client_status}")
     if not files.ok:
         return Verdict("failed", f"files: {files.problem()}")
+    if case.transport == "tcp":
+        return _judge_tcp(case, tcp_connections)
     if datagrams is None:
         return Verdict("failed", "no capture of the server to judge the handshakes by")
     expected = case.expected_handshakes(files.expected)
@@ -154,8 +176,25 @@ def judge(case: TestCase, client_status: int | None, server_status: int | None, 
         return Verdict("failed", "the server sent no Retry")
     if case.zero_rtt and not trace.zero_rtt_packets(datagrams, server):
         return Verdict("failed", "the client sent no 0-RTT packet")
+    if case.key_update:
+        client_phases, server_phases = trace.key_phases(datagrams, dst=server), trace.key_phases(datagrams, src=server)
+        if not sum(client_phases.values()) + sum(server_phases.values()):
+            return Verdict("unsupported", "no key log (SSLKEYLOGFILE) to read the 1-RTT packets' key phase with")
+        if not client_phases[1]:
+            return Verdict("failed", "the client did not update its keys (no 1-RTT packet in key phase 1)")
+        if not server_phases[1]:
+            return Verdict("failed", "the server did not follow the key update (no 1-RTT packet in key phase 1)")
     offered = trace.offered_cipher_suites(datagrams, server)
     if case.cipher_suites is not None and offered != case.cipher_suites:
         return Verdict("failed", f"the client offered cipher suites {sorted(hex(s) for s in offered)}, "
                                  f"expected {sorted(hex(s) for s in case.cipher_suites)}")
+    return Verdict("succeeded")
+
+
+def _judge_tcp(case: TestCase, connections: int | None) -> Verdict:
+    if connections is None:
+        return Verdict("failed", "no capture of the server to judge the connections by")
+    if connections < 1 or (case.handshakes is not None and connections != case.handshakes):
+        expected = "at least 1" if case.handshakes is None else str(case.handshakes)
+        return Verdict("failed", f"expected {expected} TCP connection(s), the server's SYN-ACKs show {connections}")
     return Verdict("succeeded")

@@ -17,7 +17,8 @@ from protolab.errors import ProtolabError
 
 # Field order of one tshark output line (tab-separated).
 TSHARK_FIELDS = ("frame.time_epoch", "ip.src", "ip.dst", "udp.length", "quic.header_form",
-                 "quic.long.packet_type", "quic.version", "quic.scid", "tls.handshake.ciphersuite")
+                 "quic.long.packet_type", "quic.version", "quic.scid", "tls.handshake.ciphersuite",
+                 "quic.key_phase")
 # RFC 9000 §17.2 long packet types (version 1; QUIC v2 renumbers them, tshark maps them back).
 LONG_TYPES = {0: "initial", 1: "0rtt", 2: "handshake", 3: "retry"}
 
@@ -42,6 +43,7 @@ class Datagram:
     udp_length: int
     packets: tuple[QuicPacket, ...]
     cipher_suites: tuple[int, ...] = ()  # a ClientHello's offer (tshark decrypts Initial packets itself)
+    key_phases: tuple[int, ...] = ()  # of its 1-RTT packet; tshark gives it only with the keys (a key log)
 
 
 def _split(value: str) -> list[str]:
@@ -64,7 +66,7 @@ def parse_fields(text: str, source: str = "tshark output") -> list[Datagram]:
         cells = line.split("\t")
         if len(cells) < len(TSHARK_FIELDS):
             cells += [""] * (len(TSHARK_FIELDS) - len(cells))
-        time_s, src, dst, length, forms, types, versions, scids, suites = cells[:len(TSHARK_FIELDS)]
+        time_s, src, dst, length, forms, types, versions, scids, suites, phases = cells[:len(TSHARK_FIELDS)]
         try:
             time_value = float(time_s)
         except ValueError:
@@ -89,8 +91,17 @@ def parse_fields(text: str, source: str = "tshark output") -> list[Datagram]:
             long_index += 1
         datagrams.append(Datagram(time_value, src, dst, _int(length or "0", "udp.length", source, number),
                                   tuple(packets),
-                                  tuple(_int(v, "tls.handshake.ciphersuite", source, number) for v in _split(suites))))
+                                  tuple(_int(v, "tls.handshake.ciphersuite", source, number) for v in _split(suites)),
+                                  tuple(_key_phase(v, source, number) for v in _split(phases))))
     return datagrams
+
+
+def _key_phase(text: str, source: str, line: int) -> int:
+    """tshark prints the bit as 0/1 or False/True depending on its version."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return int(lowered == "true")
+    return _int(text, "quic.key_phase", source, line)
 
 
 def _packets(datagrams: Iterable[Datagram], sender: str, kind: str) -> list[tuple[Datagram, QuicPacket]]:
@@ -137,3 +148,14 @@ def handshake_s(datagrams: Sequence[Datagram], client: str, server: str) -> floa
     if not initials or span is None:
         return None
     return max(0.0, span[0] - min(initials))
+
+
+def key_phases(datagrams: Sequence[Datagram], *, src: str | None = None, dst: str | None = None) -> dict[int, int]:
+    """How many 1-RTT packets from `src` (or to `dst`) carried key phase 0 and 1 (decrypted
+    captures only)."""
+    counts = {0: 0, 1: 0}
+    for d in datagrams:
+        if (src is None or d.src == src) and (dst is None or d.dst == dst):
+            for phase in d.key_phases:
+                counts[phase & 1] += 1
+    return counts

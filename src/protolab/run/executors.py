@@ -2,6 +2,8 @@
 
 - `page`: `protolab-net load` of one page in one mode in the client host;
 - `bulk`: one `protolab-net bulk` transfer in the client host;
+- `bulk-or-interop`: a bulk transfer, or for a mode `SERVER->CLIENT` an interop download of the
+  same bytes (`protolab.run.interop`, the quic-vs-tcp-stacks scenario);
 - `pair`: two clients at once, each with its own server, loading pages or running bulk flows,
   with the emulator's event log on: throughput per client over time, shares and Jain's index
   come from the deliveries at the bottleneck, not from the endpoints' own accounting.
@@ -24,6 +26,7 @@ from pydantic import BaseModel
 from protolab.browser.modes import chromium_mode
 from protolab.errors import LabError
 from protolab.files import write_text_atomically
+from protolab.interop import testcases
 from protolab.measure import flows
 from protolab.plan import controllers
 from protolab.results import bulk as bulk_results
@@ -226,6 +229,17 @@ def run_bulk(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
     return record
 
 
+def run_bulk_or_interop(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
+    """A bulk transfer, or (a stack pair as the mode) the interop stacks downloading one file of
+    the transfer's bytes; protolab's server leaves the server host first, as the stack's server
+    binds the same ports."""
+    if "->" not in run.mode:
+        return run_bulk(session, run, run_dir)
+    session.stop_server(session.scenario.server)
+    case = testcases.download(int(session.params.bytes), float(session.experiment.spec.timeout_s))
+    return run_interop(session, run, run_dir, case)
+
+
 # ---------------------------------------------------------------------- pairs
 
 
@@ -419,4 +433,5 @@ EXECUTORS: dict[str, WorkloadExecutor] = {
     "pair": run_pair,
     "rpm": run_rpm,
     "interop": run_interop,
+    "bulk-or-interop": run_bulk_or_interop,
 }

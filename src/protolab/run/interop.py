@@ -19,13 +19,15 @@ import shutil
 import signal
 import string
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from protolab.errors import ToolError
-from protolab.interop import endpoint, stacks, testcases, trace
+from protolab.interop import endpoint, stacks, tcp_trace, testcases, trace
+from protolab.measure.qlog import QlogError, QlogTrace, read_qlog
 from protolab.results.record import RunRecord
 from protolab.run.runner import PlannedRun, derived_seed
 from protolab.run.session import LabSession
@@ -105,27 +107,28 @@ def _spawn(session: LabSession, host: str, stack: stacks.Stack, binds: dict[str,
                                  stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def _await_udp_listener(session: LabSession, host: str, server: subprocess.Popen[bytes], port: int = 443) -> None:
-    """Until a UDP socket is bound to the port in the host, or the server ends (the verdict
-    reads its status) or the time is up."""
+def _await_listener(session: LabSession, host: str, server: subprocess.Popen[bytes], transport: str,
+                    port: int = 443) -> None:
+    """Until a UDP socket is bound to the port in the host (a TCP socket listens, for a TCP
+    case), or the server ends (the verdict reads its status) or the time is up."""
     deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
+    flags, name = ("-Hltn", "TCP") if transport == "tcp" else ("-Hlun", "UDP")
     while time.monotonic() < deadline and server.poll() is None:
-        listed = session.lab.run(host, ["ss", "-Hlun", f"sport = :{port}"], timeout=10, check=False)
+        listed = session.lab.run(host, ["ss", flags, f"sport = :{port}"], timeout=10, check=False)
         if listed.stdout.strip():
             return
         time.sleep(0.1)
     if server.poll() is None:
-        raise ToolError(f"the interop server in host {host} bound no UDP port {port} within "
+        raise ToolError(f"the interop server in host {host} bound no {name} port {port} within "
                         f"{SERVER_READY_TIMEOUT_S:g} s")
 
 
-def read_trace(pcap: Path) -> list[trace.Datagram] | None:
-    """The QUIC datagrams of a capture (tshark); None without the capture."""
-    if not pcap.exists():
-        return None
-    argv = ["tshark", "-n", "-r", str(pcap), "-Y", "quic", "-T", "fields", "-E", "separator=/t",
+def _tshark(pcap: Path, display_filter: str, fields: tuple[str, ...], keylog: Path | None = None) -> str:
+    argv = ["tshark", "-n", "-r", str(pcap), "-Y", display_filter, "-T", "fields", "-E", "separator=/t",
             "-E", "occurrence=a", "-E", "aggregator=,"]
-    for name in trace.TSHARK_FIELDS:
+    if keylog is not None:
+        argv += ["-o", f"tls.keylog_file:{keylog}"]
+    for name in fields:
         argv += ["-e", name]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=TSHARK_TIMEOUT_S, check=False)
@@ -133,7 +136,33 @@ def read_trace(pcap: Path) -> list[trace.Datagram] | None:
         raise ToolError(f"tshark on {pcap}: {exc}") from exc
     if done.returncode != 0:
         raise ToolError(f"tshark on {pcap} exited with status {done.returncode}: {done.stderr.strip()[-800:]}")
-    return trace.parse_fields(done.stdout, str(pcap))
+    return done.stdout
+
+
+def read_trace(pcap: Path, keylog: Path | None = None) -> list[trace.Datagram] | None:
+    """The QUIC datagrams of a capture (tshark; decrypted with `keylog` when given); None without
+    the capture."""
+    if not pcap.exists():
+        return None
+    return trace.parse_fields(_tshark(pcap, "quic", trace.TSHARK_FIELDS, keylog), str(pcap))
+
+
+def _keylog(dirs: InteropDirs) -> Path | None:
+    """The endpoints' TLS keys in one file (either may have written them), None when neither did."""
+    logs = [dirs.logs(role) / "keys.log" for role in ("client", "server")]
+    text = "".join(p.read_text(errors="replace") for p in logs if p.exists())
+    if not text.strip():
+        return None
+    merged = dirs.root / "keys.log"
+    merged.write_text(text)
+    return merged
+
+
+def read_tcp_trace(pcap: Path) -> list[tcp_trace.Segment] | None:
+    """The TCP segments to and from port 443 of a capture (tshark); None without the capture."""
+    if not pcap.exists():
+        return None
+    return tcp_trace.parse_fields(_tshark(pcap, "tcp.port == 443", tcp_trace.TSHARK_FIELDS), str(pcap))
 
 
 @dataclass
@@ -154,16 +183,17 @@ def _run_endpoints(session: LabSession, run: PlannedRun, run_dir: Path, dirs: In
     (dirs.root / "hosts").write_text(endpoint.hosts_file(server_address))
     certs = _certificates(session, server_address)
     base = {**os.environ, "PROTOLAB_NET": str(session.binary), "PROTOLAB_STACKS": str(stacks.stacks_dir()),
-            "PROTOLAB_SERVER_ADDRESS": server_address}
+            "PROTOLAB_SERVER_ADDRESS": server_address, "PROTOLAB_PYTHON": sys.executable}
     common = {"/certs": certs, "/etc/hosts": dirs.root / "hosts"}
     server = _spawn(session, server_host, server_stack,
                     {"/www": dirs.www, "/logs": dirs.logs("server"), **common},
-                    endpoint.environment(base, "server", case.endpoint_testcase), dirs.root / "server.log")
+                    endpoint.environment(base, "server", case.server_testcase or case.endpoint_testcase),
+                    dirs.root / "server.log")
     client: subprocess.Popen[bytes] | None = None
     capture = None
     link_config: dict[str, Any] = {}
     try:
-        _await_udp_listener(session, server_host, server)
+        _await_listener(session, server_host, server, case.transport)
         link_config, capture = session.begin(run, run_dir)
         if not capture.pcap_hosts:
             for host in (client_host, server_host):
@@ -186,24 +216,46 @@ def _run_endpoints(session: LabSession, run: PlannedRun, run_dir: Path, dirs: In
     return Endpoints(client_status, server_status, link_config, counters)
 
 
-def _metrics(case: testcases.TestCase, sizes: list[int], files: testcases.FilesCheck,
-             server_trace: list[trace.Datagram] | None, client_trace: list[trace.Datagram] | None,
-             client: str, server: str) -> dict[str, Any]:
-    row: dict[str, Any] = {"handshakes": None, "quic_versions": None, "retries": None, "handshake_ms": None,
-                           "completion_ms": None, "goodput_mbps": None}
+def _empty_metrics() -> dict[str, Any]:
+    return {"handshakes": None, "quic_versions": None, "retries": None, "handshake_ms": None,
+            "completion_ms": None, "goodput_mbps": None}
+
+
+def _timing(row: dict[str, Any], sizes: list[int], files: testcases.FilesCheck, handshake: float | None,
+            start: float | None, span: tuple[float, float] | None) -> None:
+    """handshake_ms, completion_ms (from `start`, the client's first packet) and goodput_mbps
+    (the files' bytes over the server's data `span`, every file intact)."""
+    row["handshake_ms"] = handshake * 1e3 if handshake is not None else None
+    if span is not None and start is not None:
+        row["completion_ms"] = (span[1] - start) * 1e3
+    if span is not None and span[1] > span[0] and files.ok:
+        row["goodput_mbps"] = sum(sizes) * 8 / (span[1] - span[0]) / 1e6
+
+
+def _metrics(sizes: list[int], files: testcases.FilesCheck, server_trace: list[trace.Datagram] | None,
+             client_trace: list[trace.Datagram] | None, client: str, server: str) -> dict[str, Any]:
+    row = _empty_metrics()
     if server_trace is not None:
         row["handshakes"] = trace.handshakes(server_trace, server)
         row["quic_versions"] = ",".join(sorted(hex(v) for v in trace.versions(server_trace, server))) or None
         row["retries"] = trace.retries(server_trace, server)
     if client_trace is not None:
-        handshake = trace.handshake_s(client_trace, client, server)
-        row["handshake_ms"] = handshake * 1e3 if handshake is not None else None
-        span = trace.one_rtt_span(client_trace, server)
         initials = [d.time_s for d in client_trace if d.src == client and any(p.kind == "initial" for p in d.packets)]
-        if span is not None and initials:
-            row["completion_ms"] = (span[1] - min(initials)) * 1e3
-        if span is not None and span[1] > span[0] and files.ok:
-            row["goodput_mbps"] = sum(sizes) * 8 / (span[1] - span[0]) / 1e6
+        _timing(row, sizes, files, trace.handshake_s(client_trace, client, server), min(initials, default=None),
+                trace.one_rtt_span(client_trace, server))
+    return row
+
+
+def _tcp_metrics(sizes: list[int], files: testcases.FilesCheck, server_trace: list[tcp_trace.Segment] | None,
+                 client_trace: list[tcp_trace.Segment] | None, client: str, server: str) -> dict[str, Any]:
+    """As `_metrics` for a TCP case: handshakes are the server's TCP connections."""
+    row = _empty_metrics()
+    if server_trace is not None:
+        row["handshakes"] = tcp_trace.connections(server_trace, server)
+    if client_trace is not None:
+        syns = [s.time_s for s in client_trace if s.src == client and s.syn and not s.ack]
+        _timing(row, sizes, files, tcp_trace.handshake_s(client_trace, client, server), min(syns, default=None),
+                tcp_trace.response_span(client_trace, server))
     return row
 
 
@@ -211,8 +263,34 @@ def _count_files(directory: Path) -> int:
     return sum(1 for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else 0
 
 
-def run_interop(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
-    case = testcases.check_testcase(str(run.condition.extra("testcase")))
+def window_maxima(traces: list[QlogTrace]) -> dict[str, int | None]:
+    """The largest congestion window and bytes in flight the traces' `recovery:metrics_updated`
+    events give (a stack logs them as it likes: quic-go every change, aioquic none in a form read
+    here); None where no event has the field."""
+    maxima: dict[str, int | None] = {"max_cwnd_bytes": None, "max_bytes_in_flight": None}
+    for column, key in (("max_cwnd_bytes", "congestion_window"), ("max_bytes_in_flight", "bytes_in_flight")):
+        values = [int(e.data[key]) for t in traces for e in t.named("recovery:metrics_updated")
+                  if isinstance(e.data.get(key), int | float) and not isinstance(e.data.get(key), bool)]
+        maxima[column] = max(values) if values else None
+    return maxima
+
+
+def read_qlogs(directory: Path) -> list[QlogTrace]:
+    """The qlog traces of an endpoint's QLOGDIR that protolab's reader takes (qlog 0.3/0.4,
+    JSON-SEQ or lines), each up to its last whole record (the server is stopped when the client
+    is done, often before it flushed); a file in another format is left out (the stack's choice)."""
+    traces = []
+    for path in sorted(directory.rglob("*")) if directory.is_dir() else ():
+        if path.is_file() and path.suffix in (".qlog", ".sqlog"):
+            with contextlib.suppress(QlogError):
+                traces.append(read_qlog(path, truncated_tail=True))
+    return traces
+
+
+def run_interop(session: LabSession, run: PlannedRun, run_dir: Path, case: testcases.TestCase | None = None) -> RunRecord:
+    """One interop run; `case` is the condition's `testcase` axis unless a scenario gives its own
+    (the quic-vs-tcp-stacks download)."""
+    case = case or testcases.check_testcase(str(run.condition.extra("testcase")))
     server_name, client_name = stacks.parse_pair(run.mode)
     extra = spec_stacks(session.params)
     pair = (stacks.lookup(server_name, extra), stacks.lookup(client_name, extra))
@@ -237,18 +315,26 @@ def run_interop(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecor
         dirs.remove_files()
     record.link_config, record.link_counters = ran.link_config, ran.counters
     client, server = (session.lab.address(session.scenario.client), session.lab.address(session.scenario.server))
-    server_trace, client_trace = (read_trace(run_dir / f"{session.scenario.server}.pcap"),
-                                  read_trace(run_dir / f"{session.scenario.client}.pcap"))
+    pcaps = (run_dir / f"{session.scenario.server}.pcap", run_dir / f"{session.scenario.client}.pcap")
+    if case.transport == "tcp":
+        server_segments, client_segments = read_tcp_trace(pcaps[0]), read_tcp_trace(pcaps[1])
+        metrics = _tcp_metrics(sizes, files, server_segments, client_segments, client, server)
+        server_trace = None
+    else:
+        server_trace = read_trace(pcaps[0], _keylog(dirs) if case.key_update else None)
+        metrics = _metrics(sizes, files, server_trace, read_trace(pcaps[1]), client, server)
     if not session.experiment.spec.artifacts.pcap:
-        for host in (session.scenario.client, session.scenario.server):
-            (run_dir / f"{host}.pcap").unlink(missing_ok=True)
-    verdict = testcases.judge(case, ran.client_status, ran.server_status, files, server_trace, server)
+        for pcap in pcaps:
+            pcap.unlink(missing_ok=True)
+    verdict = testcases.judge(case, ran.client_status, ran.server_status, files, server_trace, server,
+                              metrics["handshakes"] if case.transport == "tcp" else None)
     keylogs = [dirs.logs(role) / "keys.log" for role in ("server", "client")]
     qlogs = _count_files(dirs.logs("server") / "qlog") + _count_files(dirs.logs("client") / "qlog")
     row.update(verdict=verdict.result, reason=verdict.reason, files=len(names), files_intact=files.intact,
                bytes=sum(sizes), client_status=ran.client_status, server_status=ran.server_status,
                keylog=any(p.exists() and p.stat().st_size > 0 for p in keylogs), qlogs=qlogs or None,
-               **_metrics(case, sizes, files, server_trace, client_trace, client, server))
+               **metrics,
+               **window_maxima(read_qlogs(dirs.logs("server") / "qlog")))
     record.interop = [row]
     record.status = ("ok" if verdict.result == "succeeded"
                      else "timeout" if ran.client_status is None and verdict.result == "failed" else "failed")

@@ -206,6 +206,12 @@ class LabSession:
             raise
         return Server(host, key, process, base / "tls", base / "samples", base / "qlog")
 
+    def stop_server(self, host: str) -> None:
+        """The host's protolab-net server stopped, if one runs (an interop server needs its ports)."""
+        running = self.servers.get(host)
+        if running is not None:
+            self._stop_server(running)
+
     def _stop_server(self, server: Server) -> None:
         self.lab.stop(server.process, timeout=SERVER_STOP_TIMEOUT_S)
         self.servers.pop(server.host, None)

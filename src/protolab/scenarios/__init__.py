@@ -23,7 +23,7 @@ from protolab.scenarios.congestion import (
     SlowStartExit,
     WifiAggregation,
 )
-from protolab.scenarios.interop import Interop
+from protolab.scenarios.interop import Interop, QuicVsTcpStacks
 from protolab.scenarios.rpm import Rpm
 from protolab.scenarios.traffic import TrafficCorpus
 from protolab.scenarios.wifi import WifiClients
@@ -33,7 +33,7 @@ SCENARIOS: dict[str, Scenario] = {
     for scenario in (
         WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(), Cellular(),
         Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(), Rpm(), TrafficCorpus(),
-        WifiAggregation(), WifiClients(), Interop(),
+        WifiAggregation(), WifiClients(), Interop(), QuicVsTcpStacks(),
     )
 }
 

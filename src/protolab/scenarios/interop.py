@@ -20,7 +20,8 @@ from protolab.interop import stacks, testcases
 from protolab.lab import stop_process
 from protolab.scenarios.base import BULK_SERVER_ADDRESS, CLIENT, SERVER, Condition, Context
 from protolab.scenarios.builtin import Bottleneck, _client_server
-from protolab.scenarios.workloads import Workload
+from protolab.scenarios.congestion import QuicVsTcp, QuicVsTcpParams
+from protolab.scenarios.workloads import Workload, check_bulk_protocol
 
 
 class EndpointParams(BaseModel):
@@ -142,3 +143,54 @@ class Interop(Bottleneck):
             spec_stacks(params)
         except stacks.StackError as exc:
             raise ValueError(f"params.endpoints: {exc}") from None
+
+
+# ---------------------------------------------------------------------- quic-vs-tcp-stacks
+
+
+def is_stack_pair(mode: str) -> bool:
+    """Whether a mode names interop stacks (`SERVER->CLIENT`) rather than a bulk protocol."""
+    return "->" in mode
+
+
+class BulkOrInterop(Workload):
+    """Bulk transfers (`h1c`, `h3`: protolab-net bulk) and downloads between interop stacks
+    (`quic-go->quic-go`) in one experiment, so a seed's QUIC-vs-TCP comparison can put another
+    QUIC stack beside quinn on the same links."""
+
+    name = "bulk-or-interop"
+    description = "bulk transfers (protolab-net bulk) or an interop server and client downloading the same bytes"
+
+    def check_mode(self, value: str, params: Any) -> str:
+        if is_stack_pair(value):
+            return INTEROP_PAIRS.check_mode(value, params)
+        return check_bulk_protocol(value)
+
+
+BULK_OR_INTEROP = BulkOrInterop()
+
+
+class QuicVsTcpStacksParams(QuicVsTcpParams):
+    endpoints: dict[str, EndpointParams] = Field(default_factory=dict,
+                                                 description="the spec's own stacks by name (docs/interop.md)")
+
+
+class QuicVsTcpStacks(QuicVsTcp):
+    """004 ch. 7's 5.5 MB download (the `quic-vs-tcp` links and sweeps) with interop stacks
+    beside protolab's bulk modes: a mode `SERVER->CLIENT` (`quic-go->quic-go`) downloads one file
+    of `bytes` through the quic-interop-runner interface (docs/interop.md), measured from the
+    captures like the interop goodput case, with the server's qlog giving its congestion window."""
+
+    name = "quic-vs-tcp-stacks"
+    source = "004 ch. 7, issue 26"
+    description = "004's 5.5 MB download over TCP, quinn and external QUIC stacks (interop interface)"
+    Params = QuicVsTcpStacksParams
+    workload: ClassVar[Workload] = BULK_OR_INTEROP
+    default_axes: ClassVar[dict[str, list[Any]]] = {**QuicVsTcp.default_axes, "mode": ["h1c", "h3", "quic-go->quic-go"]}
+
+    def check(self, params: Any, axes: Mapping[str, Sequence[Any]]) -> None:
+        super().check(params, axes)
+        if any(is_stack_pair(str(m)) for m in axes.get("mode", ())) and (
+                params.direction != "download" or params.bytes is None):
+            raise ValueError("params: interop stacks download a file: direction = \"download\" and bytes, "
+                             "not duration_s")

@@ -145,6 +145,9 @@ TABLES: dict[str, list[Column]] = {
         ("server_status", "INTEGER", "the server's exit status if it ended before the client; NULL: still running (as it should)"),
         ("keylog", "BOOLEAN", "an endpoint wrote TLS keys to SSLKEYLOGFILE (kept in the run's interop/<role>/)"),
         ("qlogs", "INTEGER", "qlog files the endpoints wrote to QLOGDIR; NULL where a stack writes none"),
+        ("max_cwnd_bytes", "BIGINT", "largest congestion window in the server's qlogs (recovery:metrics_updated); "
+                                     "NULL where the stack's qlog does not give it"),
+        ("max_bytes_in_flight", "BIGINT", "largest bytes in flight in the server's qlogs; NULL where not given"),
     ],
     "flow_bins": [
         *RUN_KEY_COLUMNS,
