@@ -9,6 +9,7 @@ import numpy as np
 
 from protolab.corpus.table1 import SITES
 from protolab.errors import ProtolabError
+from protolab.measure.transport import STATES, state_time_fractions, state_transitions, summarize_connection
 from protolab.plan.spec import CONDITION_COLUMNS
 from protolab.reproduce import passive
 from protolab.reproduce.windows import backoff_factors, mean_summed_window
@@ -260,6 +261,40 @@ def _intervals(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
 
 
 SOURCES["intervals"] = _intervals
+
+
+def _controller_states(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The runs, each with its sender's controller states (000 Fig. 6.4): `transitions`
+    ("from->to": count, over the server's connections), `recovery_entries`, `frac_<state>`
+    (share of the sampled time) and `slow_start_exit_ms` of its busiest connection."""
+    per_conn: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in store.query(
+            "SELECT s.run_key, s.conn, s.role, s.t_unix_ns, s.event, s.cc_state, s.cwnd_bytes FROM transport_samples s "
+            "JOIN runs r USING (experiment_id, run_key) WHERE s.experiment_id = ? AND r.status = 'ok' "
+            "AND s.role = 'server' AND s.cc_state IS NOT NULL", [experiment]):
+        per_conn.setdefault((s["run_key"], s["conn"]), []).append({**s, "t_unix_ns": int(s["t_unix_ns"])})
+    by_run: dict[str, list[list[dict[str, Any]]]] = {}
+    for (run_key, _), samples in per_conn.items():
+        by_run.setdefault(run_key, []).append(samples)
+    rows = []
+    for row in _runs(store, experiment):
+        conns = by_run.get(row["run_key"])
+        if not conns:
+            continue
+        counts: dict[str, int] = {}
+        for samples in conns:
+            for (src, dst), n in state_transitions(samples).items():
+                counts[f"{src}->{dst}"] = counts.get(f"{src}->{dst}", 0) + n
+        busiest = max(conns, key=len)
+        fractions = state_time_fractions(busiest)
+        rows.append({**row, "transitions": counts,
+                     "recovery_entries": sum(n for key, n in counts.items() if key.endswith("->recovery")),
+                     **{f"frac_{state}": fractions.get(state, 0.0) for state in STATES},
+                     "slow_start_exit_ms": summarize_connection(busiest)["slow_start_exit_ms"]})
+    return rows
+
+
+SOURCES["controller_states"] = _controller_states
 
 
 def corpus_flows(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:

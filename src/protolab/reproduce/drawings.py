@@ -22,6 +22,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from protolab.reproduce.estimators import configuration_improvements, ranked_sites
 from protolab.reproduce.figures import Figure
+from protolab.reproduce.state_graph import draw_state_graph, state_graph
 from protolab.report.figures import RC, connections_figure, mode_colors, plt_boxplots, speedup_figure
 
 Row = dict[str, Any]
@@ -446,4 +447,21 @@ def cv_accuracies(data: DrawingInput) -> MplFigure | None:
         ax.boxplot([[r["accuracy"] for r in data.rows if r.get("algorithm") == a] for a in algorithms])
         ax.set_xticks(range(1, len(algorithms) + 1), algorithms)
         ax.set_ylabel("accuracy per fold")
+    return fig
+
+
+@register("state_graph")
+def state_graphs(data: DrawingInput) -> MplFigure | None:
+    """000 Fig. 6.4: the controller's states and transitions as a directed graph, one panel per
+    QUIC controller (reproduce.state_graph), with the share of time per state and the
+    transitions' counts on the arrows."""
+    controllers = _ordered([r.get("quic_cc") for r in data.rows if r.get("transitions")])
+    if not controllers:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(4.6 * len(controllers), 4.4), layout="constrained")
+        axes = fig.subplots(1, len(controllers), squeeze=False)[0]
+        for ax, controller in zip(axes, controllers, strict=True):
+            draw_state_graph(ax, state_graph([r for r in data.rows if r.get("quic_cc") == controller]),
+                             f"QUIC controller {controller}")
     return fig
