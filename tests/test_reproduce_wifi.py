@@ -218,3 +218,13 @@ def test_wifi_fairness_makes_the_shared_path_a_wifi_hop_with_half_the_rtt_each_w
         scenario.check(params, {"bandwidth_mbps": [50], "loss_pct": [0]})
     with pytest.raises(ValueError, match="params.workload"):
         scenario.check(scenario.Params.model_validate({"workload": "page"}), {})
+
+
+def test_fig_6_8_compares_the_mean_windows_with_000s_optimal_340_kb() -> None:
+    def runs(mode: str, kb: float, **extra: Any) -> list[dict[str, Any]]:
+        return [{"mode": mode, "mesh_client": "rp3", "mean_cwnd_bytes": kb * 1e3 * f, **extra} for f in SPREAD]
+
+    as_000 = runs("h3", 200, quic_cc="cubic") + runs("tcp", 420)
+    assert _verdicts("000-fig6.8", as_000) == [REPRODUCED, REPRODUCED, REPRODUCED]
+    bloated = runs("h3", 1400, quic_cc="cubic") + runs("tcp", 900)
+    assert _verdicts("000-fig6.8", bloated) == [NOT_REPRODUCED, REPRODUCED, NOT_REPRODUCED]

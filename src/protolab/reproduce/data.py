@@ -11,9 +11,11 @@ from protolab.corpus.table1 import SITES
 from protolab.errors import ProtolabError
 from protolab.measure.transport import STATES, state_time_fractions, state_transitions, summarize_connection
 from protolab.plan.spec import CONDITION_COLUMNS
-from protolab.reproduce import passive
+from protolab.reproduce import passive, wifi_trees
+from protolab.reproduce.transfer_features import Ends
 from protolab.reproduce.windows import backoff_factors, mean_summed_window
 from protolab.run.runner import PlannedRun
+from protolab.scenarios.base import BULK_SERVER_ADDRESS, CLIENT, CLIENT_ADDRESS, SERVER
 from protolab.store import ResultsStore
 
 RUN_COLUMNS = ("run_key", "mode", "page", *CONDITION_COLUMNS, "quic_cc", "tcp_cc",
@@ -287,14 +289,33 @@ def _controller_states(store: ResultsStore, experiment: str) -> list[dict[str, A
                 counts[f"{src}->{dst}"] = counts.get(f"{src}->{dst}", 0) + n
         busiest = max(conns, key=len)
         fractions = state_time_fractions(busiest)
+        windows = [float(s["cwnd_bytes"]) for s in busiest if s.get("event") != "state" and s["cwnd_bytes"] is not None]
         rows.append({**row, "transitions": counts,
                      "recovery_entries": sum(n for key, n in counts.items() if key.endswith("->recovery")),
                      **{f"frac_{state}": fractions.get(state, 0.0) for state in STATES},
-                     "slow_start_exit_ms": summarize_connection(busiest)["slow_start_exit_ms"]})
+                     "slow_start_exit_ms": summarize_connection(busiest)["slow_start_exit_ms"],
+                     "mean_cwnd_bytes": float(np.mean(windows)) if windows else None,
+                     "cwnd_variance": float(np.var(windows)) if windows else None})
     return rows
 
 
 SOURCES["controller_states"] = _controller_states
+
+# Where a bulk download's packets enter and leave the network, and its ACKs come back
+# (scenarios.base: the client and the bulk server of a one-client scenario).
+_BULK_ENDS = Ends(server=BULK_SERVER_ADDRESS, client=CLIENT_ADDRESS, server_link=f"{SERVER}.up",
+                  client_link=f"{CLIENT}.down", ack_link=f"{SERVER}.down")
+
+
+def _decision_trees(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """000 Figs. 6.6/6.7 (reproduce.wifi_trees): the transfers with 000's features, and a row per
+    bootstrap tree per protocol."""
+    transfers = wifi_trees.transfer_rows(_controller_states(store, experiment), store.results_dir / "runs",
+                                         _BULK_ENDS)
+    return [*transfers, *wifi_trees.draw_rows(transfers)]
+
+
+SOURCES["decision_trees"] = _decision_trees
 
 
 def corpus_flows(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:

@@ -23,6 +23,8 @@ from matplotlib.figure import Figure as MplFigure
 from protolab.reproduce.estimators import configuration_improvements, ranked_sites
 from protolab.reproduce.figures import Figure
 from protolab.reproduce.state_graph import draw_state_graph, state_graph
+from protolab.reproduce.wifi_trees import TREE_DEPTH
+from protolab.report.decision_tree import FEATURES_000, fit_tree
 from protolab.report.figures import RC, connections_figure, mode_colors, plt_boxplots, speedup_figure
 
 Row = dict[str, Any]
@@ -464,4 +466,31 @@ def state_graphs(data: DrawingInput) -> MplFigure | None:
         for ax, controller in zip(axes, controllers, strict=True):
             draw_state_graph(ax, state_graph([r for r in data.rows if r.get("quic_cc") == controller]),
                              f"QUIC controller {controller}")
+    return fig
+
+
+@register("decision_trees")
+def decision_trees(data: DrawingInput) -> MplFigure | None:
+    """000 Figs. 6.6/6.7: per protocol, the tree fitted on all its transfers (report.decision_tree),
+    drawn by scikit-learn; the bootstrap trees' roots are in the verdicts."""
+    from sklearn.tree import plot_tree
+
+    transfers = [r for r in data.rows if r.get("kind") == "transfer"]
+    fitted = {}
+    for protocol in _ordered([r.get("protocol") for r in transfers]):
+        mine = [r for r in transfers if r.get("protocol") == protocol]
+        if len({r["class"] for r in mine}) >= 2:
+            fitted[protocol] = fit_tree([r["features"] for r in mine], [r["class"] for r in mine], FEATURES_000,
+                                        depth=TREE_DEPTH)
+    if not fitted:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(9.0, 4.2 * len(fitted)), layout="constrained")
+        axes = fig.subplots(len(fitted), 1, squeeze=False)[:, 0]
+        for ax, (protocol, tree) in zip(axes, fitted.items(), strict=True):
+            plot_tree(tree.tree, feature_names=list(tree.feature_names), class_names=list(tree.classes), ax=ax,
+                      filled=True, impurity=False, fontsize=6, rounded=True)
+            ax.set_title(f"{'TCP' if protocol == 'tcp' else f'QUIC ({protocol})'}: "
+                         f"{len([r for r in transfers if r.get('protocol') == protocol])} transfers, "
+                         f"training accuracy {tree.training_accuracy:.2f}", fontsize=9)
     return fig

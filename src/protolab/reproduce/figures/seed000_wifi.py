@@ -2,7 +2,8 @@
 (throughput with and without frame aggregation), Table 6.3 / Fig. 6.5 (TCP vs QUIC per mesh
 client, the clients as WiFi link profiles: src/protolab/scenarios/wifi.py), Table 6.5 (QUIC vs
 BQUIC per client), Fig. 6.4 (the controller's state transitions, drawn as a graph) and Fig. 6.12
-(TCP against QUIC and BQUIC sharing one WiFi hop)."""
+(TCP against QUIC and BQUIC sharing one WiFi hop), Figs. 6.6/6.7 (throughput decision trees on
+000 §6.2.1's features: reproduce.wifi_trees) and Fig. 6.8 (mean cwnd against the BDP-optimal window)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ BQUIC_GAINS_000 = {"rp2": 23.8, "rp3": 28.0, "rp4": 7.3, "rp5": 16.3, "rp6": 10.
 _QUICK_CLIENTS = [{"mesh_client": ["rp3"], "rtt_ms": [44]}, {"mesh_client": ["rp6"], "rtt_ms": [40]},
                   {"mesh_client": ["rp5"], "rtt_ms": [48]}]
 _QUIC, _BQUIC = {"mode": "h3", "quic_cc": "cubic"}, {"mode": "h3", "quic_cc": "bquic"}
+# 000 §6.2.3: RP3's optimal window, 62 Mbit/s x 44 ms ("at least 340 kB").
+RP3_OPTIMAL_CWND_BYTES = 340_000
 
 FIGURES: tuple[Figure, ...] = (
     Figure(
@@ -171,5 +174,60 @@ FIGURES: tuple[Figure, ...] = (
              "wifi-fairness), 20 s bulk downloads at the same time (000: a 10 MB page in two threads of one client); "
              "shares and Jain's index from the emulator's deliveries on the hop. Fig. 6.11 (the wired link) is "
              "001-fig7 / 004's fairness pairs on a wired bottleneck",
+    ),
+    Figure(
+        id="000-fig6.6-6.7",
+        title="Throughput decision trees for TCP and QUIC over WiFi on 000's transfer features",
+        seed="000 §6.2.1-6.2.2, Figs. 6.6/6.7",
+        spec="wifi-trees.toml",
+        source="decision_trees",
+        budget=8,  # 8 runs per client and protocol: 48 transfers per tree
+        quick_budget=3,
+        quick={"repetitions": 3, "sweeps": _QUICK_CLIENTS},
+        paper=(("Fig. 6.6 (TCP)", "C4.5 tree rooted at the mean cwnd"),
+               ("Fig. 6.7 (QUIC)", "rooted at the mean cwnd; delay, delay variation and burstiness below it"),
+               ("§6.2.2", "~2000 transfers, classes t0, t10, ... of 10 Mbit/s, Weka's C4.5, pruned")),
+        claims=(
+            Claim("TCP's throughput tree splits first on the mean cwnd (share of bootstrap trees > 0.5)",
+                  Median("root_is_mean_cwnd", {"kind": "draw", "protocol": "tcp"}), low=0.5,
+                  paper="Fig. 6.6: mean cwnd at the root"),
+            Claim("QUIC's throughput tree splits first on the mean cwnd (share of bootstrap trees > 0.5)",
+                  Median("root_is_mean_cwnd", {"kind": "draw", "protocol": "cubic"}), low=0.5,
+                  paper="Fig. 6.7: mean cwnd at the root"),
+            Claim("QUIC's tree splits on a delay or burstiness feature (share of bootstrap trees > 0.5)",
+                  Median("splits_on_delay_or_burstiness", {"kind": "draw", "protocol": "cubic"}), low=0.5,
+                  paper="§6.2.2: delay, delay variation and client/server burstiness are in the trees"),
+        ),
+        note="000's 17 features per transfer from the emulator's event log and the server's samples "
+             "(reproduce.transfer_features says how each is measured); CART with information gain, depth 3, "
+             "as report.decision_tree (000: C4.5, pruned). The intervals are over 30 bootstrap trees per "
+             "protocol: how stable the tree's root is on these transfers, not a sampling interval over runs. "
+             "QUIC is protolab's Cubic; the clients are 000-table6.3's profiles",
+    ),
+    Figure(
+        id="000-fig6.8",
+        title="Mean congestion window of TCP and QUIC on RP3 against the BDP-optimal window",
+        seed="000 §6.2.3, Fig. 6.8",
+        spec="wifi-trees.toml",
+        source="controller_states",
+        budget=8,
+        quick_budget=7,  # a ratio over one client needs 7 runs per mode
+        quick={"repetitions": 7, "sweeps": [{"mesh_client": ["rp3"], "rtt_ms": [44]}], "artifacts": {"events": False}},
+        paper=(("Fig. 6.8 (RP3, >200 transfers each)", "mean cwnd below the optimal 340 kB in ~70% of QUIC's transfers, "
+                                                        "29% of TCP's; below half of it in ~25% of QUIC's"),),
+        claims=(
+            Claim("QUIC's mean cwnd is below the BDP-optimal window on RP3 (median transfer < 340 kB)",
+                  Median("mean_cwnd_bytes", {**_QUIC, "mesh_client": "rp3"}), high=RP3_OPTIMAL_CWND_BYTES,
+                  paper="~70% of QUIC's transfers below 340 kB"),
+            Claim("TCP's mean cwnd reaches the BDP-optimal window on RP3 (median transfer > 340 kB)",
+                  Median("mean_cwnd_bytes", {"mode": "tcp", "mesh_client": "rp3"}), low=RP3_OPTIMAL_CWND_BYTES,
+                  paper="29% of TCP's transfers below 340 kB"),
+            Claim("QUIC's mean cwnd is smaller than TCP's on RP3",
+                  Ratio("mean_cwnd_bytes", {**_QUIC, "mesh_client": "rp3"}, {"mode": "tcp", "mesh_client": "rp3"}),
+                  high=1.0, paper="Fig. 6.8: QUIC's ECDF left of TCP's"),
+        ),
+        note="RP3's profile (78 Mbit/s PHY, 2 WiFi hops, 44 ms; 000-table6.3); the mean of the server's sampled "
+             "window over each 10 MB download; 000's optimal window is its RP3's 62 Mbit/s x 44 ms. "
+             "Figs. 6.9a/b (early slow-start exit, spurious congestion detection) are claims of 000-fig6.4",
     ),
 )
