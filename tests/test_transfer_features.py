@@ -52,13 +52,17 @@ def test_fifo_sojourns_pair_each_flows_kth_delivery_with_its_kth_enqueue() -> No
     assert sorted(fifo_sojourns(events).tolist()) == [7, 21, 30]
 
 
-def test_out_of_order_counts_late_ids_in_flows_that_carry_ids() -> None:
+def test_out_of_order_counts_late_ids_in_sequential_flows_across_the_wrap() -> None:
     tcp = (SERVER, CLIENT, 443, 40001, 6)
-    deliveries = [PacketEvent(t, "deliver", "client.down", tcp, ip_id) for t, ip_id in
-                  ((1, 10), (2, 12), (3, 11), (4, 13))]
-    deliveries += [PacketEvent(5 + t, "deliver", "client.down", DATA, 0) for t in range(4)]  # QUIC: id 0
-    assert out_of_order_share(deliveries) == 0.25
-    assert out_of_order_share(deliveries[4:]) == 0.0
+    # The SYN-ACK's id 0, then 200 ids that wrap at 2^16; 65535 arrives after 1.
+    ids = [0, 65533, 65534, 1, 65535, *range(2, 198)]
+    deliveries = [PacketEvent(t, "deliver", "client.down", tcp, ip_id) for t, ip_id in enumerate(ids)]
+    assert out_of_order_share(deliveries) == 1 / 200
+    # QUIC: each GSO batch's segments numbered from 0: not a sequence, not counted.
+    batches = [PacketEvent(20 + t, "deliver", "client.down", DATA, ip_id) for t, ip_id in
+               enumerate((0, 1, 2, 3, 0, 1, 0, 1, 2, 3, 4))]
+    assert out_of_order_share(deliveries + batches) == 1 / 200
+    assert out_of_order_share(batches) == 0.0
 
 
 def _transfer(packets: int, gap_ns: int, wifi_ns: int, acks_every: int) -> list[PacketEvent]:
@@ -107,7 +111,8 @@ def _transfers(protocol: str, separating: str, n: int = 60, seed: int = 3) -> li
         level = i % 3
         features = {name: float(rng.uniform(0, 3)) for name in FEATURES_000}
         features[separating] = level + float(rng.uniform(0.1, 0.9))
-        out.append({"kind": "transfer", "protocol": protocol, "class": f"t{10 * level}", "features": features})
+        out.append({"kind": "transfer", "protocol": protocol, "mode": "tcp" if protocol == "tcp" else "h3",
+                    "class": f"t{10 * level}", "features": features})
     return out
 
 

@@ -16,9 +16,10 @@ What each is here:
   hop through its reorder buffer); the variation sums the links' variances (their delays are
   independent draws, the wired ones nearly constant);
 - *packet loss*: data packets dropped on any link over those the server sent;
-- *out of order*: delivered data packets whose IP id is below an earlier one of the same flow,
-  over those delivered; only flows that carry IP ids count (Linux sends QUIC's unconnected UDP
-  with id 0), so it is 0 when none does;
+- *out of order*: delivered data packets whose IP id comes before an earlier one of the same
+  flow (000 used the IP ids too), over those delivered; only flows whose ids count up one per
+  packet count (TCP's; Linux numbers each UDP GSO batch of quinn's unconnected socket from 0),
+  so it is 0 for QUIC;
 - *ACK freq*: packets from the client over data packets to it (both at the access links);
 - *mean cwnd*, *cwnd variation* (bytes, bytes²): the sender's sampled window;
 - the four *freq* features: shares of time per controller state (reproduce.data's
@@ -84,19 +85,40 @@ def fifo_sojourns(events: Iterable[PacketEvent]) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 
+IP_ID_SPACE = 1 << 16
+
+
+def _behind(a: int, b: int) -> bool:
+    """Whether IP id `a` comes before `b` (16-bit serial arithmetic: they wrap)."""
+    return 0 < (b - a) % IP_ID_SPACE < IP_ID_SPACE // 2
+
+
+# A flow's IP ids are a sequence when at most this share of its packets carry id 0.
+MAX_ZERO_ID_SHARE = 0.01
+
+
 def out_of_order_share(deliveries: Sequence[PacketEvent]) -> float:
-    """Deliveries whose IP id is below the highest seen before in their flow, over the
-    deliveries of flows that carry ids (0 when none does)."""
-    highest: dict[Flow, int] = {}
-    late = counted = 0
-    by_flow_with_ids = {e.flow for e in deliveries if e.ip_id}
+    """Deliveries whose IP id comes before the latest seen in their flow (ids wrap at 2^16),
+    over the deliveries of flows whose ids count up one per packet: TCP's (its SYN-ACK's id 0
+    left out). QUIC's are not a sequence (Linux numbers a UDP GSO batch's segments from 0 on an
+    unconnected socket, quinn's), so flows with more than a few id-0 packets do not count; 0
+    when no flow counts."""
+    by_flow: dict[Flow, list[int]] = defaultdict(list)
     for e in sorted(deliveries, key=lambda e: e.t_ns):
-        if e.flow not in by_flow_with_ids:
+        by_flow[e.flow].append(e.ip_id)
+    late = counted = 0
+    for all_ids in by_flow.values():
+        ids = [i for i in all_ids if i != 0]
+        steps = [(b - a) % IP_ID_SPACE for a, b in zip(ids, ids[1:], strict=False)]
+        if len(all_ids) - len(ids) > MAX_ZERO_ID_SHARE * len(all_ids) or not steps or float(np.median(steps)) != 1.0:
             continue
-        counted += 1
-        if e.flow in highest and e.ip_id < highest[e.flow]:
-            late += 1
-        highest[e.flow] = max(highest.get(e.flow, 0), e.ip_id)
+        latest = ids[0]
+        counted += len(ids)
+        for ip_id in ids[1:]:
+            if _behind(ip_id, latest):
+                late += 1
+            else:
+                latest = ip_id
     return late / counted if counted else 0.0
 
 

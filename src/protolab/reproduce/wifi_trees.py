@@ -70,7 +70,7 @@ def transfer_rows(runs: Sequence[Mapping[str, Any]], runs_dir: Path, ends: Ends)
         packets = packet_features(read_events(path), ends)
         if packets is None:
             continue
-        out.append({"kind": "transfer", "run_key": run["run_key"], "protocol": protocol_of(run),
+        out.append({"kind": "transfer", "run_key": run["run_key"], "protocol": protocol_of(run), "mode": run.get("mode"),
                     "mesh_client": run.get("mesh_client"), "goodput_mbps": goodput,
                     "class": throughput_class_000(float(goodput)), "features": {**packets, **state_features(run)}})
     return out
@@ -78,7 +78,8 @@ def transfer_rows(runs: Sequence[Mapping[str, Any]], runs_dir: Path, ends: Ends)
 
 def draw_rows(transfers: Sequence[Mapping[str, Any]], draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> list[dict[str, Any]]:
     """Per protocol, `draws` trees on bootstrap resamples of its transfers: a row per tree with
-    its root, `root_is_mean_cwnd` and `splits_on_delay_or_burstiness` (1 or 0), `cv_accuracy`.
+    its root, `root_is_mean_cwnd` and `splits_on_delay_or_burstiness` (1 or 0), `cv_accuracy`, and
+    the protocol's `mode` (what the claims select a tree by).
     A resample with a single class is drawn again (at most 10 times)."""
     rng = np.random.default_rng(seed)
     out: list[dict[str, Any]] = []
@@ -99,7 +100,8 @@ def draw_rows(transfers: Sequence[Mapping[str, Any]], draws: int = BOOTSTRAP_DRA
             except TreeInputError:
                 continue
             splits = fitted.split_features()
-            out.append({"kind": "draw", "protocol": protocol, "draw": draw, "root": fitted.root_feature,
+            out.append({"kind": "draw", "protocol": protocol, "mode": mine[0].get("mode"), "draw": draw,
+                        "root": fitted.root_feature,
                         "root_is_mean_cwnd": float(fitted.root_feature == "mean cwnd"),
                         "splits_on_delay_or_burstiness": float(any(f in splits for f in DELAY_OR_BURSTINESS)),
                         "cv_accuracy": fitted.cv_accuracy})

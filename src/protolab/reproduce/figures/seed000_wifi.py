@@ -43,6 +43,55 @@ _QUIC, _BQUIC = {"mode": "h3", "quic_cc": "cubic"}, {"mode": "h3", "quic_cc": "b
 # 000 §6.2.3: RP3's optimal window, 62 Mbit/s x 44 ms ("at least 340 kB").
 RP3_OPTIMAL_CWND_BYTES = 340_000
 
+# Measured 2026-11-26 (docs/reproduce.md, "000 ch. 6 over WiFi"): the quick runs of the entries
+# below and the probes specs/wifi-bquic-probe.toml (RP3, TCP / QUIC / BQUIC with the event log, at
+# the profiles' 5% and at 30% frame errors) and specs/wifi-states-window.toml.
+_BQUIC_PROBE = "protolab run specs/wifi-bquic-probe.toml (and with params.frame_error_rate = 0.3)"
+_NO_HEADROOM = Explanation(
+    claim="",
+    cause="QUIC already fills the profiles' WiFi hops (000-table6.3's full run: TCP / QUIC 1.02), and what BQUIC "
+          "changes does not happen here: quinn's receiver already acknowledges about one packet in 17 over the WiFi "
+          "hop (it reads each aggregate's packets as a batch), so ACK decimation hardly changes the ACK ratio or the "
+          "sender's burstiness; neither controller enters recovery (no spurious loss detection: 000-fig6.4); both "
+          "leave slow start late",
+    evidence="quick run (RP3, RP6, RP5, 4 runs each): BQUIC / QUIC 0.997 [0.994, 1.0]; medians Mbit/s QUIC/BQUIC "
+             "RP3 52.9/52.8, RP6 47.9/47.7, RP5 10.13/10.09. Probe at 5% frame errors (3 runs each): ACK ratio "
+             "QUIC 0.060, BQUIC 0.050, TCP 0.205; server burstiness (IDI of the gaps) 46, 44, 62; recovery entries 0 "
+             "for all; goodput 52.5, 51.0, 54.3. At 30% frame errors: 40.7, 39.6, 42.2 Mbit/s; BQUIC leaves slow start "
+             "later (479 vs 395 ms) and is burstier (43 vs 35), but is not faster",
+    command=_BQUIC_PROBE,
+)
+_FLOW_CONTROL_LIMITED = Explanation(
+    claim="QUIC's user-space sender is rarely application-limited on a capable client (< 10% of the time)",
+    cause="quinn flags a send opportunity with nothing to send and neither the window nor the pacer blocking as "
+          "application-limited, and that includes a stream blocked by the receiver's flow control: the bloated "
+          "WiFi queue (one-way delay ~100 ms against 22 ms of propagation) grows the window (~1.3 MB) past quinn's "
+          "default 1.25 MB stream window. It is not the CPU: the goodput is the link's either way",
+    evidence="RP3, 3 runs each: application-limited 0.32-0.35 of the time with the 1.25 MB stream window, 0.10-0.17 "
+             "with 16 MB; goodput 51.7-53.5 and 51.4-52.8 Mbit/s (TCP 53.9 on this profile)",
+    command="protolab run specs/wifi-states-window.toml",
+)
+_BLOATED_WINDOWS = Explanation(
+    claim="",
+    cause="the WiFi hop's queue (the emulator's default 1000 packets) fills: both windows grow with the queueing "
+          "delay far past the BDP of the base RTT, QUIC's more than TCP's (no early slow-start exit, no spurious "
+          "reduction: 000-fig6.4; part of its window stays unused, flow-control limited). 000's QUIC left slow "
+          "start early or reduced spuriously on delay variation (Fig. 6.9), which kept its window small",
+    evidence="quick run (RP3, 7 runs each): mean cwnd QUIC 1.31 MB [1.20, 1.51], TCP 809 kB [683, 960], QUIC / TCP "
+             "1.62 [1.25, 2.21]; probe at 5% frame errors: mean one-way delay QUIC 100 ms, TCP 113 ms (22 ms of it "
+             "propagation)",
+    command="protolab reproduce 000-fig6.8 --quick; " + _BQUIC_PROBE,
+)
+_BQUIC_SHARE = Explanation(
+    claim="",
+    cause="BQUIC sends as QUIC does on this hop (see 000-table6.5: the ACK ratio is already low, no spurious "
+          "reductions), so TCP takes the same share from both",
+    evidence="quick run, 8 runs per pair: TCP's share against QUIC 0.634 [0.507, 0.734] (medians of the sides' "
+             "goodput TCP 34.4, QUIC 19.8 Mbit/s), against BQUIC 0.643 [0.496, 0.71] (BQUIC 19.2); BQUIC's share "
+             "over QUIC's 0.974 [0.588, 1.89]",
+    command="protolab reproduce 000-fig6.12 --quick",
+)
+
 FIGURES: tuple[Figure, ...] = (
     Figure(
         id="000-table6.4",
@@ -117,6 +166,7 @@ FIGURES: tuple[Figure, ...] = (
         note="the clients of 000-table6.3 (WiFi link profiles, specs/wifi-clients.toml); QUIC is protolab's Cubic, "
              "BQUIC the `bquic` profile (docs/congestion.md: ACK decimation up to 10 packets / 25 ms, a later "
              "slow-start exit, a higher time threshold); 000's BQUIC was Chromium's QUIC v43 modified the same three ways",
+        explanations=(_NO_HEADROOM,),
     ),
     Figure(
         id="000-fig6.4",
@@ -147,6 +197,7 @@ FIGURES: tuple[Figure, ...] = (
         note="the states are protolab's controller's (docs/samples.md: slow start, conservative slow start, "
              "congestion avoidance, recovery, application-limited), recorded by the server at every change; "
              "000's were QUIC v43's (Chromium), whose state machine it does not print; RP3's profile (44 ms)",
+        explanations=(_FLOW_CONTROL_LIMITED,),
     ),
     Figure(
         id="000-fig6.12",
@@ -174,6 +225,7 @@ FIGURES: tuple[Figure, ...] = (
              "wifi-fairness), 20 s bulk downloads at the same time (000: a 10 MB page in two threads of one client); "
              "shares and Jain's index from the emulator's deliveries on the hop. Fig. 6.11 (the wired link) is "
              "001-fig7 / 004's fairness pairs on a wired bottleneck",
+        explanations=(_BQUIC_SHARE,),
     ),
     Figure(
         id="000-fig6.6-6.7",
@@ -189,17 +241,17 @@ FIGURES: tuple[Figure, ...] = (
                ("§6.2.2", "~2000 transfers, classes t0, t10, ... of 10 Mbit/s, Weka's C4.5, pruned")),
         claims=(
             Claim("TCP's throughput tree splits first on the mean cwnd (share of bootstrap trees > 0.5)",
-                  Median("root_is_mean_cwnd", {"kind": "draw", "protocol": "tcp"}), low=0.5,
+                  Median("root_is_mean_cwnd", {"mode": "tcp"}), low=0.5,
                   paper="Fig. 6.6: mean cwnd at the root"),
             Claim("QUIC's throughput tree splits first on the mean cwnd (share of bootstrap trees > 0.5)",
-                  Median("root_is_mean_cwnd", {"kind": "draw", "protocol": "cubic"}), low=0.5,
+                  Median("root_is_mean_cwnd", {"mode": "h3"}), low=0.5,
                   paper="Fig. 6.7: mean cwnd at the root"),
             Claim("QUIC's tree splits on a delay or burstiness feature (share of bootstrap trees > 0.5)",
-                  Median("splits_on_delay_or_burstiness", {"kind": "draw", "protocol": "cubic"}), low=0.5,
+                  Median("splits_on_delay_or_burstiness", {"mode": "h3"}), low=0.5,
                   paper="§6.2.2: delay, delay variation and client/server burstiness are in the trees"),
         ),
         note="000's 17 features per transfer from the emulator's event log and the server's samples "
-             "(reproduce.transfer_features says how each is measured); CART with information gain, depth 3, "
+             "(reproduce.transfer_features says how each is measured); QUIC's tree is the h3 runs' (Cubic); CART with information gain, depth 3, "
              "as report.decision_tree (000: C4.5, pruned). The intervals are over 30 bootstrap trees per "
              "protocol: how stable the tree's root is on these transfers, not a sampling interval over runs. "
              "QUIC is protolab's Cubic; the clients are 000-table6.3's profiles",
@@ -229,5 +281,6 @@ FIGURES: tuple[Figure, ...] = (
         note="RP3's profile (78 Mbit/s PHY, 2 WiFi hops, 44 ms; 000-table6.3); the mean of the server's sampled "
              "window over each 10 MB download; 000's optimal window is its RP3's 62 Mbit/s x 44 ms. "
              "Figs. 6.9a/b (early slow-start exit, spurious congestion detection) are claims of 000-fig6.4",
+        explanations=(_BLOATED_WINDOWS,),
     ),
 )
