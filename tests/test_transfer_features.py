@@ -133,3 +133,18 @@ def test_a_protocol_with_one_class_gets_no_tree() -> None:
     one_class = [{**t, "class": "t0"} for t in _transfers("tcp", "mean cwnd")]
     assert draw_rows(one_class, draws=5) == []
     assert protocol_of({"mode": "tcp", "quic_cc": "bquic"}) == "tcp" and protocol_of({"mode": "h3", "quic_cc": "bquic"}) == "bquic"
+
+
+def test_the_atlas_draws_each_protocols_full_data_tree() -> None:
+    from protolab.reproduce.drawings import DrawingInput, drawing_for
+
+    figure = REGISTRY["000-fig6.6-6.7"]
+    transfers = _transfers("tcp", "mean cwnd") + _transfers("cubic", "delay variation", seed=5)
+    drawing = drawing_for(figure)
+    assert drawing is not None
+    drawn = drawing(DrawingInput(figure=figure, rows=[*transfers, *draw_rows(transfers, draws=2)]))
+    assert drawn is not None
+    titles = [ax.get_title() for ax in drawn.axes]
+    assert titles == ["TCP: 60 transfers, training accuracy 1.00", "QUIC (cubic): 60 transfers, training accuracy 1.00"]
+    assert any("mean cwnd" in t.get_text() for t in drawn.axes[0].texts)
+    assert any("delay variation" in t.get_text() for t in drawn.axes[1].texts)

@@ -473,6 +473,7 @@ def state_graphs(data: DrawingInput) -> MplFigure | None:
 def decision_trees(data: DrawingInput) -> MplFigure | None:
     """000 Figs. 6.6/6.7: per protocol, the tree fitted on all its transfers (report.decision_tree),
     drawn by scikit-learn; the bootstrap trees' roots are in the verdicts."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from sklearn.tree import plot_tree
 
     transfers = [r for r in data.rows if r.get("kind") == "transfer"]
@@ -486,6 +487,7 @@ def decision_trees(data: DrawingInput) -> MplFigure | None:
         return None
     with rc_context(RC):
         fig = MplFigure(figsize=(9.0, 4.2 * len(fitted)), layout="constrained")
+        FigureCanvasAgg(fig)  # plot_tree sizes its boxes with the canvas' renderer
         axes = fig.subplots(len(fitted), 1, squeeze=False)[:, 0]
         for ax, (protocol, tree) in zip(axes, fitted.items(), strict=True):
             plot_tree(tree.tree, feature_names=list(tree.feature_names), class_names=list(tree.classes), ax=ax,
