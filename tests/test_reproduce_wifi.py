@@ -228,3 +228,22 @@ def test_fig_6_8_compares_the_mean_windows_with_000s_optimal_340_kb() -> None:
     assert _verdicts("000-fig6.8", as_000) == [REPRODUCED, REPRODUCED, REPRODUCED]
     bloated = runs("h3", 1400, quic_cc="cubic") + runs("tcp", 900)
     assert _verdicts("000-fig6.8", bloated) == [NOT_REPRODUCED, REPRODUCED, NOT_REPRODUCED]
+
+
+def test_fig_6_12_draws_each_sides_rate_over_time_from_the_bins() -> None:
+    from protolab.reproduce.drawings import DrawingInput, drawing_for, side_rates_over_time
+
+    bins = [{"kind": "bin", "pair": "tcp vs h3", "run_key": run, "side": side, "t_ms": t, "mbps": rate}
+            for run, scale in (("r1", 1.0), ("r2", 2.0), ("r3", 3.0))
+            for side, base in (("a", 30.0), ("b", 10.0))
+            for t, rate in ((0.0, base * scale), (100.0, base))
+            if not (run == "r3" and side == "b" and t == 100.0)]  # r3's side b delivered nothing then
+    sides = side_rates_over_time(bins, "tcp vs h3")
+    assert sides["a"][0].tolist() == [0.0, 0.1] and sides["a"][1].tolist() == [60.0, 30.0]
+    assert sides["b"][1].tolist() == [20.0, 10.0]  # the median of 10, 10 and r3's missing 0
+    figure = REGISTRY["000-fig6.12"]
+    drawing = drawing_for(figure)
+    assert drawing is not None
+    drawn = drawing(DrawingInput(figure=figure, rows=[*_pair_rows("tcp vs h3", 0.75), *bins]))
+    assert drawn is not None and drawn.axes[0].get_title() == "tcp vs h3"
+    assert [line.get_label() for line in drawn.axes[0].get_legend().get_lines()] == ["tcp", "h3"]

@@ -67,6 +67,16 @@ def _pairs(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
         "WHERE a.side = 'a' AND b.side = 'b' AND a.experiment_id = ? AND r.status = 'ok'", [experiment])
 
 
+def _pairs_over_time(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The pairs, and per run and side its delivered rate per bin (`kind` = "bin": `pair`,
+    `side`, `t_ms`, `mbps`; the side's total, not its flows): 000 Fig. 6.12's shares over time."""
+    pairs = _pairs(store, experiment)
+    names = {row["run_key"]: row["pair"] for row in pairs}
+    bins = store.query("SELECT run_key, side, t_ms, mbps FROM flow_bins WHERE experiment_id = ? AND flow IS NULL "
+                       "ORDER BY run_key, side, t_ms", [experiment])
+    return [*pairs, *({**b, "kind": "bin", "pair": names[b["run_key"]]} for b in bins if b["run_key"] in names)]
+
+
 def _overhead(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     return store.query(
         "SELECT o.run_key, o.protocol, o.link, o.factor FROM overhead o JOIN runs r USING (experiment_id, run_key) "
@@ -221,7 +231,7 @@ def _connection_shares(store: ResultsStore, experiment: str) -> list[dict[str, A
     return rows
 
 
-SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm, "runs_by_size": _runs_by_size,
+SOURCES = {"runs": _runs, "pairs": _pairs, "pairs_over_time": _pairs_over_time, "overhead": _overhead, "rpm": _rpm, "runs_by_size": _runs_by_size,
            "cwnd": _cwnd, "connection_shares": _connection_shares}
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure as MplFigure
 
+from protolab.measure.flows import jain_index
 from protolab.reproduce.estimators import configuration_improvements, ranked_sites
 from protolab.reproduce.figures import Figure
 from protolab.reproduce.state_graph import draw_state_graph, state_graph
@@ -495,4 +496,51 @@ def decision_trees(data: DrawingInput) -> MplFigure | None:
             ax.set_title(f"{'TCP' if protocol == 'tcp' else f'QUIC ({protocol})'}: "
                          f"{len([r for r in transfers if r.get('protocol') == protocol])} transfers, "
                          f"training accuracy {tree.training_accuracy:.2f}", fontsize=9)
+    return fig
+
+
+def side_rates_over_time(rows: Sequence[Row], pair: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per side of `pair`: the bins' times (s) and the median over the runs of the side's rate
+    in each bin (Mbit/s; a run without a delivery in a bin counts 0 there)."""
+    bins = [r for r in rows if r.get("kind") == "bin" and r.get("pair") == pair]
+    runs = {r["run_key"] for r in bins}
+    out = {}
+    for side in _ordered([r.get("side") for r in bins]):
+        per_time: dict[float, dict[str, float]] = {}
+        for r in bins:
+            if r.get("side") == side:
+                per_time.setdefault(float(r["t_ms"]), {})[r["run_key"]] = float(r["mbps"])
+        times = sorted(per_time)
+        medians = [float(np.median([per_time[t].get(run, 0.0) for run in runs])) for t in times]
+        out[str(side)] = (np.asarray(times) / 1000, np.asarray(medians))
+    return out
+
+
+@register("pairs_over_time")
+def shares_over_time(data: DrawingInput) -> MplFigure | None:
+    """000 Fig. 6.12: per pair, each side's delivered rate over time (median over the runs) and
+    the two sides' Jain's index per bin."""
+    pairs = _ordered([r.get("pair") for r in data.rows if r.get("kind") == "bin"])
+    if not pairs:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(5.2 * len(pairs), 3.6), layout="constrained")
+        axes = fig.subplots(1, len(pairs), squeeze=False)[0]
+        for ax, pair in zip(axes, pairs, strict=True):
+            sides = side_rates_over_time(data.rows, pair)
+            labels = dict(zip(("a", "b"), str(pair).split(" vs "), strict=False))
+            for side, (times, rates) in sides.items():
+                ax.step(times, rates, where="post", linewidth=1.2, label=labels.get(side, side))
+            if len(sides) == 2:
+                (times, a), (_, b) = sides.values()
+                fairness = [jain_index([x, y]) for x, y in zip(a, b, strict=False)]
+                jain = ax.twinx()
+                jain.plot(times[:len(fairness)], [np.nan if f is None else f for f in fairness], color="grey",
+                          linewidth=0.8, linestyle=":")
+                jain.set_ylim(0.4, 1.02)
+                jain.set_ylabel("Jain's index (dotted)")
+            ax.set_title(str(pair), fontsize=9)
+            ax.set_xlabel("time since the first delivery (s)")
+            ax.set_ylabel("delivered rate, median over runs (Mbit/s)")
+            ax.legend(frameon=False, fontsize=8)
     return fig
