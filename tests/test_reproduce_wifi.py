@@ -247,3 +247,34 @@ def test_fig_6_12_draws_each_sides_rate_over_time_from_the_bins() -> None:
     drawn = drawing(DrawingInput(figure=figure, rows=[*_pair_rows("tcp vs h3", 0.75), *bins]))
     assert drawn is not None and drawn.axes[0].get_title() == "tcp vs h3"
     assert [line.get_label() for line in drawn.axes[0].get_legend().get_lines()] == ["tcp", "h3"]
+
+
+def test_the_controller_states_source_counts_each_runs_server_transitions(tmp_path: Any) -> None:
+    from documents import START_NS, load_result
+
+    from protolab.reproduce.data import rows_of
+    from protolab.results.record import RunRecord
+    from protolab.store import ResultsStore
+
+    def row(ms: int, state: str, event: str, role: str = "server", cwnd: int = 100_000) -> dict[str, Any]:
+        return {"t_unix_ns": START_NS + ms * 1_000_000, "conn": "quic-0", "role": role, "transport": "quic",
+                "event": event, "cc_state": state, "cwnd": cwnd, "cwnd_bytes": cwnd}
+
+    samples = [row(0, "slow_start", "sample", cwnd=50_000), row(100, "congestion_avoidance", "state"),
+               row(100, "congestion_avoidance", "sample", cwnd=150_000), row(300, "recovery", "state"),
+               row(350, "congestion_avoidance", "state"), row(400, "congestion_avoidance", "sample"),
+               row(0, "slow_start", "sample", role="client"), row(50, "recovery", "state", role="client")]
+    with ResultsStore(tmp_path) as store:
+        store.upsert_experiment("wifi-bquic", "wifi-bquic", {"scenario": "wifi-clients"}, {})
+        store.record_run("wifi-bquic", RunRecord("r1", {"mode": "h3", "quic_cc": "cubic", "repetition": 0,
+                                                        "page": "amazon", "workload": "page"}, "ok",
+                                                 started_unix_ns=START_NS, duration_s=0.5,
+                                                 page_load=load_result(page="amazon", mode="h3", plt_ms=400.0,
+                                                                       start_unix_ns=START_NS), samples=samples))
+    with ResultsStore(tmp_path, read_only=True) as store:
+        (run,) = rows_of(store, "controller_states", "wifi-bquic")
+    assert run["transitions"] == {"slow_start->congestion_avoidance": 1, "congestion_avoidance->recovery": 1,
+                                  "recovery->congestion_avoidance": 1}  # the server's only
+    assert run["recovery_entries"] == 1 and run["slow_start_exit_ms"] == pytest.approx(100.0)
+    assert run["frac_slow_start"] == pytest.approx(0.25) and run["frac_recovery"] == pytest.approx(0.125)
+    assert run["mean_cwnd_bytes"] == pytest.approx(100_000.0) and run["cwnd_variance"] == pytest.approx(50_000.0 ** 2 * 2 / 3)
