@@ -88,6 +88,32 @@ def summarize_connection(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def state_transitions(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """How often one connection end's controller went from one state to another (000 Fig. 6.4
+    as a graph): consecutive rows in time order whose `cc_state` differs, counted per (from, to).
+    Rows without a state are skipped; a state change row and a sample at the same instant
+    count once (the change row first, then the sample repeats its state)."""
+    ordered = sorted((r for r in rows if isinstance(r.get("t_unix_ns"), int) and r.get("cc_state")),
+                     key=lambda r: (r["t_unix_ns"], r.get("event") != "state"))
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for row, following in pairwise(ordered):
+        if row["cc_state"] != following["cc_state"]:
+            counts[(row["cc_state"], following["cc_state"])] += 1
+    return dict(counts)
+
+
+def state_time_fractions(rows: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """The share of one connection end's sampled time spent in each controller state (000 Fig.
+    6.4's percentages): each row's state holds until the next row; empty for under two rows."""
+    ordered = sorted((r for r in rows if isinstance(r.get("t_unix_ns"), int) and r.get("cc_state")),
+                     key=lambda r: (r["t_unix_ns"], r.get("event") != "state"))
+    in_state: dict[str, int] = defaultdict(int)
+    for row, following in pairwise(ordered):
+        in_state[row["cc_state"]] += following["t_unix_ns"] - row["t_unix_ns"]
+    total = sum(in_state.values())
+    return {state: ns / total for state, ns in in_state.items()} if total > 0 else {}
+
+
 def connection_summaries(samples: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """One summary per connection end (conn, role) and, for MPTCP, per subflow."""
     groups: dict[tuple[Any, Any, Any], list[dict[str, Any]]] = defaultdict(list)

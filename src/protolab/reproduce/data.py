@@ -9,10 +9,13 @@ import numpy as np
 
 from protolab.corpus.table1 import SITES
 from protolab.errors import ProtolabError
+from protolab.measure.transport import STATES, state_time_fractions, state_transitions, summarize_connection
 from protolab.plan.spec import CONDITION_COLUMNS
-from protolab.reproduce import passive
+from protolab.reproduce import passive, wifi_trees
+from protolab.reproduce.transfer_features import Ends
 from protolab.reproduce.windows import backoff_factors, mean_summed_window
 from protolab.run.runner import PlannedRun
+from protolab.scenarios.base import BULK_SERVER_ADDRESS, CLIENT, CLIENT_ADDRESS, SERVER
 from protolab.store import ResultsStore
 
 RUN_COLUMNS = ("run_key", "mode", "page", *CONDITION_COLUMNS, "quic_cc", "tcp_cc",
@@ -62,6 +65,16 @@ def _pairs(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
         "SELECT a.run_key, a.label || ' vs ' || b.label AS pair, a.share AS share_a, b.share AS share_b, a.jain AS jain "
         "FROM pair_sides a JOIN pair_sides b USING (experiment_id, run_key) JOIN runs r USING (experiment_id, run_key) "
         "WHERE a.side = 'a' AND b.side = 'b' AND a.experiment_id = ? AND r.status = 'ok'", [experiment])
+
+
+def _pairs_over_time(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The pairs, and per run and side its delivered rate per bin (`kind` = "bin": `pair`,
+    `side`, `t_ms`, `mbps`; the side's total, not its flows): 000 Fig. 6.12's shares over time."""
+    pairs = _pairs(store, experiment)
+    names = {row["run_key"]: row["pair"] for row in pairs}
+    bins = store.query("SELECT run_key, side, t_ms, mbps FROM flow_bins WHERE experiment_id = ? AND flow IS NULL "
+                       "ORDER BY run_key, side, t_ms", [experiment])
+    return [*pairs, *({**b, "kind": "bin", "pair": names[b["run_key"]]} for b in bins if b["run_key"] in names)]
 
 
 def _overhead(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
@@ -218,7 +231,7 @@ def _connection_shares(store: ResultsStore, experiment: str) -> list[dict[str, A
     return rows
 
 
-SOURCES = {"runs": _runs, "pairs": _pairs, "overhead": _overhead, "rpm": _rpm, "runs_by_size": _runs_by_size,
+SOURCES = {"runs": _runs, "pairs": _pairs, "pairs_over_time": _pairs_over_time, "overhead": _overhead, "rpm": _rpm, "runs_by_size": _runs_by_size,
            "cwnd": _cwnd, "connection_shares": _connection_shares}
 
 
@@ -260,6 +273,59 @@ def _intervals(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
 
 
 SOURCES["intervals"] = _intervals
+
+
+def _controller_states(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The runs, each with its sender's controller states (000 Fig. 6.4): `transitions`
+    ("from->to": count, over the server's connections), `recovery_entries`, `frac_<state>`
+    (share of the sampled time) and `slow_start_exit_ms` of its busiest connection."""
+    per_conn: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in store.query(
+            "SELECT s.run_key, s.conn, s.role, s.t_unix_ns, s.event, s.cc_state, s.cwnd_bytes FROM transport_samples s "
+            "JOIN runs r USING (experiment_id, run_key) WHERE s.experiment_id = ? AND r.status = 'ok' "
+            "AND s.role = 'server' AND s.cc_state IS NOT NULL", [experiment]):
+        per_conn.setdefault((s["run_key"], s["conn"]), []).append({**s, "t_unix_ns": int(s["t_unix_ns"])})
+    by_run: dict[str, list[list[dict[str, Any]]]] = {}
+    for (run_key, _), samples in per_conn.items():
+        by_run.setdefault(run_key, []).append(samples)
+    rows = []
+    for row in _runs(store, experiment):
+        conns = by_run.get(row["run_key"])
+        if not conns:
+            continue
+        counts: dict[str, int] = {}
+        for samples in conns:
+            for (src, dst), n in state_transitions(samples).items():
+                counts[f"{src}->{dst}"] = counts.get(f"{src}->{dst}", 0) + n
+        busiest = max(conns, key=len)
+        fractions = state_time_fractions(busiest)
+        windows = [float(s["cwnd_bytes"]) for s in busiest if s.get("event") != "state" and s["cwnd_bytes"] is not None]
+        rows.append({**row, "transitions": counts,
+                     "recovery_entries": sum(n for key, n in counts.items() if key.endswith("->recovery")),
+                     **{f"frac_{state}": fractions.get(state, 0.0) for state in STATES},
+                     "slow_start_exit_ms": summarize_connection(busiest)["slow_start_exit_ms"],
+                     "mean_cwnd_bytes": float(np.mean(windows)) if windows else None,
+                     "cwnd_variance": float(np.var(windows)) if windows else None})
+    return rows
+
+
+SOURCES["controller_states"] = _controller_states
+
+# Where a bulk download's packets enter and leave the network, and its ACKs come back
+# (scenarios.base: the client and the bulk server of a one-client scenario).
+_BULK_ENDS = Ends(server=BULK_SERVER_ADDRESS, client=CLIENT_ADDRESS, server_link=f"{SERVER}.up",
+                  client_link=f"{CLIENT}.down", ack_link=f"{SERVER}.down")
+
+
+def _decision_trees(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """000 Figs. 6.6/6.7 (reproduce.wifi_trees): the transfers with 000's features, and a row per
+    bootstrap tree per protocol."""
+    transfers = wifi_trees.transfer_rows(_controller_states(store, experiment), store.results_dir / "runs",
+                                         _BULK_ENDS)
+    return [*transfers, *wifi_trees.draw_rows(transfers)]
+
+
+SOURCES["decision_trees"] = _decision_trees
 
 
 def corpus_flows(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:

@@ -20,8 +20,12 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure as MplFigure
 
+from protolab.measure.flows import jain_index
 from protolab.reproduce.estimators import configuration_improvements, ranked_sites
 from protolab.reproduce.figures import Figure
+from protolab.reproduce.state_graph import draw_state_graph, state_graph
+from protolab.reproduce.wifi_trees import TREE_DEPTH
+from protolab.report.decision_tree import FEATURES_000, fit_tree
 from protolab.report.figures import RC, connections_figure, mode_colors, plt_boxplots, speedup_figure
 
 Row = dict[str, Any]
@@ -446,4 +450,97 @@ def cv_accuracies(data: DrawingInput) -> MplFigure | None:
         ax.boxplot([[r["accuracy"] for r in data.rows if r.get("algorithm") == a] for a in algorithms])
         ax.set_xticks(range(1, len(algorithms) + 1), algorithms)
         ax.set_ylabel("accuracy per fold")
+    return fig
+
+
+@register("state_graph")
+def state_graphs(data: DrawingInput) -> MplFigure | None:
+    """000 Fig. 6.4: the controller's states and transitions as a directed graph, one panel per
+    QUIC controller (reproduce.state_graph), with the share of time per state and the
+    transitions' counts on the arrows."""
+    controllers = _ordered([r.get("quic_cc") for r in data.rows if r.get("transitions")])
+    if not controllers:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(4.6 * len(controllers), 4.4), layout="constrained")
+        axes = fig.subplots(1, len(controllers), squeeze=False)[0]
+        for ax, controller in zip(axes, controllers, strict=True):
+            draw_state_graph(ax, state_graph([r for r in data.rows if r.get("quic_cc") == controller]),
+                             f"QUIC controller {controller}")
+    return fig
+
+
+@register("decision_trees")
+def decision_trees(data: DrawingInput) -> MplFigure | None:
+    """000 Figs. 6.6/6.7: per protocol, the tree fitted on all its transfers (report.decision_tree),
+    drawn by scikit-learn; the bootstrap trees' roots are in the verdicts."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from sklearn.tree import plot_tree
+
+    transfers = [r for r in data.rows if r.get("kind") == "transfer"]
+    fitted = {}
+    for protocol in _ordered([r.get("protocol") for r in transfers]):
+        mine = [r for r in transfers if r.get("protocol") == protocol]
+        if len({r["class"] for r in mine}) >= 2:
+            fitted[protocol] = fit_tree([r["features"] for r in mine], [r["class"] for r in mine], FEATURES_000,
+                                        depth=TREE_DEPTH)
+    if not fitted:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(9.0, 4.2 * len(fitted)), layout="constrained")
+        FigureCanvasAgg(fig)  # plot_tree sizes its boxes with the canvas' renderer
+        axes = fig.subplots(len(fitted), 1, squeeze=False)[:, 0]
+        for ax, (protocol, tree) in zip(axes, fitted.items(), strict=True):
+            plot_tree(tree.tree, feature_names=list(tree.feature_names), class_names=list(tree.classes), ax=ax,
+                      filled=True, impurity=False, fontsize=6, rounded=True)
+            ax.set_title(f"{'TCP' if protocol == 'tcp' else f'QUIC ({protocol})'}: "
+                         f"{len([r for r in transfers if r.get('protocol') == protocol])} transfers, "
+                         f"training accuracy {tree.training_accuracy:.2f}", fontsize=9)
+    return fig
+
+
+def side_rates_over_time(rows: Sequence[Row], pair: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per side of `pair`: the bins' times (s) and the median over the runs of the side's rate
+    in each bin (Mbit/s; a run without a delivery in a bin counts 0 there)."""
+    bins = [r for r in rows if r.get("kind") == "bin" and r.get("pair") == pair]
+    runs = {r["run_key"] for r in bins}
+    out = {}
+    for side in _ordered([r.get("side") for r in bins]):
+        per_time: dict[float, dict[str, float]] = {}
+        for r in bins:
+            if r.get("side") == side:
+                per_time.setdefault(float(r["t_ms"]), {})[r["run_key"]] = float(r["mbps"])
+        times = sorted(per_time)
+        medians = [float(np.median([per_time[t].get(run, 0.0) for run in runs])) for t in times]
+        out[str(side)] = (np.asarray(times) / 1000, np.asarray(medians))
+    return out
+
+
+@register("pairs_over_time")
+def shares_over_time(data: DrawingInput) -> MplFigure | None:
+    """000 Fig. 6.12: per pair, each side's delivered rate over time (median over the runs) and
+    the two sides' Jain's index per bin."""
+    pairs = _ordered([r.get("pair") for r in data.rows if r.get("kind") == "bin"])
+    if not pairs:
+        return None
+    with rc_context(RC):
+        fig = MplFigure(figsize=(5.2 * len(pairs), 3.6), layout="constrained")
+        axes = fig.subplots(1, len(pairs), squeeze=False)[0]
+        for ax, pair in zip(axes, pairs, strict=True):
+            sides = side_rates_over_time(data.rows, pair)
+            labels = dict(zip(("a", "b"), str(pair).split(" vs "), strict=False))
+            for side, (times, rates) in sides.items():
+                ax.step(times, rates, where="post", linewidth=1.2, label=labels.get(side, side))
+            if len(sides) == 2:
+                (times, a), (_, b) = sides.values()
+                fairness = [jain_index([x, y]) for x, y in zip(a, b, strict=False)]
+                jain = ax.twinx()
+                jain.plot(times[:len(fairness)], [np.nan if f is None else f for f in fairness], color="grey",
+                          linewidth=0.8, linestyle=":")
+                jain.set_ylim(0.4, 1.02)
+                jain.set_ylabel("Jain's index (dotted)")
+            ax.set_title(str(pair), fontsize=9)
+            ax.set_xlabel("time since the first delivery (s)")
+            ax.set_ylabel("delivered rate, median over runs (Mbit/s)")
+            ax.legend(frameon=False, fontsize=8)
     return fig

@@ -26,14 +26,14 @@ from protolab.scenarios.congestion import (
 from protolab.scenarios.interop import Interop, QuicVsTcpStacks
 from protolab.scenarios.rpm import Rpm
 from protolab.scenarios.traffic import TrafficCorpus
-from protolab.scenarios.wifi import WifiClients
+from protolab.scenarios.wifi import WifiClients, WifiFairness
 
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
     for scenario in (
         WifiLoss(), EcmpCongestion(), BwRttGrid(), SingleObject(), Cellular(),
         Fairness(), CubicTuning(), QuicVsTcp(), CcSuite(), SlowStartExit(), CpuLimit(), Rpm(), TrafficCorpus(),
-        WifiAggregation(), WifiClients(), Interop(), QuicVsTcpStacks(),
+        WifiAggregation(), WifiClients(), WifiFairness(), Interop(), QuicVsTcpStacks(),
     )
 }
 

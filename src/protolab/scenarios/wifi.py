@@ -25,9 +25,16 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from protolab.lab import mbps_to_bps
-from protolab.scenarios.base import Condition
-from protolab.scenarios.congestion import WifiAggregation, WifiAggregationParams
+from protolab.lab import ideal_link, mbps_to_bps, ms_to_ns
+from protolab.scenarios.base import CLIENT, SERVER, Condition
+from protolab.scenarios.congestion import (
+    CLIENT2,
+    SERVER2,
+    Fairness,
+    FairnessParams,
+    WifiAggregation,
+    WifiAggregationParams,
+)
 
 
 # 802.11n HT20 rates with the 800 ns guard interval, one and two spatial streams (IEEE
@@ -111,3 +118,61 @@ class WifiClients(WifiAggregation):
                                                "contention_probability": profile.contention_probability})
         with_ampdu = replace(condition, extras=(*condition.extras, ("ampdu_frames", params.ampdu_frames)))
         return super().links(as_profile, with_ampdu)
+
+
+class WifiFairnessParams(FairnessParams):
+    workload: Literal["page", "bulk"] = Field("bulk", description="the sides run bulk downloads (000: a 10 MB file each)")
+    phy_rate_mbps: float = Field(65.0, gt=0, le=10_000, description="WiFi PHY rate (RP6's profile: 65)")
+    ampdu_frames: int = Field(64, ge=1, le=1024, description="A-MPDU frame limit (000: aggregation on)")
+    frame_error_rate: float = Field(0.05, ge=0, le=1, description="probability that one MPDU attempt fails")
+    retry_limit: int = Field(7, ge=0, le=255, description="retransmissions of a failed MPDU before it is lost")
+    contention_probability: float = Field(0.0, ge=0, lt=1, description="another station takes the channel "
+                                          "before a TXOP with this probability")
+
+
+class WifiFairness(Fairness):
+    """000 §6.3.3, Fig. 6.12: two flows, TCP against QUIC or BQUIC, share one WiFi hop. The
+    shared path p0 is the WiFi hop in both directions (a station of the emulator's WiFi model
+    with the condition's one-way delay: the data one way, the ACKs the other), so both
+    clients' downloads contend for its airtime and aggregates; the access links are ideal.
+    000 ran the two downloads from one client in two threads; here they come from two clients
+    behind the same hop, so the emulator's deliveries on p0 tell the sides apart."""
+
+    name = "wifi-fairness"
+    source = "000 §6.3.3, Fig. 6.12"
+    description = "TCP vs QUIC (or BQUIC) downloads sharing one 802.11n WiFi hop: shares and Jain's index"
+    Params = WifiFairnessParams
+    default_axes: ClassVar[dict[str, list[Any]]] = {
+        "bandwidth_mbps": ["unlimited"],
+        "rtt_ms": [40],
+        "loss_pct": [0],
+        "buffer": ["default"],
+        "mode": ["tcp vs h3", "tcp vs h3@bquic"],
+        "page": [],
+    }
+
+    def links(self, params: WifiFairnessParams, condition: Condition) -> dict[str, dict[str, Any]]:
+        """p0 is the WiFi hop (half the RTT each way, the condition's queue); access links ideal."""
+        wifi = {
+            "phy_rate_bps": mbps_to_bps(params.phy_rate_mbps),
+            "max_ampdu_frames": params.ampdu_frames,
+            "frame_error_rate": params.frame_error_rate,
+            "retry_limit": params.retry_limit,
+            "contention_probability": params.contention_probability,
+        }
+        links = {f"p0.{side}": ideal_link(wifi=wifi, delay_ns=ms_to_ns(condition.rtt_ms / 2),
+                                          queue_bytes=condition.buffer_bytes) for side in ("forward", "reverse")}
+        for name in (CLIENT, CLIENT2, SERVER, SERVER2):
+            links[f"{name}.up"] = ideal_link()
+            links[f"{name}.down"] = ideal_link()
+        return links
+
+    def check(self, params: WifiFairnessParams, axes: Mapping[str, Sequence[Any]]) -> None:
+        if params.workload != "bulk":
+            raise ValueError("params.workload: wifi-fairness runs bulk downloads (000's 10 MB file per flow)")
+        for value in axes.get("bandwidth_mbps", []):
+            if value != "unlimited":
+                raise ValueError(f"axes.bandwidth_mbps: {value!r}: the WiFi hop sets the rate (params.phy_rate_mbps)")
+        for value in axes.get("loss_pct", []):
+            if value:
+                raise ValueError(f"axes.loss_pct: {value!r}: the WiFi hop's losses are its frame errors")
