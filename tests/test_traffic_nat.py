@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from protolab.traffic.nat import NatFlow, clock_offset_ms, evaluate, nat_flows, score_sessions, split_hosts
+from protolab.traffic.nat import NatFlow, client_rows, clock_offset_ms, evaluate, nat_flows, score_sessions, split_hosts
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -92,3 +92,16 @@ def test_clock_offset_wraps_and_scores_handle_empty_input() -> None:
     assert nat_flows([{"client_ip": NAT, "server_ip": SERVER, "first_ns": 1, "last_ns": 2, "extra": 1}])[0].row == 0
     with pytest.raises(ValueError, match="signals"):
         split_hosts([f], signals=("user-agent",))
+
+
+def test_rows_per_group_client_and_handling() -> None:
+    flows, truth = _corpus()
+    group = {f.row: "late" if f.first_ns - flows[0].first_ns > 10 * S else "early" for f in flows}
+    rows = client_rows(flows, truth, group)
+    by = {(r["group"], r["client"], r["handling"]): r for r in rows}
+    assert len(rows) == 2 * (4 + 3)  # early: a b c d; late: a b c
+    assert by[("early", "b", "without")]["recall"] == 0.0 and by[("early", "b", "with")]["recall"] == 1.0
+    assert by[("late", "c", "without")]["precision"] == 0.0 and by[("late", "c", "with")]["precision"] == 1.0
+    assert by[("early", "d", "without")]["recall"] == 1.0
+    # a's early sessions: {0,1} to SERVER and {10} to OTHER; without the handling only {10} is found.
+    assert by[("early", "a", "without")]["recall"] == 0.5

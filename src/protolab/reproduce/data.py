@@ -281,6 +281,29 @@ for _name, _analysis in (("service_shares", passive.service_shares), ("flow_feat
     SOURCES[_name] = lambda store, experiment, analysis=_analysis: analysis(corpus_flows(store, experiment))
 
 
+def _nat_sessions(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """000 §4.2.3 on the NAT corpus (`protolab traffic nat-corpus`, its flows in the store):
+    per round, real client and handling ("without": sessions keyed by the address; "with": by
+    the hosts protolab.traffic.nat infers), the client's session precision and recall and its
+    parallel-flow share, true and detected; `behind_nat` says whether the client is."""
+    from protolab.traffic.nat import client_rows, nat_flows
+
+    flows = store.query("SELECT * FROM flows WHERE experiment_id = ? AND real_client IS NOT NULL "
+                        "ORDER BY first_ns, client_port", [experiment])
+    for i, row in enumerate(flows):
+        row["row"] = i
+    truth = {i: str(row["real_client"]) for i, row in enumerate(flows)}
+    behind = {str(row["real_client"]): bool(row["behind_nat"]) for row in flows}
+    rows = client_rows(nat_flows(flows), truth, {i: row["run_key"] for i, row in enumerate(flows)})
+    for row in rows:
+        row["behind_nat"] = behind[row["client"]]
+        row["parallel_excess"] = row["detected_parallel_share"] - row["true_parallel_share"]
+    return rows
+
+
+SOURCES["nat_sessions"] = _nat_sessions
+
+
 def rows_of(store: ResultsStore, source: str, experiment: str) -> list[dict[str, Any]]:
     """The rows of one kind (`runs`, `pairs`, `overhead`) for an experiment."""
     try:

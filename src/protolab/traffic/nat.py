@@ -174,6 +174,31 @@ def score_sessions(truth: Sequence[frozenset[int]], detected: Sequence[frozenset
     return scores
 
 
+def client_rows(flows: Sequence[NatFlow], real_client: Mapping[int, str], group_of: Mapping[int, Any],
+                signals: Sequence[str] = SIGNALS, max_gap_s: float = DEFAULT_MAX_GAP_S,
+                clock_tolerance_ms: float = DEFAULT_CLOCK_TOLERANCE_MS) -> list[dict[str, Any]]:
+    """One row per (group, real client, handling): `score_sessions` of the sessions whose first
+    flow (by row) lies in the group (e.g. a round of the corpus), without the NAT handling
+    (`handling` "without") and with it ("with"). The rows a claim takes a median over."""
+    truth = sessions_of(flows, real_client, max_gap_s)
+    namings = {"without": {f.row: f.client_ip for f in flows},
+               "with": split_hosts(flows, signals, clock_tolerance_ms)}
+    rows = []
+    for handling, naming in namings.items():
+        detected = sessions_of(flows, naming, max_gap_s)
+        for group in sorted({group_of[f.row] for f in flows}, key=repr):
+            in_group = {f.row for f in flows if group_of[f.row] == group}
+            first_in = [s for s in truth if min(s) in in_group]
+            found = [s for s in detected if min(s) in in_group]
+            clients = {r: c for r, c in real_client.items() if r in in_group}
+            for client, score in score_sessions(first_in, found, clients | {
+                    r: real_client[r] for s in (*first_in, *found) for r in s}).items():
+                if client not in clients.values():
+                    continue
+                rows.append({"group": group, "client": client, "handling": handling, **score})
+    return rows
+
+
 def evaluate(flows: Sequence[NatFlow], real_client: Mapping[int, str], signals: Sequence[str] = SIGNALS,
              max_gap_s: float = DEFAULT_MAX_GAP_S, clock_tolerance_ms: float = DEFAULT_CLOCK_TOLERANCE_MS
              ) -> dict[str, Any]:
