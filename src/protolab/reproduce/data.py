@@ -291,7 +291,8 @@ def _nat_sessions(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     flows = store.query("SELECT * FROM flows WHERE experiment_id = ? AND real_client IS NOT NULL "
                         "ORDER BY first_ns, client_port", [experiment])
     for i, row in enumerate(flows):
-        row["row"] = i
+        # Sessions are keyed by what a passive observer sees: the handshake's protocol.
+        row["row"], row["protocol"] = i, row["handshake_protocol"]
     truth = {i: str(row["real_client"]) for i, row in enumerate(flows)}
     behind = {str(row["real_client"]): bool(row["behind_nat"]) for row in flows}
     rows = client_rows(nat_flows(flows), truth, {i: row["run_key"] for i, row in enumerate(flows)})

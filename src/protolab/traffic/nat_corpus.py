@@ -274,7 +274,8 @@ def evaluate_corpus(flows_file: Path, **options: Any) -> dict[str, Any]:
     finally:
         con.close()
     for i, row in enumerate(rows):
-        row["row"] = i
+        # Sessions are keyed by what a passive observer sees: the handshake's protocol.
+        row["row"], row["protocol"] = i, row["handshake_protocol"]
     flows = nat_flows(rows)
     truth = {i: str(row["real_client"]) for i, row in enumerate(rows)}
     result = evaluate(flows, truth, **options)
