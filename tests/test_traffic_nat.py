@@ -105,3 +105,10 @@ def test_rows_per_group_client_and_handling() -> None:
     assert by[("early", "d", "without")]["recall"] == 1.0
     # a's early sessions: {0,1} to SERVER and {10} to OTHER; without the handling only {10} is found.
     assert by[("early", "a", "without")]["recall"] == 0.5
+
+
+def test_random_offsets_per_connection_leave_a_host_whole() -> None:
+    # Linux draws a timestamp offset per connection: every flow alone on its clock.
+    flows = [_flow(i, "a", 0.1 * i) for i in range(4)]
+    flows = [NatFlow(**{**f.__dict__, "syn_tsval": (i * 977_000_000) % 2**32}) for i, f in enumerate(flows)]
+    assert len(set(split_hosts(flows).values())) == 1

@@ -10,10 +10,12 @@ rows in, labels and scores out.
   capture point.
 - `syn`: the client's SYN: option order, window scale, MSS, window (p0f's signature).
 - `clock`: the TCP timestamp clock. The SYN's TSval minus its capture time (ms) is the
-  sender's clock offset; Linux keys it by the (source, destination) address pair, so one
-  host's connections to one server share it and another host's differ (other systems run one
-  clock per host). Flows whose offsets lie within `clock_tolerance_ms` of the previous one
-  (sorted) are one host; the tolerance absorbs the delay between the sender and the capture.
+  sender's clock offset. A stack that runs one clock per host (or per address pair) gives all
+  its connections to a server one offset, and two hosts different ones: flows whose offsets lie
+  within `clock_tolerance_ms` of the previous one (sorted) are one host; the tolerance absorbs
+  the delay between the sender and the capture. A flow alone on its offset tells nothing: Linux
+  (since 4.10, per 4-tuple in the kernels of this lab) and other current systems draw a random
+  offset per connection, and then the clock leaves the stack group whole.
 
 Hosts are inferred per client address as the groups of flows with equal `ttl` and `syn`
 signatures, each split by `clock` per server. A flow without a SYN in the capture (UDP/QUIC,
@@ -90,15 +92,21 @@ def clock_offset_ms(flow: NatFlow) -> float | None:
 
 def _clock_clusters(flows: Sequence[NatFlow], tolerance_ms: float) -> list[int]:
     """Per flow (in the given order) a cluster number: flows with offsets chained within the
-    tolerance share one; flows without a TSval share cluster -1."""
-    offsets = [(clock_offset_ms(f), i) for i, f in enumerate(flows)]
-    labels = [-1] * len(flows)
-    cluster, previous = -1, None
-    for offset, i in sorted((o, i) for o, i in offsets if o is not None):
+    tolerance share one. A clock is a host's only if two flows or more run on it: a flow alone
+    on its offset (no TSval, or a stack that draws a random offset per connection, as Linux
+    does since 4.10 for every 4-tuple) gets -1, the group's flows of unknown clock."""
+    offsets = sorted((o, i) for i, f in enumerate(flows) if (o := clock_offset_ms(f)) is not None)
+    runs: list[list[int]] = []
+    previous = None
+    for offset, i in offsets:
         if previous is None or offset - previous > tolerance_ms:
-            cluster += 1
-        labels[i] = cluster
+            runs.append([])
+        runs[-1].append(i)
         previous = offset
+    labels = [-1] * len(flows)
+    for cluster, members in enumerate(r for r in runs if len(r) > 1):
+        for i in members:
+            labels[i] = cluster
     return labels
 
 
