@@ -162,7 +162,8 @@ def sessions_of(flows: Sequence[NatFlow], client_of: Mapping[int, str], max_gap_
 def score_sessions(truth: Sequence[frozenset[int]], detected: Sequence[frozenset[int]],
                    real_client: Mapping[int, str]) -> dict[str, dict[str, Any]]:
     """Per real client: true sessions, detected sessions touching it, session precision and
-    recall (exact matches), and the parallel-flow share of its flows, true and detected."""
+    recall (exact matches), the parallel-flow share of its flows, true and detected, and the
+    share of its truly isolated flows that detection puts in a parallel session."""
     exact = set(truth) & set(detected)
     scores: dict[str, dict[str, Any]] = {}
     for client in sorted(set(real_client.values())):
@@ -171,11 +172,14 @@ def score_sessions(truth: Sequence[frozenset[int]], detected: Sequence[frozenset
         flows = [r for r, c in real_client.items() if c == client]
         true_parallel = {r for s in mine if len(s) > 1 for r in s}
         detected_parallel = {r for s in detected if len(s) > 1 for r in s if real_client[r] == client}
+        isolated = {r for s in mine if len(s) == 1 for r in s}
         scores[client] = {
             "flows": len(flows), "true_sessions": len(mine), "detected_sessions": len(touching),
             "recall": sum(s in exact for s in mine) / len(mine) if mine else None,
             "precision": sum(s in exact for s in touching) / len(touching) if touching else None,
             "true_parallel_share": len(true_parallel) / len(flows) if flows else None,
+            # 000's worry: truly isolated flows of the client that detection calls parallel.
+            "isolated_marked_parallel": (len(isolated & detected_parallel) / len(isolated)) if isolated else None,
             "detected_parallel_share": len(detected_parallel) / len(flows) if flows else None,
             "mixed_sessions": sum(len({real_client[r] for r in s}) > 1 for s in touching),
         }
