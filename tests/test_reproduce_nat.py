@@ -56,9 +56,9 @@ def _type(rows: list[dict[str, Any]], column: str) -> str:
 def test_nat_rows_and_the_entry_s_verdicts(tmp_path: Path) -> None:
     with ResultsStore(_store(tmp_path), read_only=True) as store:
         rows = rows_of(store, "nat_sessions", "nat-corpus")
-    assert len(rows) == 6 * 4 * 2  # rounds x clients x handling
-    without = [r for r in rows if r["handling"] == "without" and r["behind_nat"]]
+    assert len(rows) == 6 * (4 + 1) * 2  # rounds x (clients + the NAT's pool) x handling
+    without = [r for r in rows if r["handling"] == "without" and r["behind_nat"] and not r["pooled"]]
     assert {r["recall"] for r in without} == {0.0} and {r["isolated_marked_parallel"] for r in without} == {1.0}
     assert {r["recall"] for r in rows if r["handling"] == "with"} == {1.0}
     verdicts = [claim.check(rows) for claim in REGISTRY["000-s4.2.3"].claims]
-    assert [v.outcome for v in verdicts] == [REPRODUCED] * 5 + [NOT_JUDGEABLE] * 2
+    assert [v.outcome for v in verdicts] == [REPRODUCED] * 6 + [NOT_JUDGEABLE] * 2

@@ -65,6 +65,7 @@ def test_session_precision_and_recall_with_and_without_the_handling() -> None:
     assert (without["precision"], without["recall"]) == (pytest.approx(2 / 4), pytest.approx(2 / 8))
     assert without["per_client"]["b"] == {
         "flows": 3, "true_sessions": 2, "detected_sessions": 2, "recall": 0.0, "precision": 0.0,
+        "found_sessions": 0, "exact_detected": 0, "isolated_flows": 1, "isolated_marked": 1,
         "true_parallel_share": pytest.approx(2 / 3), "detected_parallel_share": 1.0, "mixed_sessions": 2,
         "isolated_marked_parallel": 1.0}
     assert (with_["precision"], with_["recall"]) == (1.0, 1.0)

@@ -11,10 +11,8 @@ gateway's. The packets cross one more router, so their TTL is one lower than the
 
 Clients differ as real devices behind one home router do, by the sysctls of their stacks
 (`NatClient.sysctls`, `OS_PROFILES`): initial TTL, TCP timestamps, window scaling, receive
-buffer (the SYN's window scale), SACK and the ephemeral port range. The clients share one
-kernel, hence one clock; but Linux offsets every TCP timestamp by a keyed hash of the
-(source, destination) address pair, so each client's timestamps towards a server run on a
-clock of their own, as separate devices' do.
+buffer (the SYN's window scale), SACK and the ephemeral port range. They cannot differ by
+clock: they share one kernel, which draws a random timestamp offset per connection.
 
 The truth of who is who: `conntrack_mappings` reads the gateway's connection tracking table
 (private address and port -> public port).
@@ -41,7 +39,7 @@ COMMAND_TIMEOUT_S = 20.0
 # sysctls (what a passive observer sees of them: p0f's signatures). The SYN's option order stays
 # Linux's in every profile: the kernel has no sysctl for it.
 OS_PROFILES: dict[str, dict[str, str]] = {
-    # Linux / Android defaults: TTL 64, timestamps with a random offset per connection.
+    # Linux / Android defaults: TTL 64, timestamps (a random offset per connection).
     "linux": {},
     # Windows 10/11: TTL 128, no TCP timestamps, ports 49152-65535, window scale 8.
     "windows": {"net.ipv4.ip_default_ttl": "128", "net.ipv4.tcp_timestamps": "0",

@@ -175,6 +175,8 @@ def score_sessions(truth: Sequence[frozenset[int]], detected: Sequence[frozenset
         isolated = {r for s in mine if len(s) == 1 for r in s}
         scores[client] = {
             "flows": len(flows), "true_sessions": len(mine), "detected_sessions": len(touching),
+            "found_sessions": sum(s in exact for s in mine), "exact_detected": sum(s in exact for s in touching),
+            "isolated_flows": len(isolated), "isolated_marked": len(isolated & detected_parallel),
             "recall": sum(s in exact for s in mine) / len(mine) if mine else None,
             "precision": sum(s in exact for s in touching) / len(touching) if touching else None,
             "true_parallel_share": len(true_parallel) / len(flows) if flows else None,
