@@ -24,7 +24,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         id="000-s4.2.3", title="NAT: several clients behind one address, with and without the NAT handling",
         seed="000 §4.2.3", spec="nat-corpus.toml", source="nat_sessions", after_run="nat-corpus",
-        quick={"repetitions": 3, "axes": {"page": ["page-001", "page-002"]}},
+        quick={"repetitions": 6, "axes": {"page": ["page-001", "page-002"]}},
         paper=(("NAT", "users behind one address contacting one server at once are marked parallel"),
                ("campus", "known NAT addresses removed by hand: ~12.5 M flows (~30%)"),
                ("User-Agents", "90% of 1-min bins have <= 4 per address; < 1% of bins two on one server")),
