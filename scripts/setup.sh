@@ -31,6 +31,8 @@ APT_PACKAGES=(
   mptcpize        # runs unmodified programs (e.g. Chromium) over MPTCP
   tshark          # TCP retransmission analysis of captures (protolab analyze)
   pebble          # ACME test CA: the live service's certificates end to end (tests/test_live_acme.py)
+  nftables        # nft: the NAT gateway of clients behind one address (protolab.lab.nat)
+  conntrack       # the NAT gateway's port mappings: the NAT corpus' truth
 )
 
 VENV=".venv"

@@ -17,6 +17,7 @@
 
 mod capture;
 mod error;
+mod fingerprint;
 mod http;
 mod inspect;
 pub mod output;

@@ -53,10 +53,16 @@ message protolab_flows {
   OPTIONAL INT32 s2c_tcp_flags;
   OPTIONAL BYTE_ARRAY http_method (UTF8);
   OPTIONAL BYTE_ARRAY http_path (UTF8);
+  OPTIONAL INT32 c2s_ttl;
+  OPTIONAL INT32 syn_window;
+  OPTIONAL INT32 syn_wscale;
+  OPTIONAL INT32 syn_mss;
+  OPTIONAL INT64 syn_tsval;
+  OPTIONAL BYTE_ARRAY syn_options (UTF8);
 }";
 
 /// Column names in order (the Parquet schema's, and NDJSON's keys).
-pub const COLUMNS: [&str; 33] = [
+pub const COLUMNS: [&str; 39] = [
     "source",
     "transport",
     "client_ip",
@@ -90,10 +96,16 @@ pub const COLUMNS: [&str; 33] = [
     "s2c_tcp_flags",
     "http_method",
     "http_path",
+    "c2s_ttl",
+    "syn_window",
+    "syn_wscale",
+    "syn_mss",
+    "syn_tsval",
+    "syn_options",
 ];
 
 /// Columns with few distinct values.
-const DICTIONARY_COLUMNS: [&str; 12] = [
+const DICTIONARY_COLUMNS: [&str; 13] = [
     "source",
     "transport",
     "server_ip",
@@ -106,6 +118,7 @@ const DICTIONARY_COLUMNS: [&str; 12] = [
     "http_host",
     "protocol",
     "http_method",
+    "syn_options",
 ];
 
 /// Strings handed to the Parquet writer at a time.
@@ -260,6 +273,12 @@ impl Columns {
             C::i32(opt, n),       // s2c_tcp_flags
             C::str(opt, n),       // http_method
             C::str(opt, n),       // http_path
+            C::i32(opt, n),       // c2s_ttl
+            C::i32(opt, n),       // syn_window
+            C::i32(opt, n),       // syn_wscale
+            C::i32(opt, n),       // syn_mss
+            C::i64(opt, n),       // syn_tsval
+            C::str(opt, n),       // syn_options
         ];
         debug_assert_eq!(cols.len(), COLUMNS.len());
         Columns { cols }
@@ -311,6 +330,12 @@ impl Columns {
         put_i32(&mut cols[next()], r.s2c_tcp_flags.map(i32::from));
         put_str(&mut cols[next()], r.http_method.as_deref());
         put_str(&mut cols[next()], r.http_path.as_deref());
+        put_i32(&mut cols[next()], r.c2s_ttl.map(i32::from));
+        put_i32(&mut cols[next()], r.syn_window.map(i32::from));
+        put_i32(&mut cols[next()], r.syn_wscale.map(i32::from));
+        put_i32(&mut cols[next()], r.syn_mss.map(i32::from));
+        put_i64(&mut cols[next()], r.syn_tsval.map(i64::from));
+        put_str(&mut cols[next()], r.syn_options.as_deref());
     }
 }
 

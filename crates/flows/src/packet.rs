@@ -72,6 +72,12 @@ pub struct Decoded<'a> {
     pub seq: u32,
     /// TCP flags byte: FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10, URG 0x20, ECE 0x40, CWR 0x80.
     pub flags: u8,
+    /// IPv4 TTL or IPv6 hop limit as captured.
+    pub ttl: u8,
+    /// TCP receive window as in the header (unscaled; 0 for UDP).
+    pub window: u16,
+    /// TCP options as in the header (empty for UDP).
+    pub tcp_options: &'a [u8],
 }
 
 /// TCP flag bits as in the header's 14th byte.
@@ -154,7 +160,7 @@ fn by_ethertype(ethertype: u16, rest: &[u8]) -> Result<&[u8], Skip> {
 pub fn decode(linktype: i32, data: &[u8]) -> Result<Decoded<'_>, Skip> {
     let ip = ip_of(linktype, data)?;
     let (sliced, _) = LaxIpSlice::from_slice(ip).map_err(|_| Skip::Malformed)?;
-    let (v6, src, dst, ip_bytes, header_bytes, payload) = match &sliced {
+    let (v6, src, dst, ip_bytes, header_bytes, payload, ttl) = match &sliced {
         LaxIpSlice::Ipv4(ip) => {
             let h = ip.header();
             let mut src = [0u8; 16];
@@ -167,7 +173,7 @@ pub fn decode(linktype: i32, data: &[u8]) -> Result<Decoded<'_>, Skip> {
                 0 => (hdr + ip.payload().payload.len()) as u32,
                 t => t,
             };
-            (false, src, dst, total, hdr as u32, ip.payload())
+            (false, src, dst, total, hdr as u32, ip.payload(), h.ttl())
         }
         LaxIpSlice::Ipv6(ip) => {
             let h = ip.header();
@@ -176,7 +182,7 @@ pub fn decode(linktype: i32, data: &[u8]) -> Result<Decoded<'_>, Skip> {
                 0 => (hdr + ip.payload().payload.len()) as u32,
                 p => 40 + p,
             };
-            (true, h.source(), h.destination(), total, hdr as u32, ip.payload())
+            (true, h.source(), h.destination(), total, hdr as u32, ip.payload(), h.hop_limit())
         }
     };
     if payload.fragmented {
@@ -199,6 +205,10 @@ pub fn decode(linktype: i32, data: &[u8]) -> Result<Decoded<'_>, Skip> {
                 payload: tcp.payload(),
                 seq: tcp.sequence_number(),
                 flags: hdr[13],
+                ttl,
+                window: tcp.window_size(),
+                // The header past its fixed 20 bytes (the slice is at least that long).
+                tcp_options: hdr.get(20..).unwrap_or(&[]),
             })
         }
         17 => {
@@ -219,6 +229,9 @@ pub fn decode(linktype: i32, data: &[u8]) -> Result<Decoded<'_>, Skip> {
                 payload: udp.payload(),
                 seq: 0,
                 flags: 0,
+                ttl,
+                window: 0,
+                tcp_options: &[],
             })
         }
         _ => Err(Skip::OtherProtocol),

@@ -83,6 +83,18 @@ pub struct FlowRecord {
     pub http_method: Option<String>,
     /// Cleartext HTTP: the first request's target.
     pub http_path: Option<String>,
+    /// IP TTL (IPv6 hop limit) of the client's first packet at the capture point.
+    pub c2s_ttl: Option<u8>,
+    /// Receive window of the client's SYN (unscaled); None without a SYN in the capture.
+    pub syn_window: Option<u16>,
+    /// Window scale shift the client's SYN offered.
+    pub syn_wscale: Option<u8>,
+    /// MSS the client's SYN offered.
+    pub syn_mss: Option<u16>,
+    /// TSval of the client's SYN (its timestamp clock).
+    pub syn_tsval: Option<u32>,
+    /// Option kinds of the client's SYN in order (M, N, W, S, T, E, ?kind), comma-separated.
+    pub syn_options: Option<String>,
 }
 
 /// Handshake findings of one flow.

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::fingerprint::SynPrint;
 use crate::inspect::{quic_candidate, Inspector, TcpInspector};
 use crate::packet::{tcp_flags, Decoded, Transport};
 use crate::record::{FlowRecord, Labels};
@@ -176,6 +177,10 @@ struct Flow {
     key: FlowKey,
     inspector: Option<Inspector>,
     labels: Option<Box<Labels>>,
+    /// TTL (hop limit) of the client's first packet.
+    client_ttl: Option<u8>,
+    /// The client's SYN, if the capture has it.
+    syn_print: Option<Box<SynPrint>>,
 }
 
 /// A port servers listen on (IANA's system ports, below 1024), as opposed to a client's
@@ -206,6 +211,8 @@ impl Flow {
             inspector: None,
             inspected: false,
             labels: None,
+            client_ttl: None,
+            syn_print: None,
         }
     }
 
@@ -222,6 +229,9 @@ impl Flow {
         d.packets += 1;
         d.bytes += u64::from(p.ip_bytes);
         d.payload += u64::from(p.payload_len);
+        if dir == 0 && self.client_ttl.is_none() {
+            self.client_ttl = Some(p.ttl);
+        }
         if p.transport == Transport::Tcp {
             d.flags |= p.flags;
             let syn = p.flags & tcp_flags::SYN != 0;
@@ -231,6 +241,9 @@ impl Flow {
             let start = p.seq.wrapping_add(u32::from(syn));
             if syn && d.syn_next.is_none() {
                 d.syn_next = Some(start);
+                if dir == 0 {
+                    self.syn_print = Some(Box::new(SynPrint::parse(p.window, p.tcp_options)));
+                }
             }
             d.retrans += u64::from(d.seq.segment(start, p.payload_len));
             if !self.inspected && !p.payload.is_empty() {
@@ -290,6 +303,7 @@ impl Flow {
         let [c, s] = self.dirs;
         let tcp = |v: u64| if udp { None } else { Some(v) };
         let flags = |v: u8| if udp { None } else { Some(v) };
+        let syn = self.syn_print.map(|b| *b);
         FlowRecord {
             source: "pcap",
             transport: if udp { "udp" } else { "tcp" },
@@ -324,6 +338,12 @@ impl Flow {
             s2c_tcp_flags: flags(s.flags),
             http_method: labels.http_method,
             http_path: labels.http_path,
+            c2s_ttl: self.client_ttl,
+            syn_window: syn.as_ref().map(|p| p.window),
+            syn_wscale: syn.as_ref().and_then(|p| p.wscale),
+            syn_mss: syn.as_ref().and_then(|p| p.mss),
+            syn_tsval: syn.as_ref().and_then(|p| p.tsval),
+            syn_options: syn.map(|p| p.options),
         }
     }
 }
@@ -533,6 +553,9 @@ mod tests {
             payload: &[],
             seq,
             flags: tcp_flags::ACK,
+            ttl: 64,
+            window: 0,
+            tcp_options: &[],
         };
         for sweep in [false, true] {
             let mut t = FlowTable::new(1_000);
@@ -573,6 +596,9 @@ mod tests {
             payload: &[],
             seq: 1,
             flags,
+            ttl: 64,
+            window: 0,
+            tcp_options: &[],
         };
         let cases = [
             (packet(443, 50_000, tcp_flags::ACK | tcp_flags::FIN, Transport::Tcp), 50_000, 443),
@@ -597,5 +623,35 @@ mod tests {
         assert_eq!(t.segment(u32::MAX - 49, 100), 0);
         assert_eq!(t.segment(50, 10), 0);
         assert_eq!(t.segment(u32::MAX - 9, 20), 20);
+    }
+
+    /// The client's SYN gives the flow its fingerprint; the server's SYN-ACK does not.
+    #[test]
+    fn client_syn_fingerprint() {
+        let options = [2, 4, 5, 180, 1, 3, 3, 8, 1, 1, 4, 2];
+        let packet = |client: bool, flags: u8, ttl: u8| Decoded {
+            v6: false,
+            src: if client { [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] } else { [10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] },
+            dst: if client { [10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] } else { [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] },
+            sport: if client { 50_000 } else { 443 },
+            dport: if client { 443 } else { 50_000 },
+            transport: Transport::Tcp,
+            ip_bytes: 52,
+            payload_len: 0,
+            payload: &[],
+            seq: 1,
+            flags,
+            ttl,
+            window: if client { 65_535 } else { 1_000 },
+            tcp_options: if client { &options } else { &[] },
+        };
+        let mut t = FlowTable::new(1_000);
+        t.packet(0, &packet(true, tcp_flags::SYN, 127));
+        t.packet(1, &packet(false, tcp_flags::SYN | tcp_flags::ACK, 64));
+        t.packet(2, &packet(true, tcp_flags::ACK, 126));
+        let flows = t.finish();
+        let f = &flows[0];
+        assert_eq!((f.c2s_ttl, f.syn_window, f.syn_wscale, f.syn_mss, f.syn_tsval), (Some(127), Some(65_535), Some(8), Some(1460), None));
+        assert_eq!(f.syn_options.as_deref(), Some("M,N,W,N,N,S"));
     }
 }

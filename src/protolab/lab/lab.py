@@ -167,6 +167,8 @@ class Lab:
         self._workdir: Path | None = None
         self._control: ControlClient | None = None
         self._spawned: list[subprocess.Popen[Any]] = []
+        # Hosts added beside the emulator's (clients behind a NAT, protolab.lab.nat): name -> namespace.
+        self._attached: dict[str, str] = {}
         self._owns_lab = False
         self._closed = False
 
@@ -329,7 +331,16 @@ class Lab:
             raise LabError("the lab is not running")
         return self.ready
 
+    def attach_namespace(self, host: str, namespace: str) -> None:
+        """Makes a namespace made beside the emulator's a host of the lab for `run` and `spawn`."""
+        self._attached[host] = namespace
+
+    def detach_namespace(self, host: str) -> None:
+        self._attached.pop(host, None)
+
     def namespace(self, host: str) -> str:
+        if host in self._attached:
+            return self._attached[host]
         try:
             return self._ready().namespaces[host]
         except KeyError:

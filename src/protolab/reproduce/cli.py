@@ -134,6 +134,16 @@ def verdict_table(figure: Figure, verdicts: list[Verdict]) -> Table:
     return table
 
 
+def planned_runs(figure: Figure, quick: bool) -> int:
+    """The runs a figure makes: the spec's plan, or the NAT corpus' page loads (rounds x clients)."""
+    experiment = experiment_of(figure, quick)
+    if figure.after_run == "nat-corpus":
+        from protolab.traffic.nat_corpus import CLIENTS
+
+        return experiment.spec.repetitions * len(CLIENTS)
+    return len(plan(experiment))
+
+
 def list_table() -> Table:
     """Figure, seed, spec, claims and runs (quick / full); the title on a line of its own.
     Entries that cannot run here say why, and which entry answers the same question."""
@@ -148,7 +158,7 @@ def list_table() -> Table:
             table.add_row(figure.id, escape(f"{what}\nnot runnable here: {figure.not_runnable}{instead}"), "-",
                           claims_label(figure), "[dim]not runnable[/]")
             continue
-        quick, full = (len(plan(experiment_of(figure, q))) for q in (True, False))
+        quick, full = (planned_runs(figure, q) for q in (True, False))
         table.add_row(figure.id, escape(what), figure.spec, claims_label(figure), f"{quick}/{full}")
     return table
 
@@ -159,6 +169,9 @@ def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim]
     undecided `claims` read (None: every cell). `retry_failed` runs the failed runs again in the
     first round only (claims None): a run failing in this invocation is not retried at once."""
     experiment = experiment_of(figure, quick, repetitions=repetitions)
+    if figure.after_run == "nat-corpus":
+        build_nat_corpus(experiment, results_dir, binary, lab)
+        return
     needed = None if claims is None else needed_runs(claims, plan(experiment))
     execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed,
             retry_failed=retry_failed and claims is None)
@@ -176,6 +189,21 @@ def build_flow_corpus(results_dir: Path, binary: Path | None) -> None:
     balance = ", ".join(f"{label} {count}" for label, count in summary["class_balance"].items())
     console.print(f"corpus: {summary['runs']} runs, {summary['flows']} flows, {summary['labelled_flows']} "
                   f"labelled ({escape(balance)})")
+
+
+def build_nat_corpus(experiment: Experiment, results_dir: Path, binary: Path | None, lab: str | None) -> None:
+    """The NAT corpus into RESULTS (its flows into the store) instead of the spec's runs: the
+    spec gives its pages, modes, link, seed and, as repetitions, its rounds (docs/traffic.md, "NAT")."""
+    from protolab.lab.binary import find_binary
+    from protolab.traffic.nat_corpus import build_nat_corpus as build
+
+    axes = experiment.axes
+    summary = build(results_dir, find_binary(binary), rounds=experiment.spec.repetitions, pages=axes["page"],
+                    modes=axes["mode"], seed=experiment.spec.seed, rate_mbps=axes["bandwidth_mbps"][0],
+                    rtt_ms=axes["rtt_ms"][0], experiment_id=experiment.name, lab_name=lab or "natcorpus",
+                    progress=lambda line: console.print(escape(line), style="dim"))
+    console.print(f"NAT corpus: {summary['loads_ok']}/{len(summary['loads'])} loads ok, flows per client "
+                  f"{escape(str(summary['flows_per_client']))}")
 
 
 def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate_only: bool, budget: int | None,

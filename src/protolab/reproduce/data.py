@@ -347,6 +347,42 @@ for _name, _analysis in (("service_shares", passive.service_shares), ("flow_feat
     SOURCES[_name] = lambda store, experiment, analysis=_analysis: analysis(corpus_flows(store, experiment))
 
 
+def _nat_sessions(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """000 §4.2.3 on the NAT corpus (`protolab traffic nat-corpus`, its flows in the store):
+    per round, real client and handling ("without": sessions keyed by the address; "with": by
+    the hosts protolab.traffic.nat infers), the client's session precision and recall and its
+    parallel-flow share, true and detected; `behind_nat` says whether the client is. Plus, per
+    round and handling, one `pooled` row of the clients behind the NAT together."""
+    from protolab.traffic.nat import client_rows, nat_flows
+
+    flows = store.query("SELECT * FROM flows WHERE experiment_id = ? AND real_client IS NOT NULL "
+                        "ORDER BY first_ns, client_port", [experiment])
+    for i, row in enumerate(flows):
+        # Sessions are keyed by what a passive observer sees: the handshake's protocol.
+        row["row"], row["protocol"] = i, row["handshake_protocol"]
+    truth = {i: str(row["real_client"]) for i, row in enumerate(flows)}
+    behind = {str(row["real_client"]): bool(row["behind_nat"]) for row in flows}
+    rows = client_rows(nat_flows(flows), truth, {i: row["run_key"] for i, row in enumerate(flows)})
+    pools: dict[tuple[Any, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        row["behind_nat"], row["pooled"] = behind[row["client"]], False
+        if row["behind_nat"]:
+            pools.setdefault((row["group"], row["handling"]), []).append(row)
+    # Per round and handling, the clients behind the NAT together: their sessions found over
+    # their true sessions (recall), exact over detected (precision).
+    for (group, handling), members in pools.items():
+        true, detected = sum(r["true_sessions"] for r in members), sum(r["detected_sessions"] for r in members)
+        rows.append({"group": group, "client": "behind-nat", "handling": handling, "behind_nat": True, "pooled": True,
+                     "recall": sum(r["found_sessions"] for r in members) / true if true else None,
+                     "precision": sum(r["exact_detected"] for r in members) / detected if detected else None,
+                     "isolated_marked_parallel": (sum(r["isolated_marked"] for r in members) / isolated
+                                                  if (isolated := sum(r["isolated_flows"] for r in members)) else None)})
+    return rows
+
+
+SOURCES["nat_sessions"] = _nat_sessions
+
+
 def rows_of(store: ResultsStore, source: str, experiment: str) -> list[dict[str, Any]]:
     """The rows of one kind (`runs`, `pairs`, `overhead`) for an experiment."""
     try:

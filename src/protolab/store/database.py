@@ -301,9 +301,11 @@ class ResultsStore:
         import duckdb
 
         self._writable()
-        names = [name for name, _, _ in TABLES["flows"]]
         source = f"read_parquet('{str(parquet).replace(chr(39), chr(39) * 2)}')"
         try:
+            present = {row[0] for row in self.con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+            # Columns a corpus does not carry (the NAT corpus' truth in the ordinary one) stay NULL.
+            names = [name for name, _, _ in TABLES["flows"] if name in present]
             self.con.execute("BEGIN TRANSACTION")
             self.con.execute(f"DELETE FROM flows WHERE (experiment_id, run_key) IN "
                              f"(SELECT DISTINCT experiment_id, run_key FROM {source})")

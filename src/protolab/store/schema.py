@@ -10,7 +10,7 @@ from protolab.results.link import LINK_COLUMNS
 from protolab.results.load import CONNECTIONS, OBJECTS, PAGE_LOADS
 from protolab.results.rpm import RPM_COLUMNS
 from protolab.results.samples import SAMPLE_COLUMNS
-from protolab.traffic.schema import FLOW_COLUMNS
+from protolab.traffic.schema import FINGERPRINT_COLUMNS, FLOW_COLUMNS
 
 # 2: bulk transfers, pairs of clients, throughput bins, per-connection controller states, and
 # controller columns of transport samples. 3: rpm_results (responsiveness tests). 4: flows (flow
@@ -99,6 +99,10 @@ TABLES: dict[str, list[Column]] = {
                                 "h1); NULL if no connection of the run matches (another run's closing packets)"),
         ("truth_protocol", "VARCHAR", "that connection's protocol as the load result gives it (h1c, h1, h2, h3)"),
         ("truth_transport", "VARCHAR", "that connection's transport (tcp, quic)"),
+        # The NAT corpus (`protolab traffic nat-corpus`, docs/traffic.md "NAT"); NULL elsewhere.
+        *FINGERPRINT_COLUMNS,
+        ("real_client", "VARCHAR", "NAT corpus: the client host that opened the flow (the truth behind the address)"),
+        ("behind_nat", "BOOLEAN", "NAT corpus: the client sits behind the NAT gateway (its flows show the gateway's address)"),
     ],
     "pair_sides": [
         *RUN_KEY_COLUMNS,

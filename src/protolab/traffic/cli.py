@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from protolab.traffic import characterize, classify, corpus, parallel, synthetic, tstat
+from protolab.traffic import characterize, classify, corpus, nat_corpus, parallel, synthetic, tstat
 
 traffic_app = typer.Typer(name="traffic", no_args_is_help=True, add_completion=False,
                           help="Passive traffic analysis (docs/traffic.md): flow records (Tstat import, lab "
@@ -19,3 +19,4 @@ synthetic.register(traffic_app)  # synth
 classify.register(traffic_app)   # classify train|evaluate|predict
 corpus.register(traffic_app)     # corpus
 characterize.register(traffic_app)  # characterize
+nat_corpus.register(traffic_app)  # nat-corpus

@@ -41,5 +41,16 @@ FLOW_COLUMNS: list[tuple[str, str, str]] = [
     ("http_host", "VARCHAR", "cleartext HTTP/1.1: the first request's Host"),
     ("protocol", "VARCHAR", "h1, h2, h3, tls-other, quic-other, tcp-other or udp-other"),
 ]
+# The client's fingerprint (protolab-net flows only; NULL elsewhere): what tells apart hosts
+# behind one NAT (protolab.traffic.nat). Not part of FLOW_COLUMNS: Tstat imports and the
+# synthetic generator do not carry it, and readers take it when present.
+FINGERPRINT_COLUMNS: list[tuple[str, str, str]] = [
+    ("c2s_ttl", "INTEGER", "TTL (hop limit) of the client's first packet"),
+    ("syn_window", "INTEGER", "receive window of the client's SYN"),
+    ("syn_wscale", "INTEGER", "window scale of the client's SYN"),
+    ("syn_mss", "INTEGER", "MSS of the client's SYN"),
+    ("syn_tsval", "BIGINT", "TSval of the client's SYN"),
+    ("syn_options", "VARCHAR", "option kinds of the client's SYN in order (M,S,T,N,W, ...)"),
+]
 
 PROTOCOLS = ("h1", "h2", "h3", "tls-other", "quic-other", "tcp-other", "udp-other")

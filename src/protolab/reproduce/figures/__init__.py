@@ -13,6 +13,7 @@ union, in this order.
 from __future__ import annotations
 
 from protolab.reproduce.figures import (
+    seed000_nat,
     seed000_passive,
     seed000_wifi,
     seed001,
@@ -23,7 +24,8 @@ from protolab.reproduce.figures import (
 from protolab.reproduce.figures.base import PAGES_QUICK, Explanation, Figure, merged, plt_ratio
 
 FIGURES: tuple[Figure, ...] = (*seed001.FIGURES, *seed002.FIGURES, *seed002_cellular.FIGURES, *transport.FIGURES,
-                               *seed000_passive.FIGURES, *seed000_wifi.FIGURES)
+                               *seed000_passive.FIGURES, *seed000_nat.FIGURES,
+                               *seed000_wifi.FIGURES)
 
 REGISTRY: dict[str, Figure] = {figure.id: figure for figure in FIGURES}
 if len(REGISTRY) != len(FIGURES):

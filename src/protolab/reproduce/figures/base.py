@@ -33,7 +33,8 @@ class Figure:
     `explanations` record why claims that do not hold fail, each with its measurement.
     `after_run` names a step between the runs and the judging: "corpus" turns the runs'
     captures into labelled flows in the store (`traffic.corpus`), which the passive sources
-    (000 ch. 3-4, reproduce.passive) analyse.
+    (000 ch. 3-4, reproduce.passive) analyse; "nat-corpus" makes the NAT corpus instead of
+    running the spec (000 §4.2.3: the spec gives its pages, modes, link, seed and rounds).
     """
 
     id: str
@@ -51,7 +52,8 @@ class Figure:
     substitute: str = ""
     explanations: tuple[Explanation, ...] = ()
     drawing: str = ""  # how the atlas draws ours (a name in its drawing registry; "": the source's default)
-    after_run: str = ""  # "corpus": build the labelled flow corpus from the captures before judging
+    after_run: str = ""  # "corpus": build the labelled flow corpus from the captures before judging;
+    # "nat-corpus": instead of the spec's runs, make the NAT corpus the spec describes (traffic.nat_corpus)
 
 
 def claims_label(figure: Figure) -> str:
