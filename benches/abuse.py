@@ -94,13 +94,13 @@ def start_live(work: Path) -> Target:
     cmd = [sys.executable, "-m", "protolab", "serve-live", "--listen", f"{ATTACKER}:0", "--data", str(data)]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     assert process.stderr is not None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a loaded machine takes a while to import the service
     while time.monotonic() < deadline:
         line = process.stderr.readline().decode(errors="replace")
         if not line:
             break
-        if line.startswith("listening on http://"):
-            url = line.split()[2].rstrip(",")
+        if "listening on http://" in line:
+            url = line.split("listening on ", 1)[1].split()[0].rstrip(",")
             # The log goes on (one line a request): drain it so the pipe never fills up.
             log = (work / "serve-live.log").open("wb")
             threading.Thread(target=shutil.copyfileobj, args=(process.stderr, log), daemon=True).start()
