@@ -655,7 +655,8 @@ def _attacker_token(target: Target, source: str) -> str | None:
 
 def _raw_upload(target: Target, token: str, declared: int, send: int, source: str) -> str:
     """An upload announcing `declared` bytes and sending `send` of them (zeros)."""
-    with socket.create_connection(target.addrs["api"], timeout=15, source_address=(source, 0)) as s:
+    # Long enough for the service's 30 s body timeout to answer a body that never arrives.
+    with socket.create_connection(target.addrs["api"], timeout=45, source_address=(source, 0)) as s:
         s.sendall(f"POST /api/result/{token} HTTP/1.1\r\nHost: x\r\nContent-Length: {declared}\r\n\r\n".encode())
         chunk = b"0" * MIB
         left = send
@@ -775,7 +776,7 @@ def serve_attacks(target: Target, quick: bool) -> list[Attack]:
                lambda until: slowloris(target.addrs["http"], until, int(800 * scale), tls=False), 14),
         Attack("slowloris, TLS handshake", target.name, "TLS handshake timeout 10 s",
                lambda until: slowloris(target.addrs["https"], until, int(800 * scale), tls=True), 14),
-        Attack(f"QUIC handshake flood ({len(flights)} Initials)", target.name, "--max-connections 4096, handshake timeout 10 s",
+        Attack(f"QUIC handshake flood ({len(flights)} Initials)", target.name, "--quic-handshakes-before-retry 64 (Retry)",
                lambda until: handshake_flood(target, until, flights), 10),
         Attack("QUIC garbage Initials", target.name, "undecryptable packets dropped",
                lambda until: garbage_flood(target, until, int(200_000 * scale)), 5),
@@ -786,7 +787,7 @@ def live_attacks(target: Target, ledger: Ledger, quick: bool) -> list[Attack]:
     scale = 0.25 if quick else 1.0
     many = [f"127.0.0.{i}" for i in range(10, 60)]
     return [
-        Attack("slowloris on the API", target.name, "(per-recv timeout 30 s)",
+        Attack("slowloris on the API", target.name, "--max-connections-per-address 16 (503), --head-timeout-s 10",
                lambda until: slowloris(target.addrs["api"], until, int(800 * scale), tls=False), 14),
         Attack("token guessing, one address", target.name, "--rate-per-address 2 --burst-per-address 40 (429)",
                lambda until: token_guessing(target, until, [ATTACKER], 5000), 6),
