@@ -28,8 +28,8 @@ import contextlib
 import http.client
 import json
 import os
+import queue
 import secrets
-import shutil
 import socket
 import ssl
 import subprocess
@@ -93,18 +93,24 @@ def start_live(work: Path) -> Target:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "protolab", "serve-live", "--listen", f"{ATTACKER}:0", "--data", str(data)]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    assert process.stderr is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        # Its log goes on (one line a request): copied to a file so that the pipe never fills up.
+        assert process.stderr is not None
+        with (work / "serve-live.log").open("wb") as log:
+            for raw in process.stderr:
+                log.write(raw)
+                lines.put(raw.decode(errors="replace"))
+
+    threading.Thread(target=pump, daemon=True).start()
     deadline = time.monotonic() + 300  # a loaded machine takes a while to import the service
-    while time.monotonic() < deadline:
-        line = process.stderr.readline().decode(errors="replace")
-        if not line:
-            break
-        if "listening on http://" in line:
-            url = line.split("listening on ", 1)[1].split()[0].rstrip(",")
-            # The log goes on (one line a request): drain it so the pipe never fills up.
-            log = (work / "serve-live.log").open("wb")
-            threading.Thread(target=shutil.copyfileobj, args=(process.stderr, log), daemon=True).start()
-            return Target("protolab serve-live", process, {"api": _host_port(url.removeprefix("http://"))}, data)
+    while (left := deadline - time.monotonic()) > 0 and process.poll() is None:
+        with contextlib.suppress(queue.Empty):
+            line = lines.get(timeout=min(left, 1.0))
+            if "listening on http://" in line:
+                url = line.split("listening on ", 1)[1].split()[0].rstrip(",")
+                return Target("protolab serve-live", process, {"api": _host_port(url.removeprefix("http://"))}, data)
     process.kill()
     raise RuntimeError("protolab serve-live did not start")
 
