@@ -594,7 +594,8 @@ def handshake_flood(target: Target, until: float, flights: list[list[bytes]]) ->
                 return
             counts["received"] += len(data)
             counts["datagrams"] += 1
-            counts["retry"] += (data[0] & 0xF0) == 0xF0  # long header, type 3 (Retry) in QUIC v1
+            # Long header, type 3 (Retry) in QUIC v1; the fixed bit 0x40 may be greased (RFC 9287).
+            counts["retry"] += (data[0] & 0xB0) == 0xB0
 
     receiver = threading.Thread(target=receive, daemon=True)
     receiver.start()
