@@ -122,6 +122,10 @@ struct ServeArgs {
     /// beyond it: 429 with retry-after.
     #[arg(long, default_value_t = 10_000)]
     max_requests_per_second: u32,
+    /// QUIC handshakes in progress beyond which a new connection from an unvalidated address
+    /// gets a stateless Retry first (0: every one does); docs/server.md, "Limits".
+    #[arg(long, default_value_t = 64)]
+    quic_handshakes_before_retry: usize,
     /// Listen with MPTCP sockets (IPPROTO_MPTCP); plain TCP clients still connect.
     #[arg(long)]
     mptcp: bool,
@@ -199,6 +203,7 @@ fn serve_options(args: &ServeArgs, listen: Vec<IpAddr>, quic: web::transport::Qu
             max_connections: args.max_connections,
             max_requests_per_second: args.max_requests_per_second,
             max_request_burst: args.max_requests_per_second,
+            quic_handshakes_before_retry: args.quic_handshakes_before_retry,
             ..web::Limits::default()
         },
     }

@@ -34,6 +34,11 @@ pub struct Limits {
     pub max_requests_per_second: u32,
     /// Requests one connection may make at once before the sustained rate applies.
     pub max_request_burst: u32,
+    /// QUIC handshakes in progress beyond which a new connection from an address not yet
+    /// validated gets a stateless Retry first (RFC 9000 §8.1.2): a flood of Initials that never
+    /// come back (spoofed or abandoned) then holds no connection state and no connection slot,
+    /// while a real client answers the Retry and gets in one round trip later. 0: always Retry.
+    pub quic_handshakes_before_retry: usize,
 }
 
 impl Default for Limits {
@@ -50,6 +55,9 @@ impl Default for Limits {
             // most a few hundred objects); it caps floods of cheap requests.
             max_requests_per_second: 10_000,
             max_request_burst: 10_000,
+            // Far above the handshakes a page load (h3-parallel:N) or a speed test opens at
+            // once, so that the lab's handshakes keep their one round trip.
+            quic_handshakes_before_retry: 64,
         }
     }
 }

@@ -288,3 +288,49 @@ async fn h3_stopped_downloads_leave_the_connection_serving() {
     assert_eq!(body.len(), 1);
     client.close().await;
 }
+
+/// The first datagram the server answers a fresh client Initial with (the Initial is built by
+/// quinn-proto's client state machine, sent from a plain UDP socket, never continued).
+async fn first_answer_to_an_initial(lab: &Lab) -> Vec<u8> {
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(lab.material.client_config(&[b"h3"]).unwrap()).unwrap();
+    let mut endpoint = quinn_proto::Endpoint::new(Arc::new(quinn_proto::EndpointConfig::default()), None, false, None);
+    let now = std::time::Instant::now();
+    let (_, mut conn) = endpoint.connect(now, quinn_proto::ClientConfig::new(Arc::new(crypto)), lab.h3, "www.a.test").unwrap();
+    let mut datagram = Vec::new();
+    conn.poll_transmit(now, 1, &mut datagram).expect("a client Initial");
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    socket.send_to(&datagram, lab.h3).await.unwrap();
+    let mut answer = vec![0u8; 65536];
+    let n = tokio::time::timeout(Duration::from_secs(5), socket.recv(&mut answer)).await.expect("an answer").unwrap();
+    answer.truncate(n);
+    answer
+}
+
+/// Long header packet types of QUIC v1 (RFC 9000 §17.2): the long-header bit and the type in
+/// bits 4-5 of the first byte; the fixed bit (0x40) is left out, since quinn greases it (RFC 9287).
+const PACKET_KIND: u8 = 0xb0;
+const LONG_INITIAL: u8 = 0x80;
+const LONG_RETRY: u8 = 0xb0;
+
+/// Handshake floods (docs/server.md, "Limits"): beyond `quic_handshakes_before_retry`
+/// handshakes in progress, an Initial from an unvalidated address gets a stateless Retry, and
+/// a real client answers it and is served; below it the server answers with its handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h3_handshakes_beyond_the_limit_get_a_retry_and_real_clients_still_connect() {
+    let lab = Lab::start(Limits { quic_handshakes_before_retry: 0, ..Limits::default() }).await;
+    let answer = first_answer_to_an_initial(&lab).await;
+    assert_eq!(answer[0] & PACKET_KIND, LONG_RETRY, "a Retry, not the handshake");
+    // A Retry is smaller than the Initial it answers: no amplification at all.
+    assert!(answer.len() < 200, "Retry of {} bytes", answer.len());
+    let mut client = h3_connect(&lab, "www.a.test").await;
+    let (r, body) = client.get(&format!("https://www.a.test:{}/", lab.h3.port())).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(body.len(), 14000);
+    client.close().await;
+    lab.stop().await;
+
+    let lab = Lab::start(Limits::default()).await;
+    let answer = first_answer_to_an_initial(&lab).await;
+    assert_eq!(answer[0] & PACKET_KIND, LONG_INITIAL, "the server's Initial (no Retry below the limit)");
+    lab.stop().await;
+}

@@ -40,15 +40,18 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def _limits(rate_per_address: float, burst_per_address: int, tests_per_address_per_hour: int,
-            max_in_flight: int) -> ServiceLimits:
-    """The CLI's limits; 0 turns a limit off."""
-    from protolab.live.limits import AddressRateLimiter, ConcurrencyCap, ServiceLimits
+            max_in_flight: int, connections: tuple[int, int] = (0, 0), head_timeout_s: float = 0) -> ServiceLimits:
+    """The CLI's limits; 0 turns a limit off. `connections`: (in all, per address)."""
+    from protolab.live.limits import AddressRateLimiter, ConcurrencyCap, ConnectionGate, ServiceLimits
 
     requests = AddressRateLimiter(rate_per_address, burst_per_address) if rate_per_address > 0 else None
     tests = (AddressRateLimiter(tests_per_address_per_hour / 3600.0, tests_per_address_per_hour)
              if tests_per_address_per_hour > 0 else None)
+    total, per_address = connections
+    gate = ConnectionGate(total or 1 << 30, per_address or 1 << 30) if total > 0 or per_address > 0 else None
     return ServiceLimits(requests=requests, tests=tests,
-                         in_flight=ConcurrencyCap(max_in_flight) if max_in_flight > 0 else None)
+                         in_flight=ConcurrencyCap(max_in_flight) if max_in_flight > 0 else None,
+                         connections=gate, head_timeout_s=head_timeout_s or None)
 
 
 def _addresses(texts: list[str], option: str) -> frozenset[str]:
@@ -110,6 +113,15 @@ def serve_live_command(  # noqa: PLR0913 - one option per knob of the service (d
                                                                  "(0: no limit); beyond: 429.")] = 30,
     max_in_flight: Annotated[int, typer.Option("--max-in-flight", min=0,
                                                help="Requests served at once (0: no cap); beyond: 503.")] = 64,
+    max_connections: Annotated[int, typer.Option("--max-connections", min=0,
+                                                 help="Connections open at once (0: no cap); beyond: 503 at "
+                                                      "accept.")] = 512,
+    max_connections_per_address: Annotated[int, typer.Option("--max-connections-per-address", min=0,
+                                                             help="Connections open at once per client address "
+                                                                  "(0: no cap); beyond: 503 at accept.")] = 16,
+    head_timeout_s: Annotated[float, typer.Option("--head-timeout-s", min=0,
+                                                  help="Time for a request's line and headers to arrive "
+                                                       "(0: only the 30 s socket timeout per read).")] = 10.0,
     retain_tests: Annotated[int | None, typer.Option("--retain-tests", min=0,
                                                      help="Keep at most this many tests (oldest removed).")] = None,
     retain_days: Annotated[float | None, typer.Option("--retain-days", min=0,
@@ -169,7 +181,8 @@ def serve_live_command(  # noqa: PLR0913 - one option per knob of the service (d
                   "retention": retention},
                  {"host": host, "port": port, "allow_origin": allow_origin, "log_format": log_format,
                   "trusted_proxies": _addresses(trusted_proxy or [], "--trusted-proxy"),
-                  "limits": _limits(rate_per_address, burst_per_address, tests_per_address_per_hour, max_in_flight)})
+                  "limits": _limits(rate_per_address, burst_per_address, tests_per_address_per_hour, max_in_flight,
+                                    (max_connections, max_connections_per_address), head_timeout_s)})
 
 
 def _run_service(data: Path, listen: str, site: SpeedtestSite | None, acme: AcmeSettings | None,

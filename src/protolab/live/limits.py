@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -106,12 +106,53 @@ class ConcurrencyCap:
             self._active = max(0, self._active - 1)
 
 
+class ConnectionGate:
+    """Open connections, per client address and in all, counted from accept to close: the
+    server checks it before it starts a thread for a connection, so clients that open
+    connections and send nothing (or a byte now and then: slowloris) hold at most
+    `per_address` threads each and `total` in all, and everyone else still gets in. Returns
+    the refusal's message, or None when the connection is admitted."""
+
+    def __init__(self, total: int, per_address: int) -> None:
+        if total < 1 or per_address < 1:
+            raise ValueError(f"connection limits must be at least 1, got {total} in all, {per_address} per address")
+        self.total = int(total)
+        self.per_address = int(per_address)
+        self._open: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @property
+    def open(self) -> int:
+        return sum(self._open.values())
+
+    def admit(self, address: str, exempt: bool = False) -> str | None:
+        """Counts a new connection from `address` (an exempt one, a trusted proxy, is limited
+        only by the total) or says why not."""
+        with self._lock:
+            if sum(self._open.values()) >= self.total:
+                return f"the service has {self.total} connections open already; try again shortly"
+            if not exempt and self._open[address] >= self.per_address:
+                return f"your address has {self.per_address} connections open already; close one first"
+            self._open[address] += 1
+            return None
+
+    def release(self, address: str) -> None:
+        with self._lock:
+            self._open[address] -= 1
+            if self._open[address] <= 0:
+                del self._open[address]
+
+
 @dataclass
 class ServiceLimits:
     """The limits the HTTP server applies (None: that limit is off). `requests`: every API
     request, per address; `tests`: tokens issued per address (a refused token request gives its
-    token back); `in_flight`: requests served at once, over all addresses."""
+    token back); `in_flight`: requests served at once, over all addresses; `connections`:
+    connections open per address and in all; `head_timeout_s`: time for a request's line and
+    headers to arrive, from the connection's accept (its body then has REQUEST_TIMEOUT_S)."""
 
     requests: AddressRateLimiter | None = None
     tests: AddressRateLimiter | None = None
     in_flight: ConcurrencyCap | None = None
+    connections: ConnectionGate | None = None
+    head_timeout_s: float | None = None

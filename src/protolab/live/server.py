@@ -8,6 +8,7 @@ stops the server.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import re
@@ -55,6 +56,40 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+class _Deadlines:
+    """Cuts off connections whose request does not arrive in time (a head or body trickled a
+    byte at a time: slowloris), where the socket timeout alone would wait REQUEST_TIMEOUT_S per
+    byte. One thread for all connections: it shuts the socket down, so the handler's blocked
+    read returns at once and the handler ends. Under the lock, so that a connection whose
+    handler has finished (`clear`) is never touched again."""
+
+    def __init__(self) -> None:
+        self._due: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, conn: socket.socket, within_s: float) -> None:
+        with self._lock:
+            self._due[conn] = time.monotonic() + within_s
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="protolab-live-deadlines", daemon=True)
+                self._thread.start()
+
+    def clear(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._due.pop(conn, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(0.25)
+            now = time.monotonic()
+            with self._lock:
+                for conn in [c for c, due in self._due.items() if due <= now]:
+                    del self._due[conn]
+                    with contextlib.suppress(OSError):
+                        conn.shutdown(socket.SHUT_RDWR)
+
+
 class _Handler(BaseHTTPRequestHandler):
     """One request: route, call the coordinator, answer JSON. HTTP/1.0, one request per
     connection: simple, and a refused upload's unread body cannot confuse a next request."""
@@ -83,6 +118,23 @@ class _Handler(BaseHTTPRequestHandler):
             return str(ipaddress.ip_address(forwarded))
         except ValueError:
             return address
+
+    # -- deadlines (docs/live.md, "Limits") --------------------------------------------------
+
+    def setup(self) -> None:
+        super().setup()
+        if self.server.limits.head_timeout_s is not None:
+            self.server.deadlines.arm(self.connection, self.server.limits.head_timeout_s)
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        if self.server.limits.head_timeout_s is not None:
+            self.server.deadlines.arm(self.connection, REQUEST_TIMEOUT_S)  # now for the body
+        return parsed
+
+    def finish(self) -> None:
+        self.server.deadlines.clear(self.connection)
+        super().finish()
 
     # -- methods -----------------------------------------------------------------------------
 
@@ -218,6 +270,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._unread = 0
             raise LiveError(408, "timeout", "the body did not arrive in time") from None
         self._unread = 0
+        self.server.deadlines.clear(self.connection)  # the body is in: storing it is never cut short
         if len(data) < length:
             raise LiveError(400, "truncated", f"the body ended after {len(data)} of {length} bytes")
         return data
@@ -328,6 +381,10 @@ class LiveServer(ThreadingHTTPServer):
         self.thread: threading.Thread | None = None
         self._connections = 0  # accepted and not yet answered: close() lets them finish
         self._connections_done = threading.Condition()
+        self.deadlines = _Deadlines()
+        if self.limits.connections is not None:
+            gate = self.limits.connections
+            self.metrics.gauge("protolab_live_connections_open", "Connections open", lambda: gate.open)
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), _Handler)
 
@@ -353,14 +410,38 @@ class LiveServer(ThreadingHTTPServer):
             self.thread.join(0.5)
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        gate = self.limits.connections
+        if gate is not None:
+            refusal = gate.admit(client_address[0], exempt=client_address[0] in self.trusted_proxies)
+            if refusal is not None:
+                self._turn_away(request, client_address[0], refusal)
+                return
         with self._connections_done:
             self._connections += 1
         super().process_request(request, client_address)
+
+    def _turn_away(self, request: socket.socket, peer: str, message: str) -> None:
+        """A connection over the limits: 503 at once, without a thread and without reading."""
+        self.metrics.refused.labels("too_many_connections").inc()
+        body = json.dumps({"error": "too_many_connections", "message": message, "retry_after_s": 2}).encode() + b"\n"
+        head = (f"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nRetry-After: 2\r\nCache-Control: no-store\r\n"
+                f"Access-Control-Allow-Origin: {self.allow_origin}\r\n\r\n").encode()
+        with contextlib.suppress(OSError):
+            request.send(head + body, socket.MSG_DONTWAIT)  # never block the accepting thread
+        self.shutdown_request(request)
+        if self.log_format == "json":
+            self.log(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "peer": peer, "request": None,
+                                 "status": 503, "error": "too_many_connections", "message": message}))
+        else:
+            self.log(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {_printable(peer)} (connection) 503 - {message}")
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
+            if self.limits.connections is not None:
+                self.limits.connections.release(client_address[0])
             with self._connections_done:
                 self._connections -= 1
                 self._connections_done.notify_all()

@@ -162,6 +162,8 @@ struct Ctx {
     quic_config: quinn::ServerConfig,
     instrument: InstrumentOptions,
     connections: Arc<Semaphore>,
+    /// QUIC handshakes in progress (see `Limits::quic_handshakes_before_retry`).
+    handshaking: Arc<std::sync::atomic::AtomicUsize>,
     epoch: Instant,
     /// `Alt-Svc` value per local address (the HTTP/3 port of that address).
     alt_svc: HashMap<IpAddr, HeaderValue>,
@@ -223,6 +225,7 @@ impl Server {
             h2: builder.clone().http2_only(),
             auto: builder,
             connections: Arc::new(Semaphore::new(limits.max_connections)),
+            handshaking: Arc::default(),
             limits,
             tcp,
             quic: options.quic.clone(),

@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -52,6 +53,23 @@ fn qlog_config(ctx: &Ctx, conn_id: &str) -> Option<quinn::ServerConfig> {
     config.transport_config(Arc::new(quic_transport(&ctx.limits, &ctx.quic, Some(stream)).ok()?));
     Some(config)
 }
+/// One QUIC handshake in progress, counted in `Ctx::handshaking` until it completes, times out
+/// or its connection ends (dropped).
+struct HandshakeSlot(Arc<AtomicUsize>);
+
+impl HandshakeSlot {
+    fn take(count: &Arc<AtomicUsize>) -> HandshakeSlot {
+        count.fetch_add(1, Ordering::Relaxed);
+        HandshakeSlot(count.clone())
+    }
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 type H3Connection = h3::server::Connection<h3_quinn::Connection, Bytes>;
 type H3Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
@@ -62,11 +80,18 @@ pub(super) async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
     // Ends when the endpoint is closed.
     while let Some(incoming) = endpoint.accept().await {
         while connections.try_join_next().is_some() {}
+        if !incoming.remote_address_validated() && incoming.may_retry() && ctx.handshaking.load(Ordering::Relaxed) >= ctx.limits.quic_handshakes_before_retry {
+            // Stateless: nothing is kept until the client comes back with the Retry's token.
+            // Cannot fail after may_retry(); a refused retry just drops the Initial.
+            let _ = incoming.retry();
+            continue;
+        }
         let Ok(permit) = ctx.connections.clone().try_acquire_owned() else {
             incoming.refuse();
             continue;
         };
         let ctx = ctx.clone();
+        let handshake_slot = HandshakeSlot::take(&ctx.handshaking);
         connections.spawn(async move {
             let _permit = permit;
             let local_ip = incoming.local_ip().or(bound_ip);
@@ -98,6 +123,7 @@ pub(super) async fn quic_accept_loop(endpoint: quinn::Endpoint, ctx: Arc<Ctx>) {
                         Ok(_) => drop(handshake_done.send(true)),
                         Err(_) => conn.close(quinn::VarInt::from_u32(0), b"handshake timeout"),
                     }
+                    drop(handshake_slot);
                 })
             };
             let sampler = ctx
