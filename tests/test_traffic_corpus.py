@@ -25,12 +25,15 @@ def test_a_results_directory_without_captures_is_refused(tmp_path: Path) -> None
     assert not (tmp_path / "f.parquet").exists()
 
 
-def test_flow_records_are_extracted_once_per_capture(tmp_path: Path) -> None:
+def test_flow_records_are_extracted_once_per_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A corpus grown by new runs extracts only theirs; a capture made again, or another
-    protolab-net, is extracted again; only the runs asked for are handed on."""
+    protolab-net, is extracted again; only the runs asked for are handed on (from a results
+    directory given relative to the working directory too)."""
     import os
 
     from protolab.traffic.corpus import _flow_records
+
+    monkeypatch.chdir(tmp_path)
 
     log = tmp_path / "extracted"
     extractor = tmp_path / "protolab-net"
@@ -43,8 +46,8 @@ def test_flow_records_are_extracted_once_per_capture(tmp_path: Path) -> None:
 
     def extract(keys: list[str]) -> tuple[list[str], list[str]]:
         log.write_text("")
-        with _flow_records(results, keys, extractor, None) as records:
-            handed = sorted(p.name for p in records.glob("*.parquet"))
+        with _flow_records(Path("results"), keys, extractor, None) as records:
+            handed = sorted(p.name for p in records.glob("*.parquet") if p.read_text() == "records\n")
         return sorted(Path(line).parent.name for line in log.read_text().split()), handed
 
     assert extract(["a", "b"]) == (["a", "b"], ["a.parquet", "b.parquet"])

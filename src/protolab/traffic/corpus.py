@@ -60,7 +60,7 @@ def binary_stamp(binary: Path) -> str:
 def _flow_records(results: Path, run_keys: list[str], binary: Path,
                   progress: Callable[[str], None] | None) -> Iterator[Path]:
     """The directory of every run's flow records (RUN_KEY.parquet), extracting those missing."""
-    records = results / FLOW_RECORDS_DIR
+    records = (results / FLOW_RECORDS_DIR).resolve()  # absolute: the links below point here
     records.mkdir(exist_ok=True)
     stamp_file = records / "protolab-net"
     stamp = binary_stamp(binary)
