@@ -205,7 +205,7 @@ def test_every_passive_claim_has_data_on_a_corpus(figure: Any) -> None:
     """Every judged claim of a passive figure finds its rows in its source's analysis of the
     corpus (an estimate, whatever the verdict); the campus claims are "not judgeable here"."""
     rows = rows_of(figure.source)
-    assert figure.after_run == "corpus" and figure.spec == "traffic-corpus.toml"
+    assert figure.after_run == "corpus" and figure.spec == seed000_passive.SPEC == "traffic-corpus-10x.toml"
     for claim in figure.claims:
         verdict = claim.check(rows)
         if isinstance(claim.estimator, NotJudgeable):

@@ -2,8 +2,9 @@
 
 000 measured real networks (a campus and a residential network, Tstat logs of 2016); the lab
 cannot make that traffic. What it can judge is 000's *method* on traffic whose truth it knows
-exactly: every figure here runs the labelled lab corpus (`specs/traffic-corpus.toml`: page loads
-in h1, h2, h2-parallel:2 and h3 over several links, the client's capture kept), builds its flows
+exactly: every figure here runs the labelled lab corpus (`specs/traffic-corpus-10x.toml`: loads
+of twelve generated pages in h1, h2, h2-parallel:2 and h3 over several links, the client's
+capture kept; under `reproduce --all` one corpus for all, reproduce.shared_corpus), builds its flows
 (`after_run="corpus"`, as `protolab traffic corpus`) and analyses them (reproduce.passive). Each
 figure keeps 000's statements about its networks beside the judged ones, as claims whose verdict
 is "not judgeable here" with the reason (claims.NotJudgeable).
@@ -20,10 +21,13 @@ from typing import Any
 from protolab.reproduce.claims import Claim, Median, NotJudgeable, Ratio
 from protolab.reproduce.figures.base import Figure
 
-SPEC = "traffic-corpus.toml"
-# Three pages of two origins each, one link rate: 48 loads (about 2 minutes), every class with
-# enough flows for 10 folds.
-QUICK: dict[str, Any] = {"axes": {"bandwidth_mbps": [10], "page": ["wikipedia", "vk", "instagram"]}}
+# The 10x corpus (issue 24): twelve generated pages of 5 to 52 origins, 384 loads, ~13 000
+# labelled flows (the five demo pages' specs/traffic-corpus.toml gave 679), enough pages to hold
+# each out in turn (Table 3.2's leave-one-page-out).
+SPEC = "traffic-corpus-10x.toml"
+# Three of its pages (13-24 origins), one link rate: 48 loads (a few minutes), every class with
+# far more than the 10 flows 10 folds need.
+QUICK: dict[str, Any] = {"axes": {"bandwidth_mbps": [10], "page": ["page-003", "page-008", "page-012"]}}
 CAMPUS = "000's campus and residential traffic of 2016 (Tstat); the lab corpus has no such users or services"
 LAB_LOADS = ("the lab closes every connection when its load ends (no idle connections kept open for minutes), "
              "so its durations say nothing of the wild's")
