@@ -21,11 +21,11 @@ from typing import Any
 from protolab.reproduce.claims import Claim, Median, NotJudgeable, Ratio
 from protolab.reproduce.figures.base import Figure
 
-# The 10x corpus (issue 24): twelve generated pages of 5 to 52 origins, 384 loads, ~13 000
+# The 10x corpus (issue 24): twelve generated pages of 8 to 52 origins, 384 loads, ~13 000
 # labelled flows (the five demo pages' specs/traffic-corpus.toml gave 679), enough pages to hold
 # each out in turn (Table 3.2's leave-one-page-out).
 SPEC = "traffic-corpus-10x.toml"
-# Three of its pages (13-24 origins), one link rate: 48 loads (a few minutes), every class with
+# Three of its pages (10-15 origins), one link rate: 48 loads (a few minutes), every class with
 # far more than the 10 flows 10 folds need.
 QUICK: dict[str, Any] = {"axes": {"bandwidth_mbps": [10], "page": ["page-003", "page-008", "page-012"]}}
 CAMPUS = "000's campus and residential traffic of 2016 (Tstat); the lab corpus has no such users or services"
