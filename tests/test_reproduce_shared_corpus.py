@@ -4,6 +4,7 @@ flow corpus in it is built once and rebuilt only when its captures change."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -97,3 +98,19 @@ def test_the_corpus_is_built_once_and_again_only_when_its_captures_change(monkey
     (results / "flows.parquet").unlink()  # the corpus itself gone
     cli.build_flow_corpus(results, None)
     assert len(builds) == 5
+
+
+def test_the_atlas_draws_a_passive_figure_from_the_shared_corpus(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    figure = next(f for f in PASSIVE if f.id == "000-fig3.4")
+    figure_dir = tmp_path / "000-fig3.4"
+    figure_dir.mkdir()
+    document = {"schema": cli.SCHEMA, "claims": [], "experiment": "traffic-corpus", "data_dir": "../corpus/x"}
+    (figure_dir / "reproduce.json").write_text(json.dumps(document))
+    seen: list[Path] = []
+    monkeypatch.setattr(atlas, "ours", lambda _figure, store_dir, _experiment: seen.append(store_dir))
+    atlas.collect([figure], tmp_path, False, tmp_path / "figures")
+    assert seen == [figure_dir / "../corpus/x"]
+    (figure_dir / "reproduce.json").write_text(json.dumps({**document, "data_dir": None}))
+    atlas.collect([figure], tmp_path, False, tmp_path / "figures")
+    assert seen[1] == figure_dir / "."  # a figure with its own runs
