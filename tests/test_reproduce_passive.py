@@ -135,11 +135,38 @@ def test_learning_curve_trains_on_growing_stratified_shares_of_one_draw() -> Non
     assert full["train_flows"] + full["test_flows"] == labelled
 
 
-def test_condition_stability_holds_out_each_value_of_each_varying_column() -> None:
+def test_condition_stability_holds_out_each_value_of_each_varying_column_and_each_page() -> None:
     rows = rows_of("condition_stability")
     assert {(r["column"], r["value"]) for r in rows} == {("rtt_ms", 20.0), ("rtt_ms", 100.0),
-                                                         ("bandwidth_mbps", 10.0), ("bandwidth_mbps", 50.0)}
+                                                         ("bandwidth_mbps", 10.0), ("bandwidth_mbps", 50.0),
+                                                         ("page", "vk"), ("page", "wikipedia")}
+    assert {r["held_out"] for r in rows if r["column"] == "page"} == {"page"}
+    assert {r["held_out"] for r in rows if r["column"] != "page"} == {"condition"}
     assert all(r["accuracy_ratio"] == pytest.approx(r["accuracy"] / r["cv_accuracy"]) for r in rows)
+    assert all(r["algorithm"] == "rf" for r in rows)
+
+
+def test_group_holdout_leaves_each_page_out_and_scores_an_unlike_page_zero() -> None:
+    """A third page whose h2 flows are copies of vk's h1 flows: trained on the two other pages,
+    every model takes all of them for h1 (accuracy and macro-F1 0)."""
+    flows = list(corpus())
+    odd = [{**f, "page": "odd", "protocol": "h2", "run_key": "odd-" + f["run_key"]}
+           for f in corpus() if f["page"] == "vk" and f["mode"] == "h1" and f["protocol"]]
+    rows = passive.group_holdout(flows + odd, "page", ("rf", "c45"))
+    assert [(r["algorithm"], r["value"]) for r in rows] == [(a, p) for a in ("rf", "c45")
+                                                            for p in ("odd", "vk", "wikipedia")]
+    labelled = {page: sum(1 for f in flows + odd if f["protocol"] and f["page"] == page)
+                for page in ("odd", "vk", "wikipedia")}
+    for row in rows:
+        assert row["flows"] == labelled[row["value"]]
+        assert row["train_flows"] == sum(labelled.values()) - labelled[row["value"]]
+    for row in (r for r in rows if r["value"] == "odd"):
+        assert (row["accuracy"], row["macro_f1"]) == (0.0, 0.0)
+    # Without the odd page, each of the two pages held out is classified as in the CV.
+    alike = passive.group_holdout(flows, "page", ("rf",))
+    assert [r["value"] for r in alike] == ["vk", "wikipedia"]
+    assert all(r["accuracy"] >= 0.9 and r["macro_f1"] >= 0.9 for r in alike)
+    assert passive.group_holdout([f for f in flows if f["page"] == "vk"], "page") == []  # one page: nothing to hold out
 
 
 def test_sessions_find_each_loads_connections_and_their_overlap() -> None:
@@ -178,7 +205,7 @@ def test_every_passive_claim_has_data_on_a_corpus(figure: Any) -> None:
     """Every judged claim of a passive figure finds its rows in its source's analysis of the
     corpus (an estimate, whatever the verdict); the campus claims are "not judgeable here"."""
     rows = rows_of(figure.source)
-    assert figure.after_run == "corpus" and figure.spec == "traffic-corpus.toml"
+    assert figure.after_run == "corpus" and figure.spec == seed000_passive.SPEC == "traffic-corpus-10x.toml"
     for claim in figure.claims:
         verdict = claim.check(rows)
         if isinstance(claim.estimator, NotJudgeable):

@@ -25,6 +25,41 @@ def test_a_results_directory_without_captures_is_refused(tmp_path: Path) -> None
     assert not (tmp_path / "f.parquet").exists()
 
 
+def test_flow_records_are_extracted_once_per_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corpus grown by new runs extracts only theirs; a capture made again, or another
+    protolab-net, is extracted again; only the runs asked for are handed on (from a results
+    directory given relative to the working directory too)."""
+    import os
+
+    from protolab.traffic.corpus import _flow_records
+
+    monkeypatch.chdir(tmp_path)
+
+    log = tmp_path / "extracted"
+    extractor = tmp_path / "protolab-net"
+    extractor.write_text(f'#!/bin/sh\necho "$2" >> {log}\necho records > "$4"\n')
+    extractor.chmod(0o755)
+    results = tmp_path / "results"
+    for key in ("a", "b", "c"):
+        (results / "runs" / key).mkdir(parents=True)
+        (results / "runs" / key / "client.pcap").write_bytes(key.encode())
+
+    def extract(keys: list[str]) -> tuple[list[str], list[str]]:
+        log.write_text("")
+        with _flow_records(Path("results"), keys, extractor, None) as records:
+            handed = sorted(p.name for p in records.glob("*.parquet") if p.read_text() == "records\n")
+        return sorted(Path(line).parent.name for line in log.read_text().split()), handed
+
+    assert extract(["a", "b"]) == (["a", "b"], ["a.parquet", "b.parquet"])
+    assert extract(["a", "b", "c"]) == (["c"], ["a.parquet", "b.parquet", "c.parquet"])
+    assert extract(["a", "c"]) == ([], ["a.parquet", "c.parquet"])
+    pcap = results / "runs" / "b" / "client.pcap"
+    os.utime(pcap, ns=(pcap.stat().st_atime_ns, pcap.stat().st_mtime_ns + 10**10))
+    assert extract(["a", "b"]) == (["b"], ["a.parquet", "b.parquet"])
+    extractor.write_text(extractor.read_text() + "# another build\n")
+    assert extract(["a", "b"]) == (["a", "b"], ["a.parquet", "b.parquet"])
+
+
 @pytest.mark.lab
 def test_captured_page_loads_become_labelled_flows(emu_binary: Path, tmp_path: Path) -> None:
     spec = {"schema_version": 1, "name": "corpus", "scenario": "traffic-corpus", "seed": 1, "repetitions": 1,

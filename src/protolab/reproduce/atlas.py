@@ -133,7 +133,9 @@ def collect(figures: Sequence[Figure], root: Path, quick: bool, figures_dir: Pat
         if not figure.not_runnable:
             entry.document = read_document(results_dir / "reproduce.json")
         if entry.document is not None:
-            drawn = [ours(figure, results_dir, str(entry.document.get("experiment", ""))),
+            # A passive figure's runs live in the corpus it shares with the others (shared_corpus).
+            store_dir = results_dir / str(entry.document.get("data_dir") or ".")
+            drawn = [ours(figure, store_dir, str(entry.document.get("experiment", ""))),
                      claims_figure(entry.document["claims"])]
             for kind, fig in zip(("ours", "claims"), drawn):
                 if fig is not None:

@@ -5,6 +5,7 @@ and write RESULTS/reproduce.json."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from protolab.console import console
 from protolab.errors import ProtolabError
 from protolab.files import write_text_atomically
 from protolab.plan.experiment import Experiment, read_spec_data, spec_from_dict
+from protolab.reproduce import shared_corpus
 from protolab.reproduce.adaptive import Round, at_budget, needed_runs, run_adaptively
 from protolab.reproduce.claims import (
     INCONCLUSIVE,
@@ -59,13 +61,17 @@ def figure_named(name: str) -> Figure:
         raise ProtolabError(f"no figure {name!r}; known: {', '.join(REGISTRY)} (protolab reproduce --list)") from None
 
 
+def spec_data_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR) -> dict[str, Any]:
+    """The figure's spec as data, with its quick overrides merged in when asked."""
+    data = read_spec_data(specs_dir / figure.spec)
+    return merged(data, figure.quick) if quick else data
+
+
 def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR, repetitions: int | None = None) -> Experiment:
     """The figure's spec, with its quick overrides merged in when asked (and `repetitions`, when
     given, in place of the spec's: an adaptive round)."""
     path = specs_dir / figure.spec
-    data = read_spec_data(path)
-    if quick:
-        data = merged(data, figure.quick)
+    data = spec_data_of(figure, quick, specs_dir)
     if repetitions is not None:
         data = merged(data, {"repetitions": repetitions})
     return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
@@ -181,11 +187,18 @@ def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim]
 
 def build_flow_corpus(results_dir: Path, binary: Path | None) -> None:
     """The labelled flows of every captured run into RESULTS/flows.parquet and the store (what
-    the passive figures analyse; the same as `protolab traffic corpus RESULTS`)."""
+    the passive figures analyse; the same as `protolab traffic corpus RESULTS`), unless they
+    were built from the same captures already (shared_corpus.corpus_fingerprint)."""
     from protolab.lab.binary import find_binary
-    from protolab.traffic.corpus import build_corpus
+    from protolab.traffic.corpus import binary_stamp, build_corpus
 
-    summary = build_corpus(results_dir, results_dir / "flows.parquet", find_binary(binary))
+    extractor = find_binary(binary)
+    fingerprint = shared_corpus.corpus_fingerprint(results_dir, binary_stamp(extractor))
+    if shared_corpus.corpus_is_current(results_dir, fingerprint):
+        console.print(f"corpus: {escape(str(results_dir / 'flows.parquet'))} is up to date (same captures)")
+        return
+    summary = build_corpus(results_dir, results_dir / "flows.parquet", extractor)
+    write_text_atomically(results_dir / shared_corpus.FINGERPRINT_FILE, fingerprint)
     balance = ", ".join(f"{label} {count}" for label, count in summary["class_balance"].items())
     console.print(f"corpus: {summary['runs']} runs, {summary['flows']} flows, {summary['labelled_flows']} "
                   f"labelled ({escape(balance)})")
@@ -207,10 +220,13 @@ def build_nat_corpus(experiment: Experiment, results_dir: Path, binary: Path | N
 
 
 def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate_only: bool, budget: int | None,
-                     binary: Path | None, lab: str | None, retry_failed: bool = False) -> dict[str, Any]:
+                     binary: Path | None, lab: str | None, retry_failed: bool = False,
+                     data_dir: Path | None = None) -> dict[str, Any]:
     """Run a figure (unless `evaluate_only`) in adaptive rounds until its claims decide or its
-    budget is spent, judge it, print the verdicts, write and return its reproduce.json."""
+    budget is spent, judge it, print the verdicts, write and return its reproduce.json (in
+    `results_dir`; the runs and their store in `data_dir`, by default the same directory)."""
     started = time.monotonic()
+    figure_dir, results_dir = results_dir, data_dir or results_dir
     experiment = experiment_of(chosen, quick)
     rounds: list[Round] = []
     budget = budget if budget is not None else chosen.quick_budget if quick else chosen.budget
@@ -228,9 +244,12 @@ def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate
         console.print(f"  paper: {escape(what)}: {escape(value)}", highlight=False)
     if chosen.note:
         console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
-    out = results_dir / "reproduce.json"
+    out = figure_dir / "reproduce.json"
     document = verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget,
                                 run_counts(results_dir, experiment.name), time.monotonic() - started)
+    if figure_dir != results_dir:  # the atlas draws ours from the store there
+        document["data_dir"] = os.path.relpath(results_dir, figure_dir)
+        figure_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomically(out, json.dumps(document, indent=2) + "\n")
     done = sum(v.outcome == REPRODUCED for v in verdicts)
     at_budget_count = sum(v.outcome == INCONCLUSIVE_AT_BUDGET for v in verdicts)
@@ -242,7 +261,8 @@ def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate
 def reproduce_all(quick: bool, root: Path, *, evaluate_only: bool, budget: int | None, binary: Path | None,
                   lab: str | None, retry_failed: bool = False) -> None:
     """Every runnable figure, one after the other (a figure that fails is reported and skipped),
-    then the atlas."""
+    then the atlas. The passive figures (after_run "corpus") of one spec share one corpus
+    (reproduce.shared_corpus): built by the first, reused by the others."""
     from protolab.reproduce import atlas
 
     failed = []
@@ -250,12 +270,14 @@ def reproduce_all(quick: bool, root: Path, *, evaluate_only: bool, budget: int |
         if figure.not_runnable:
             continue
         results_dir = atlas.results_dir_of(root, figure, quick)
-        if evaluate_only and not (results_dir / "results.duckdb").exists():
-            console.print(f"{figure.id}: no results in {results_dir}; skipped", style="dim")
+        data_dir = (shared_corpus.shared_dir(root, spec_data_of(figure, quick), quick)
+                    if figure.after_run == "corpus" else results_dir)
+        if evaluate_only and not (data_dir / "results.duckdb").exists():
+            console.print(f"{figure.id}: no results in {data_dir}; skipped", style="dim")
             continue
         try:
             reproduce_figure(figure, quick, results_dir, evaluate_only=evaluate_only, budget=budget, binary=binary,
-                             lab=lab, retry_failed=retry_failed)
+                             lab=lab, retry_failed=retry_failed, data_dir=data_dir)
         except ProtolabError as exc:
             failed.append(figure.id)
             console.print(f"{figure.id}: {escape(str(exc))}", style="bold red")

@@ -13,7 +13,8 @@ the run's `mode`, `page` and link condition) and returns rows for the claims (re
 | `cv_folds` | per algorithm and fold of a stratified 10-fold CV: accuracy, F1, kappa, recall per class | Fig. 3.4, Table 3.1, Fig. 3.5 |
 | `domain_accuracy` | per SNI: the forest's out-of-fold accuracy and share of flows | Fig. 3.6 |
 | `learning_curve` | per training-set share and repetition: the forest's accuracy on held-out flows | §3.2.4 |
-| `condition_stability` | per held-out link condition: accuracy trained on the others, over the CV accuracy | Table 3.2, §3.2.7 |
+| `group_holdout` | per algorithm and held-out page (or condition): accuracy and macro-F1 trained on the others | §3.2.5-3.2.7 |
+| `condition_stability` | per held-out link condition and page: the forest's accuracy trained on the others, over the CV accuracy | Table 3.2, §3.2.7 |
 | `sessions` | per session of each run's flows (Alg. 1-2): flows, overlap of time and data | Figs. 4.3-4.7 |
 | `parallel_shares` | per run and protocol: the share of flows in parallel sessions | Table 4.2 |
 
@@ -28,7 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from protolab.traffic.classify_models import classification_metrics, make_estimator, predict_labels
+from protolab.traffic.classify_models import (
+    classification_metrics,
+    leave_one_group_out,
+    make_estimator,
+    predict_labels,
+)
 from protolab.traffic.features import SEVEN_FEATURES, FlowData, feature_matrix
 from protolab.traffic.sessions import RefFlow, reference_detect
 
@@ -58,6 +64,9 @@ TRAINING_SHARES_PCT = (1, 5, 10, 50, 100)  # §3.2.4's sizes, as shares of the c
 LEARNING_REPETITIONS = 10  # a ratio of shares paired per repetition: a t-interval over 10 groups
 LEARNING_TEST_SHARE = 0.3
 STABILITY_COLUMNS = ("rtt_ms", "bandwidth_mbps", "loss_pct")
+# Held out like a link condition: each page left out in turn (000's spatial stability, a network
+# the model never saw, is closest to a page whose origins and objects it never saw).
+PAGE_COLUMN = "page"
 
 
 def service_of(domain: str | None) -> str | None:
@@ -161,7 +170,7 @@ def _folds(y: np.ndarray, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
 def cv_folds(flows: Sequence[Flow], algorithms: Sequence[str] = CLASSIFIER_ALGORITHMS, seed: int = 0
              ) -> list[dict[str, Any]]:
     """Per algorithm and fold of a stratified 10-fold CV (000 §3.2.2): `accuracy`,
-    `weighted_f1` (000's "average F-measure"), `kappa`, and `recall_<class>` (Fig. 3.5's
+    `weighted_f1` (000's "average F-measure"), `macro_f1` (every class alike), `kappa`, and `recall_<class>` (Fig. 3.5's
     diagonal), each on the fold's held-out flows."""
     X, y, _ = classifier_input(flows)
     rows = []
@@ -170,7 +179,7 @@ def cv_folds(flows: Sequence[Flow], algorithms: Sequence[str] = CLASSIFIER_ALGOR
             model = make_estimator(algorithm, seed=seed, n_jobs=1).fit(X[train], y[train])
             metrics = classification_metrics(y[test], predict_labels(model, X[test], 1), np.unique(y))
             row = {"algorithm": algorithm, "fold": fold, "flows": len(test), "accuracy": metrics["accuracy"],
-                   "weighted_f1": metrics["weighted_f1"], "kappa": metrics["kappa"]}
+                   "weighted_f1": metrics["weighted_f1"], "macro_f1": metrics["macro_f1"], "kappa": metrics["kappa"]}
             for label, scores in metrics["per_class"].items():
                 row[f"recall_{label}"] = scores["recall"] if scores["support"] else None
             rows.append(row)
@@ -256,13 +265,37 @@ def learning_curve(flows: Sequence[Flow], shares_pct: Sequence[int] = TRAINING_S
     return rows
 
 
-def condition_stability(flows: Sequence[Flow], columns: Sequence[str] = STABILITY_COLUMNS, algorithm: str = "rf"
-                        ) -> list[dict[str, Any]]:
-    """000 §3.2.6-3.2.7 in the lab: for each value of each link-condition column, the forest
-    trained on the flows of the other values and tested on this value's (`accuracy`), over the
-    forest's 10-fold CV accuracy on every flow (`accuracy_ratio`). Columns with one value are
-    left out."""
+def group_holdout(flows: Sequence[Flow], column: str, algorithms: Sequence[str] = CLASSIFIER_ALGORITHMS,
+                  seed: int = 0) -> list[dict[str, Any]]:
+    """Per algorithm and value of `column` (`page`: leave-one-page-out; a link condition: a
+    per-condition hold-out): the model trained on the labelled flows of every other value, tested
+    on this value's: `accuracy`, `macro_f1` (over the classes the value's flows hold), `flows`,
+    `train_flows`. Flows without a value take no part; a column with one value gives no rows; a
+    value whose others hold a single class is left out."""
     X, y, chosen = classifier_input(flows)
+    groups = np.array([f.get(column) for f in chosen], dtype=object)
+    originals = {str(v): v for v in groups if v is not None}
+    if len(originals) < 2:
+        return []
+    rows = []
+    for algorithm in algorithms:
+        result = leave_one_group_out(X, y, groups, algorithm, column=column, seed=seed, n_jobs=1)
+        for held_out in result["per_value"]:
+            if held_out["accuracy"] is None:
+                continue
+            rows.append({"algorithm": algorithm, "column": column, "value": originals[held_out["value"]],
+                         "flows": held_out["flows"], "train_flows": held_out["trained_on"],
+                         "accuracy": held_out["accuracy"], "macro_f1": held_out["macro_f1"]})
+    return rows
+
+
+def condition_stability(flows: Sequence[Flow], columns: Sequence[str] = (*STABILITY_COLUMNS, PAGE_COLUMN),
+                        algorithm: str = "rf") -> list[dict[str, Any]]:
+    """000 §3.2.6-3.2.7 in the lab: for each value of each link-condition column and each page,
+    the forest trained on the flows of the other values and tested on this value's (`accuracy`,
+    `macro_f1`), over the forest's 10-fold CV accuracy on every flow (`accuracy_ratio`);
+    `held_out` is "page" or "condition". Columns with one value are left out."""
+    _, y, _ = classifier_input(flows)
     oof = out_of_fold(flows, algorithm)[1]
     known = np.array([p is not None for p in oof], dtype=bool)
     if not known.any():
@@ -270,16 +303,10 @@ def condition_stability(flows: Sequence[Flow], columns: Sequence[str] = STABILIT
     cv_accuracy = float((oof[known] == y[known]).mean())
     rows = []
     for column in columns:
-        values = np.array([f.get(column) for f in chosen], dtype=object)
-        for value in sorted({v for v in values if v is not None}):
-            test = values == value
-            train = ~test & (values != None)  # noqa: E711 (an element-wise comparison)
-            if not test.any() or len(np.unique(y[train])) < 2:
-                continue
-            model = make_estimator(algorithm, seed=0, n_jobs=1).fit(X[train], y[train])
-            accuracy = float((predict_labels(model, X[test], 1) == y[test]).mean())
-            rows.append({"column": column, "value": value, "flows": int(test.sum()), "accuracy": accuracy,
-                         "cv_accuracy": cv_accuracy, "accuracy_ratio": accuracy / cv_accuracy if cv_accuracy else None})
+        for row in group_holdout(flows, column, (algorithm,)):
+            rows.append({**row, "held_out": "page" if column == PAGE_COLUMN else "condition",
+                         "cv_accuracy": cv_accuracy,
+                         "accuracy_ratio": row["accuracy"] / cv_accuracy if cv_accuracy else None})
     return rows
 
 

@@ -358,7 +358,8 @@ def leave_one_group_out(X: np.ndarray, y: np.ndarray, groups: np.ndarray, algori
                         source: str = "flows") -> dict[str, Any]:
     """Stability across the values of one column (a link condition, a page, a site): for each
     value, train on the flows with every other value and test on the flows with this one. Flows
-    whose value is NULL take no part. Returns the accuracy per value and the pooled metrics."""
+    whose value is NULL take no part. Returns the accuracy and macro-F1 per value (`per_value`;
+    leave-one-page-out when the column is the page) and the pooled metrics."""
     y = np.asarray(y, dtype=str)
     known = np.array([g is not None for g in groups], dtype=bool)
     values = sorted({str(g) for g in groups[known]}, key=_natural)
@@ -382,6 +383,8 @@ def leave_one_group_out(X: np.ndarray, y: np.ndarray, groups: np.ndarray, algori
         estimator = make_estimator(algorithm, seed=seed, n_jobs=n_jobs, params=params).fit(X[train], y[train])
         predicted[test] = predict_labels(estimator, X[test], n_jobs)
         row["accuracy"] = float((predicted[test] == y[test]).mean())
+        # Over the classes of this value's flows (a page may lack one): F1 of each, averaged.
+        row["macro_f1"] = classification_metrics(y[test], predicted[test].astype(str))["macro_f1"]
         row["unseen_classes"] = sorted(set(np.unique(y[test])) - set(estimator.classes_))
         per_value.append(row)
     tested = known & np.array([p is not None for p in predicted], dtype=bool)

@@ -7,11 +7,12 @@ the engine knows which protocol every connection spoke. docs/traffic.md, "Lab co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,6 +44,58 @@ def _extract(binary: Path, pcap: Path, out: Path) -> None:
                           f"{(done.stderr or done.stdout).strip()[-1500:]}")
 
 
+# Each capture's flow records, kept beside the runs so that a corpus grown by new runs extracts
+# only theirs (`protolab traffic corpus` resumes; a capture newer than its records, or another
+# protolab-net, is extracted again).
+FLOW_RECORDS_DIR = "flow-records"
+
+
+def binary_stamp(binary: Path) -> str:
+    """Which protolab-net made the records (its path, size and modification time)."""
+    stat = binary.stat()
+    return f"{binary.resolve()} {stat.st_size} {stat.st_mtime_ns}"
+
+
+@contextlib.contextmanager
+def _flow_records(results: Path, run_keys: list[str], binary: Path,
+                  progress: Callable[[str], None] | None) -> Iterator[Path]:
+    """The directory of every run's flow records (RUN_KEY.parquet), extracting those missing."""
+    records = (results / FLOW_RECORDS_DIR).resolve()  # absolute: the links below point here
+    records.mkdir(exist_ok=True)
+    stamp_file = records / "protolab-net"
+    stamp = binary_stamp(binary)
+    if not stamp_file.is_file() or stamp_file.read_text() != stamp:
+        for stale in records.glob("*.parquet"):
+            stale.unlink()
+        write_text_atomically(stamp_file, stamp)
+    wanted = {f"{key}.parquet" for key in run_keys}
+    for i, key in enumerate(run_keys):
+        pcap, out = results / "runs" / key / "client.pcap", records / f"{key}.parquet"
+        if out.is_file() and out.stat().st_mtime_ns >= pcap.stat().st_mtime_ns:
+            continue
+        if progress is not None:
+            progress(f"[{i + 1}/{len(run_keys)}] {key}")
+        staging = records / f".{key}.parquet.tmp"
+        _extract(binary, pcap, staging)
+        staging.replace(out)
+    # Only the runs asked for (a run that failed since, or is gone, has no say in the corpus).
+    with tempfile.TemporaryDirectory(prefix="pl-corpus-") as tmp_dir:
+        chosen = Path(tmp_dir)
+        for name in wanted:
+            (chosen / name).symlink_to(records / name)
+        yield chosen
+
+
+def _insert_rows(con: Any, table: str, rows: list[list[Any]]) -> None:
+    """All `rows` into `table` in one statement, a list per column (executemany costs
+    milliseconds a row: minutes for a corpus of 10 000 connections)."""
+    if not rows:
+        return
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    unnested = ", ".join(f"unnest(${i + 1})" for i in range(len(columns)))
+    con.execute(f"INSERT INTO {table} SELECT {unnested}", columns)
+
+
 def build_corpus(results: Path, out: Path, binary: Path,
                  progress: Callable[[str], None] | None = None, record: bool = True) -> dict[str, Any]:
     """Writes the labelled flows of every run with a client capture to `out` (Parquet) and, with
@@ -58,22 +111,15 @@ def build_corpus(results: Path, out: Path, binary: Path,
     if not captured:
         raise CorpusError(f"{results}: no run kept a client capture (runs/<key>/client.pcap); run a spec with "
                           "[artifacts] pcap = true, e.g. specs/traffic-corpus.toml")
-    with tempfile.TemporaryDirectory(prefix="pl-corpus-") as tmp_dir:
-        tmp = Path(tmp_dir)
-        for i, run in enumerate(captured):
-            if progress is not None:
-                progress(f"[{i + 1}/{len(captured)}] {run['run_key']}")
-            _extract(binary, results / "runs" / run["run_key"] / "client.pcap", tmp / f"{run['run_key']}.parquet")
+    with _flow_records(results, [r["run_key"] for r in captured], binary, progress) as tmp:
         con = duckdb.connect()
         con.execute("CREATE TABLE runs (run_key VARCHAR, experiment_id VARCHAR, mode VARCHAR, page VARCHAR, "
                     "bandwidth_mbps DOUBLE, rtt_ms DOUBLE, loss_pct DOUBLE, buffer_bytes BIGINT, repetition INTEGER)")
-        con.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [[r["run_key"], r["experiment_id"], *(r[c] for c in RUN_COLUMNS)] for r in captured])
+        _insert_rows(con, "runs", [[r["run_key"], r["experiment_id"], *(r[c] for c in RUN_COLUMNS)] for r in captured])
         con.execute("CREATE TABLE truth (run_key VARCHAR, truth_protocol VARCHAR, truth_transport VARCHAR, "
                     "local VARCHAR, remote VARCHAR)")
-        con.executemany("INSERT INTO truth VALUES (?, ?, ?, ?, ?)",
-                        [[c["run_key"], c["protocol"], c["transport"], c["local"], c["remote"]] for c in connections
-                         if c["local"] and c["remote"]])
+        _insert_rows(con, "truth", [[c["run_key"], c["protocol"], c["transport"], c["local"], c["remote"]]
+                                    for c in connections if c["local"] and c["remote"]])
         parts = ", ".join(f"'{p}'" for p in sorted(str(p) for p in tmp.glob("*.parquet")))
         # The file name carries the run key (one capture per run).
         con.execute(f"CREATE VIEW flows AS SELECT *, regexp_extract(filename, '([^/]+)\\.parquet$', 1) AS run_key "
