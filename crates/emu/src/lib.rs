@@ -199,6 +199,9 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
         }
     }
 
+    if options.offload {
+        crate::realtime::keep_freed_heap();
+    }
     let wake = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|e| io("eventfd")(e.into()))?);
     let (tx, rx) = crossbeam_channel::unbounded();
     let clock = Clock::start();
