@@ -140,7 +140,7 @@ def _shape(lab: Lab, queue_bdp: float | None) -> None:
     lab.set_link("p0.forward", **ideal_link(rate_bps=mbps_to_bps(SHAPED_RATE_GBIT * 1000), queue_bytes=round(queue_bdp * bdp_bytes)))
 
 
-def measure(seconds: int, repeat: int) -> tuple[dict[str, list[IperfResult]], dict[str, list[float]], dict[str, object]]:
+def measure(seconds: int, repeat: int, offload: bool | None = None) -> tuple[dict[str, list[IperfResult]], dict[str, list[float]], dict[str, object]]:
     """Every configuration `repeat` times, interleaved round by round, so that drift on a busy
     machine does not favour one of them; the shaped link's utilisation per shaped transfer; the
     emulator's counters after the last shaped run."""
@@ -149,7 +149,7 @@ def measure(seconds: int, repeat: int) -> tuple[dict[str, list[IperfResult]], di
     utilisation: dict[str, list[float]] = {name: [] for name in SHAPED_QUEUE_BDP}
     counters: dict[str, object] = {}
     veth_exec = [["ip", "netns", "exec", name] for name in VETH_NAMESPACES]
-    with Lab(dumbbell(LAB_NAME, ["client"], ["server"])) as lab, veth_pair():
+    with Lab(dumbbell(LAB_NAME, ["client"], ["server"]), offload=offload) as lab, veth_pair():
         emu_exec = [["ip", "netns", "exec", lab.namespace(h)] for h in ("client", "server")]
         with _iperf3_server(emu_exec[1], lab.address("server")), _iperf3_server(veth_exec[1], VETH_ADDRESSES[1]):
             for round_number in range(repeat):
@@ -171,8 +171,8 @@ def measure(seconds: int, repeat: int) -> tuple[dict[str, list[IperfResult]], di
 # --------------------------------------------------------------------------- report
 
 
-def build_report(seconds: int, repeat: int) -> dict[str, object]:
-    results, utilisation, counters = measure(seconds, repeat)
+def build_report(seconds: int, repeat: int, offload: bool | None = None) -> dict[str, object]:
+    results, utilisation, counters = measure(seconds, repeat, offload)
     def gbit_of(runs: list[IperfResult]) -> list[float]:
         return [r.goodput_bps / 1e9 for r in runs]
     reference_gbit = statistics.median(gbit_of(results["veth-reference"]))
@@ -201,7 +201,7 @@ def build_report(seconds: int, repeat: int) -> dict[str, object]:
         "config": {"seconds": seconds, "omit_seconds": 2, "repeat": repeat, "statistic": "median",
                    "congestion": "cubic", "shaped_rate_gbit": SHAPED_RATE_GBIT,
                    "shaped_rtt_ms": SHAPED_RTT_MS, "shaped_queue": "droptail, BDPs in bytes",
-                   "shaped_queue_bdp": SHAPED_QUEUE_BDP},
+                   "shaped_queue_bdp": SHAPED_QUEUE_BDP, "offload": offload},
         "environment": provenance.environment({"iperf3": ["iperf3", "--version"]}),
         "results": rows,
         "shaped_counters": counters,
@@ -227,9 +227,11 @@ def main(
     seconds: Annotated[int, typer.Option(help="Measured seconds per transfer (after 2 s omitted).")] = 10,
     repeat: Annotated[int, typer.Option(min=1, help="Transfers per configuration (interleaved); the median counts.")] = 3,
     out: Annotated[Path, typer.Option(help="Result JSON.")] = REPO_ROOT / "target" / "bench" / "emu_throughput.json",
+    offload: Annotated[bool | None, typer.Option(
+        "--offload/--no-offload", help="The emulator's TUN segmentation offloads (default: the emulator's).")] = None,
 ) -> None:
     try:
-        report = build_report(seconds, repeat)
+        report = build_report(seconds, repeat, offload)
     except ProtolabError as exc:
         console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(1) from exc

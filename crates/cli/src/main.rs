@@ -301,6 +301,10 @@ enum EmuCommand {
         /// SCHED_FIFO priority of the packet loop, 1-99, so other load cannot delay packets (0 = off).
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=99))]
         rt_priority: i32,
+        /// Segmentation offloads on the TUN devices: read and write 64 KB GSO super-packets, the
+        /// model still sees every wire segment (docs/emulator.md).
+        #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+        offload: String,
     },
     /// Validate a topology file; print it normalized as JSON.
     Check {
@@ -346,8 +350,9 @@ enum EmuCommand {
 
 fn emu_command(command: EmuCommand) -> anyhow::Result<()> {
     match command {
-        EmuCommand::Run { topology, state_dir, no_watchdog, owner_pid, spin_us, rt_priority } => {
-            emu::run(&emu::RunOptions { topology, state_dir, watchdog: !no_watchdog, spin_us, rt_priority, owner_pid })?;
+        EmuCommand::Run { topology, state_dir, no_watchdog, owner_pid, spin_us, rt_priority, offload } => {
+            let offload = offload == "on";
+            emu::run(&emu::RunOptions { topology, state_dir, watchdog: !no_watchdog, spin_us, rt_priority, owner_pid, offload })?;
         }
         EmuCommand::Check { topology } => {
             let (topology, _) = emu::check(&topology)?;

@@ -393,15 +393,23 @@ pub struct PathCounters {
 /// The emulator's own counters (docs/control.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EmulatorCounters {
-    /// Packets read from the hosts' TUN devices.
+    /// Packets read from the hosts' TUN devices (wire segments: a GSO super-packet counts as
+    /// the segments it is split into).
     pub rx_packets: u64,
+    /// TUN reads that carried a GSO super-packet (offloads on; docs/emulator.md).
+    #[serde(default)]
+    pub rx_super_packets: u64,
+    /// TUN reads that could not be split into wire segments (a malformed virtio-net header or
+    /// super-packet), dropped.
+    #[serde(default)]
+    pub rx_malformed: u64,
     /// Packets written to them.
     pub tx_packets: u64,
     /// Packets to an address no host has.
     pub unroutable: u64,
     /// IPv6 and other packets, dropped.
     pub non_ipv4: u64,
-    /// Failed TUN writes.
+    /// Failed TUN writes (with offloads: failed write batches).
     pub tx_errors: u64,
     /// Latest the loop woke after a packet was due, ns.
     pub timer_late_ns_max: u64,

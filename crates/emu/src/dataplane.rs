@@ -69,6 +69,8 @@ pub enum Outcome {
 #[derive(Debug, Default)]
 pub struct LoopCounters {
     rx_packets: u64,
+    rx_super_packets: u64,
+    rx_malformed: u64,
     tx_packets: u64,
     unroutable: u64,
     non_ipv4: u64,
@@ -167,6 +169,23 @@ impl DataPlane {
         }
     }
 
+    /// One TUN read gave `segments` wire segments (more than one: a GSO super-packet).
+    pub fn count_read(&mut self, segments: usize) {
+        if segments > 1 {
+            self.counters.rx_super_packets += 1;
+        }
+    }
+
+    /// A TUN read gave a datagram that could not be split into wire segments (dropped).
+    pub fn count_malformed(&mut self) {
+        self.counters.rx_malformed += 1;
+    }
+
+    /// Writes that failed after [`DataPlane::forward_due`] handed the packets on.
+    pub fn count_tx_errors(&mut self, failed: u64) {
+        self.counters.tx_errors += failed;
+    }
+
     /// The loop woke `late` ns after a packet was due.
     pub fn record_timer_lateness(&mut self, late: Nanos) {
         let c = &mut self.counters;
@@ -247,6 +266,8 @@ impl DataPlane {
         let c = &self.counters;
         EmulatorCounters {
             rx_packets: c.rx_packets,
+            rx_super_packets: c.rx_super_packets,
+            rx_malformed: c.rx_malformed,
             tx_packets: c.tx_packets,
             unroutable: c.unroutable,
             non_ipv4: c.non_ipv4,

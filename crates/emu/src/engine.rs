@@ -3,7 +3,6 @@
 //! them to the destination TUN, and applies the control plane's checked commands between
 //! packets. Nothing here parses a request, reads a trace or opens a file.
 
-use std::io::ErrorKind;
 use std::num::NonZeroU64;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -12,16 +11,15 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 use netmodel::Nanos;
 use rustix::event::{epoll, Timespec};
-use tun_rs::SyncDevice;
 
 use crate::clock::Clock;
 use crate::control::Envelope;
 use crate::dataplane::DataPlane;
+use crate::host_io::{HostIo, Read, ReadBuffers};
 
 const TOKEN_WAKE: u64 = u64::MAX - 1;
 const TOKEN_SIGNAL: u64 = u64::MAX - 2;
 const READ_BATCH: usize = 64;
-const MAX_PACKET: usize = 65_536;
 
 /// Limits busy-polling to a share of each window. At high packet rates the loop would spin
 /// before every packet and never sleep: under SCHED_FIFO the kernel then throttles it (a 50 ms
@@ -96,7 +94,7 @@ impl LoopLoad {
 /// The packet loop: the devices and timing around the [`DataPlane`].
 pub struct Engine {
     plane: DataPlane,
-    tuns: Vec<SyncDevice>,
+    tuns: Vec<HostIo>,
     epoll: OwnedFd,
     wake: Arc<OwnedFd>,
     signal: OwnedFd,
@@ -115,7 +113,7 @@ impl Engine {
     /// Prepares the loop over the hosts' TUN devices (index = host id).
     pub fn new(
         plane: DataPlane,
-        tuns: Vec<SyncDevice>,
+        tuns: Vec<HostIo>,
         wake: Arc<OwnedFd>,
         signal: OwnedFd,
         requests: Receiver<Envelope>,
@@ -123,7 +121,7 @@ impl Engine {
     ) -> std::io::Result<Engine> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         for (i, tun) in tuns.iter().enumerate() {
-            epoll::add(&epoll, tun.as_fd(), epoll::EventData::new_u64(i as u64), epoll::EventFlags::IN)?;
+            epoll::add(&epoll, tun.device().as_fd(), epoll::EventData::new_u64(i as u64), epoll::EventFlags::IN)?;
         }
         epoll::add(&epoll, wake.as_fd(), epoll::EventData::new_u64(TOKEN_WAKE), epoll::EventFlags::IN)?;
         epoll::add(&epoll, signal.as_fd(), epoll::EventData::new_u64(TOKEN_SIGNAL), epoll::EventFlags::IN)?;
@@ -198,7 +196,7 @@ impl Engine {
         // The default 50 us timer slack would blur every wake-up; ask for the precise timer.
         let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
         let mut ready = Vec::with_capacity(64);
-        let mut buf = vec![0u8; MAX_PACKET];
+        let mut buffers = ReadBuffers::new(self.tuns.iter().any(HostIo::offload));
         while !self.plane.stopping() {
             let due = self.plane.next_wakeup();
             let before = self.clock.now();
@@ -244,7 +242,7 @@ impl Engine {
                         let _ = rustix::io::read(self.signal.as_fd(), &mut byte);
                         self.plane.stop();
                     }
-                    i => self.read_host(i as usize, &mut buf),
+                    i => self.read_host(i as usize, &mut buffers),
                 }
             }
             self.forward_due();
@@ -252,20 +250,25 @@ impl Engine {
         Ok(())
     }
 
-    fn read_host(&mut self, host: usize, buf: &mut [u8]) {
+    fn read_host(&mut self, host: usize, buffers: &mut ReadBuffers) {
+        let Some(tun) = self.tuns.get(host) else { return };
         for _ in 0..READ_BATCH {
-            let n = match self.tuns[host].recv(buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => return,
-                Err(_) => return,
-            };
-            self.plane.ingest(self.clock.now(), host, &buf[..n]);
+            // Every segment of a super-packet arrived at the same moment.
+            let now = self.clock.now();
+            let plane = &mut self.plane;
+            match tun.read(buffers, |segment| plane.ingest(now, host, segment)) {
+                Read::Empty => return,
+                Read::Segments(n) => plane.count_read(n),
+                Read::Malformed => plane.count_malformed(),
+            }
         }
     }
 
     fn forward_due(&mut self) {
-        let tuns = &self.tuns;
-        self.plane.forward_due(self.clock.now(), |host, packet| tuns.get(host).is_some_and(|t| t.send(packet).is_ok()));
+        let tuns = &mut self.tuns;
+        self.plane.forward_due(self.clock.now(), |host, packet| tuns.get_mut(host).is_some_and(|t| t.send(packet)));
+        let failed_batches: u64 = tuns.iter_mut().map(HostIo::flush).sum();
+        self.plane.count_tx_errors(failed_batches);
     }
 
     fn serve_requests(&mut self) {

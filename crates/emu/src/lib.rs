@@ -8,6 +8,7 @@ pub mod control;
 pub mod control_plane;
 pub mod dataplane;
 pub mod engine;
+pub mod host_io;
 pub mod lateness;
 pub mod params;
 pub(crate) mod realtime;
@@ -32,6 +33,7 @@ use crate::control_plane::ControlPlane;
 use crate::dataplane::DataPlane;
 use crate::clock::Clock;
 use crate::engine::Engine;
+use crate::host_io::HostIo;
 use crate::state::LabState;
 use crate::system::{HostSetup, SystemError};
 use crate::topology::{Topology, TopologyError};
@@ -120,6 +122,8 @@ pub struct RunOptions {
     pub spin_us: u64,
     /// SCHED_FIFO priority of the packet loop (0: normal scheduling).
     pub rt_priority: i32,
+    /// Segmentation offloads on the TUN devices (docs/emulator.md, "Segmentation offloads").
+    pub offload: bool,
     /// Stop as on SIGTERM when this process ends (the runner that started the lab), so that a
     /// SIGKILLed runner leaves no lab behind.
     pub owner_pid: Option<i32>,
@@ -187,13 +191,17 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
             ("net.ipv4.ping_group_range".to_string(), "0 2147483647".to_string()),
         ];
         sysctls.extend(host.sysctls.iter().map(|(k, v)| (k.clone(), v.to_string())));
-        tuns.push(system::setup_host(&HostSetup { namespace: &ns, addresses: &host.addresses, sysctls })?);
+        let setup = HostSetup { namespace: &ns, addresses: &host.addresses, sysctls, offload: options.offload };
+        tuns.push(HostIo::new(system::setup_host(&setup)?, options.offload));
         namespaces.insert(host.name.clone(), ns);
         if interrupted(&signal) {
             return Err(EmuError::Interrupted);
         }
     }
 
+    if options.offload {
+        crate::realtime::keep_freed_heap();
+    }
     let wake = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|e| io("eventfd")(e.into()))?);
     let (tx, rx) = crossbeam_channel::unbounded();
     let clock = Clock::start();

@@ -133,6 +133,8 @@ pub struct HostSetup<'a> {
     pub addresses: &'a [Ipv4Addr],
     /// Sysctls (dotted name, value), applied in order.
     pub sysctls: Vec<(String, String)>,
+    /// Segmentation offloads on the TUN device (IFF_VNET_HDR, TSO/USO/checksum).
+    pub offload: bool,
 }
 
 /// Creates the TUN device inside the namespace (on a dedicated thread that enters it, since
@@ -141,6 +143,7 @@ pub struct HostSetup<'a> {
 pub fn setup_host(setup: &HostSetup<'_>) -> Result<SyncDevice, SystemError> {
     let ns_path = PathBuf::from(NETNS_DIR).join(setup.namespace);
     let sysctls = setup.sysctls.clone();
+    let offload = setup.offload;
     let device = std::thread::scope(|scope| {
         scope
             .spawn(move || -> Result<SyncDevice, SystemError> {
@@ -160,6 +163,9 @@ pub fn setup_host(setup: &HostSetup<'_>) -> Result<SyncDevice, SystemError> {
                 let device = DeviceBuilder::new()
                     .name(TUN_NAME)
                     .mtu(1500)
+                    // CSUM and TSO4/TSO6 or an error; USO4/USO6 too where the kernel has them
+                    // (6.2 and later), else UDP stays unsegmented (tun-rs falls back).
+                    .offload(offload)
                     .build_sync()
                     .map_err(io_err(format!("create TUN {TUN_NAME} in {}", ns_path.display())))?;
                 Ok(device)

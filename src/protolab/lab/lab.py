@@ -149,13 +149,18 @@ class Lab:
         ready_timeout: float = READY_TIMEOUT_S,
         emu_args: Sequence[str] = (),
         nice: int = LAB_NICE,
+        offload: bool | None = None,
     ) -> None:
         """`emu_args` go to `protolab-net emu run` as they are (e.g. `["--spin-us", "0"]`);
-        every process run in the lab's hosts gets `nice` (docs/emulator.md, "Under load")."""
+        every process run in the lab's hosts gets `nice` (docs/emulator.md, "Under load");
+        `offload` turns the TUN devices' segmentation offloads on or off (None: the binary's
+        default; docs/emulator.md, "Segmentation offloads")."""
         self._topology_input = topology
         self.nice = nice
         self.delay_floor_ms: float | None = None  # the measured path latency (calibrate_delay)
         self._emu_args = list(emu_args)
+        if offload is not None:
+            self._emu_args += ["--offload", "on" if offload else "off"]
         self.state_dir = Path(state_dir) if state_dir is not None else None
         self._binary_arg = binary
         self.ready_timeout = ready_timeout

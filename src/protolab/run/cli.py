@@ -156,11 +156,14 @@ def dry_run(experiment: Experiment, results_dir: Path, console: Console, retry_f
 
 def execute(experiment: Experiment, results_dir: Path, console: Console, *, binary: Path | None,
             lab: str | None, delay_compensation: bool = True, cluster: str | None = None,
-            needed: Callable[[PlannedRun], bool] | None = None, retry_failed: bool = False) -> Summary:
+            needed: Callable[[PlannedRun], bool] | None = None, retry_failed: bool = False,
+            offload: bool | None = None) -> Summary:
     """Run the experiment (resuming); `needed` keeps only the planned runs it accepts (not with a
     cluster); `retry_failed` runs the runs recorded as failed again."""
     events = RichEvents(console)
-    executor = LabExecutor(workloads=EXECUTORS, binary=binary, lab_name=lab, delay_compensation=delay_compensation)
+    emu_args = [] if offload is None else ["--offload", "on" if offload else "off"]
+    executor = LabExecutor(workloads=EXECUTORS, binary=binary, lab_name=lab, delay_compensation=delay_compensation,
+                           emu_args=emu_args)
     try:
         if cluster is not None:
             from protolab.run.cluster import run_on_cluster
@@ -210,15 +213,21 @@ def run_command(
                           "`protolab worker` processes (docs/cluster.md). local:N starts N workers on this "
                           "machine, each with a lab of its own.")] = None,
     retry_failed: RetryFailedOption = False,
+    offload: Annotated[bool | None, typer.Option(
+        "--offload/--no-offload", help="The emulator's TUN segmentation offloads (default: the emulator's; "
+                                       "RESULTS/calibration.json records the choice; not with --cluster).")] = None,
 ) -> None:
     """Run an experiment spec: every run of its matrix, recorded in RESULTS/results.duckdb (resumes)."""
+    if cluster is not None and offload is not None:
+        raise typer.BadParameter("--offload/--no-offload apply to a local lab, not to --cluster (each worker starts its own)")
     experiment = load_spec(spec)
     results_dir = results if results is not None else Path("results") / experiment.name
     if dry_run_flag:
         dry_run(experiment, results_dir, console, retry_failed)
         return
     summary = execute(experiment, results_dir, console, binary=binary, lab=lab,
-                      delay_compensation=not no_delay_compensation, cluster=cluster, retry_failed=retry_failed)
+                      delay_compensation=not no_delay_compensation, cluster=cluster, retry_failed=retry_failed,
+                      offload=offload)
     if summary.failed or summary.timeout:
         console.print(f"see `protolab report {results_dir}`; failed runs are recorded with their error "
                       "(--retry-failed runs them again)")

@@ -342,6 +342,8 @@ class LabExecutor:
             with Lab(topology, binary=binary, emu_args=self.emu_args) as lab:
                 # Links are as the topology made them (ideal) until the first run configures them.
                 calibration: dict[str, Any] = {"delay_compensation": self.delay_compensation}
+                if self.emu_args:
+                    calibration["emu_args"] = self.emu_args
                 if self.delay_compensation:
                     floor = lab.calibrate_delay(scenario.client, scenario.server)
                     calibration.update(floor_rtt_ms=floor, compensation_ns=lab.info().get("delay_compensation_ns"),

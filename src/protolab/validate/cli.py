@@ -54,13 +54,16 @@ def validate_emulator_command(
     no_delay_compensation: Annotated[bool, typer.Option(
         "--no-delay-compensation", help="Do not deduct the lab's measured path latency from configured delays "
                                         "(then the mean RTT limit is 0.5 ms).")] = False,
+    offload: Annotated[bool | None, typer.Option(
+        "--offload/--no-offload", help="TUN segmentation offloads on or off (default: the emulator's).")] = None,
 ) -> None:
     """Measure the emulator with real tools (irtt, ping, iperf3) against its configured links."""
     from protolab.validate.emulator import run_validation
     from protolab.validate.report import ValidationConfig, write_report
 
     try:
-        config = ValidationConfig.for_mode(quick=quick, lab=lab, delay_compensation=not no_delay_compensation)
+        config = ValidationConfig.for_mode(quick=quick, lab=lab, delay_compensation=not no_delay_compensation,
+                                           offload=offload)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),

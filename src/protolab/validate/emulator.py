@@ -786,7 +786,8 @@ def run_validation(
     started = time.monotonic()
     checks: list[Check] = []
     counters: dict[str, Any] = {}
-    with _workdir() as workdir, Lab(validation_topology(config), state_dir=state_dir, binary=binary) as lab:
+    with _workdir() as workdir, Lab(validation_topology(config), state_dir=state_dir, binary=binary,
+                                    offload=config.offload) as lab:
         if config.delay_compensation:
             lab.calibrate_delay(CLIENT, SERVER)
         _start_servers(lab, workdir)

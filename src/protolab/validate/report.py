@@ -63,6 +63,8 @@ class ValidationConfig(BaseModel):
     ecmp_access_delay_ms: float = 2.5
     # Deduct the lab's measured path latency from configured delays (docs/emulator.md).
     delay_compensation: bool = True
+    # TUN segmentation offloads (docs/emulator.md); None: the emulator's default.
+    offload: bool | None = None
     # Under contention: CPU hogs started beside the lab, probes at this delay per link.
     contention_hogs: int = 2
     contention_delay_ms: float = 5

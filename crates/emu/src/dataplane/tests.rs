@@ -58,6 +58,21 @@ fn packets_cross_the_model_on_time_and_are_counted() {
 }
 
 #[test]
+fn offload_reads_and_failed_batches_are_counted() {
+    let mut plane = plane();
+    plane.count_read(1);
+    plane.count_read(44);
+    plane.count_read(2);
+    plane.count_malformed();
+    plane.count_tx_errors(3);
+    let emulator = counters(&mut plane).1;
+    assert_eq!((emulator.rx_super_packets, emulator.rx_malformed, emulator.tx_errors), (2, 1, 3));
+    assert!(matches!(plane.apply(0, Command::ResetCounters), Outcome::Done));
+    let emulator = counters(&mut plane).1;
+    assert_eq!((emulator.rx_super_packets, emulator.rx_malformed, emulator.tx_errors), (0, 0, 0));
+}
+
+#[test]
 fn commands_change_the_model_at_the_moment_given() {
     let mut plane = plane();
     let p0 = link(&plane, "p0.forward");

@@ -128,9 +128,19 @@ class EmulatorCounters(BaseModel):
     """
     Changes between real-time and normal scheduling of the loop.
     """
+    rx_malformed: Annotated[int | None, Field(ge=0)] = 0
+    """
+    TUN reads that could not be split into wire segments (a malformed virtio-net header or
+    super-packet), dropped.
+    """
     rx_packets: Annotated[int, Field(ge=0)]
     """
-    Packets read from the hosts' TUN devices.
+    Packets read from the hosts' TUN devices (wire segments: a GSO super-packet counts as
+    the segments it is split into).
+    """
+    rx_super_packets: Annotated[int | None, Field(ge=0)] = 0
+    """
+    TUN reads that carried a GSO super-packet (offloads on; docs/emulator.md).
     """
     timer_late_ns_max: Annotated[int, Field(ge=0)]
     """
@@ -142,7 +152,7 @@ class EmulatorCounters(BaseModel):
     """
     tx_errors: Annotated[int, Field(ge=0)]
     """
-    Failed TUN writes.
+    Failed TUN writes (with offloads: failed write batches).
     """
     tx_packets: Annotated[int, Field(ge=0)]
     """

@@ -1,0 +1,153 @@
+"""Segmentation offloads on the lab's TUN devices (docs/emulator.md, "Segmentation offloads"):
+a bulk TCP transfer delivers exactly the bytes sent with offloads on and off, the emulator reads
+GSO super-packets only when they are on, the model, the capture and the link counters still see
+one packet per wire segment, random loss acts per segment, and UDP GSO sends arrive as their
+datagrams."""
+
+from __future__ import annotations
+
+import math
+import struct
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from awaiting import await_port
+from conftest import lab_namespaces
+
+from protolab.lab import Lab, dumbbell, link, ms_to_ns, path
+
+pytestmark = pytest.mark.lab
+
+PORT = 5300
+MTU = 1500
+TRANSFER_BYTES = 8_000_000
+LOSS = 0.02
+
+# A TCP sink: accepts one connection, reads to the end, prints the byte count and SHA-256.
+TCP_SINK = f"""
+import hashlib, socket
+s = socket.create_server(("0.0.0.0", {PORT}))
+c, _ = s.accept()
+h, n = hashlib.sha256(), 0
+while data := c.recv(1 << 20):
+    h.update(data); n += len(data)
+print(n, h.hexdigest())
+"""
+
+# Sends N pseudo-random bytes (fixed seed) in 256 KB writes, prints the count and SHA-256.
+TCP_SOURCE = """
+import hashlib, random, socket, sys
+n = int(sys.argv[2]); data = random.Random(7).randbytes(n)
+c = socket.create_connection((sys.argv[1], {port}))
+c.sendall(data); c.shutdown(socket.SHUT_WR); c.recv(1)
+print(n, hashlib.sha256(data).hexdigest())
+""".replace("{port}", str(PORT))
+
+# One UDP GSO send (UDP_SEGMENT, 103): 10 datagrams of 1200 bytes in a single sendmsg.
+UDP_GSO_SOURCE = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_UDP, 103, 1200)
+for i in range(5):
+    s.sendto(bytes([i]) * 12000, (sys.argv[1], {port}))
+""".replace("{port}", str(PORT))
+
+UDP_SINK = f"""
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", {PORT})); s.settimeout(5)
+sizes = []
+try:
+    while len(sizes) < 50:
+        sizes.append(len(s.recv(65536)))
+except TimeoutError:
+    pass
+print(len(sizes), sum(sizes), max(sizes, default=0))
+"""
+
+
+def _pcap_packet_sizes(pcap: Path) -> list[int]:
+    """The captured length of every record of a pcap file (LINKTYPE_RAW: the IP packet)."""
+    data = pcap.read_bytes()
+    # The magic number, read little-endian, tells the file's byte order (nanosecond or not).
+    order = "<" if struct.unpack_from("<I", data)[0] in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+    sizes, offset = [], 24
+    while offset + 16 <= len(data):
+        captured = struct.unpack_from(f"{order}I", data, offset + 8)[0]
+        sizes.append(captured)
+        offset += 16 + captured
+    return sizes
+
+
+def _transfer(lab: Lab) -> tuple[str, str]:
+    sink = lab.spawn("server", [sys.executable, "-c", TCP_SINK], stdout=-1, text=True)
+    await_port(lab.namespace("server"), PORT, within=10)
+    sent = lab.run("client", [sys.executable, "-c", TCP_SOURCE, lab.address("server"), str(TRANSFER_BYTES)],
+                   timeout=120).stdout.strip()
+    received, _ = sink.communicate(timeout=30)
+    return sent, received.strip()
+
+
+@pytest.mark.parametrize("offload", [True, False], ids=["offload-on", "offload-off"])
+def test_bulk_transfer_delivers_the_exact_bytes_as_wire_segments(
+    emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path, offload: bool
+) -> None:
+    name = lab_name()
+    topology = dumbbell(name, ["client"], ["server"], paths=[path("p0", forward=link(delay_ns=ms_to_ns(1)))])
+    with Lab(topology, offload=offload) as lab:
+        lab.reset_counters()
+        lab.pcap_start("server", tmp_path / "server.pcap")
+        sent, received = _transfer(lab)
+        lab.await_quiet()
+        capture = lab.pcap_stop("server")
+        counters = lab.counters()
+    assert lab_namespaces(name) == []
+    assert received == sent, "the server must receive exactly the bytes the client sent"
+    emulator, links = counters["emulator"], counters["links"]
+    assert (emulator["rx_super_packets"] > 0) == offload
+    assert emulator["rx_malformed"] == 0 and emulator["tx_errors"] == 0
+    forward = links["p0.forward"]
+    # The model saw wire segments: no packet above the MTU, and at least the bytes sent.
+    assert forward["delivered_bytes"] <= MTU * forward["delivered_packets"]
+    assert forward["delivered_bytes"] >= TRANSFER_BYTES
+    assert links["server.down"]["delivered_bytes"] == links["client.up"]["delivered_bytes"]
+    # The capture holds one record per wire packet the server received (both directions).
+    sizes = _pcap_packet_sizes(tmp_path / "server.pcap")
+    assert capture["dropped"] == 0 and len(sizes) == capture["packets"]
+    assert max(sizes) <= MTU
+    assert sum(sizes) == links["server.down"]["delivered_bytes"] + links["server.up"]["delivered_bytes"]
+
+
+def test_random_loss_acts_per_segment_with_offloads(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    name = lab_name()
+    topology = dumbbell(name, ["client"], ["server"], paths=[path("p0", forward=link(delay_ns=ms_to_ns(1), loss=LOSS))])
+    with Lab(topology, offload=True) as lab:
+        lab.set_link("p0.forward", seed=11)
+        lab.reset_counters()
+        sent, received = _transfer(lab)
+        lab.await_quiet()
+        counters = lab.counters()
+    assert received == sent
+    assert counters["emulator"]["rx_super_packets"] > 0
+    forward = counters["links"]["p0.forward"]
+    lost = forward["dropped_packets"]["random_loss"]
+    arrived = lost + forward["dropped_packets"]["queue_full"] + forward["delivered_packets"]
+    # Bernoulli per wire segment: the loss ratio within 4 standard errors of LOSS.
+    tolerance = 4 * math.sqrt(LOSS * (1 - LOSS) / arrived)
+    assert abs(lost / arrived - LOSS) < tolerance, (lost, arrived)
+    assert forward["delivered_bytes"] <= MTU * forward["delivered_packets"]
+
+
+def test_udp_gso_sends_arrive_as_their_datagrams(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    name = lab_name()
+    with Lab(dumbbell(name, ["client"], ["server"]), offload=True) as lab:
+        lab.reset_counters()
+        sink = lab.spawn("server", [sys.executable, "-c", UDP_SINK], stdout=-1, text=True)
+        await_port(lab.namespace("server"), PORT, udp=True, within=10)
+        lab.run("client", [sys.executable, "-c", UDP_GSO_SOURCE, lab.address("server")])
+        received, _ = sink.communicate(timeout=30)
+        counters = lab.counters()
+    count, total, largest = map(int, received.split())
+    assert (count, total, largest) == (50, 60_000, 1200)
+    assert counters["links"]["server.down"]["delivered_packets"] == 50
