@@ -50,9 +50,10 @@ def test_window_stats_start_at_the_first_fall_and_keep_a_window_that_never_falls
 
 
 def test_rtt_stats_are_the_four_metrics_of_003_fig_6_4_in_ms() -> None:
-    stats = rtt_stats([10_000.0 * k for k in range(1, 11)])  # 10 .. 100 ms
-    assert stats == pytest.approx({"rtt_mean_ms": 55.0, "rtt_median_ms": 55.0, "rtt_p80_ms": 82.0, "rtt_p90_ms": 91.0})
-    assert rtt_stats([])["rtt_median_ms"] is None
+    stats = rtt_stats([10_000.0 * k for k in range(1, 11)], base_rtt_ms=50)  # 10 .. 100 ms over a 50 ms path
+    assert stats == pytest.approx({"rtt_mean_ms": 55.0, "rtt_median_ms": 55.0, "rtt_p80_ms": 82.0, "rtt_p90_ms": 91.0,
+                                   "rtt_inflation": 1.1})
+    assert rtt_stats([])["rtt_median_ms"] is None and rtt_stats([20_000.0])["rtt_inflation"] is None
 
 
 def test_link_use_and_the_fixed_senders_target() -> None:
@@ -124,7 +125,7 @@ def _nesquic_rows(utilization: dict[str, float], rtt: dict[str, float]) -> list[
                     use = utilization[cc] * f
                     rows.append({"quic_cc": cc, "bandwidth_mbps": bandwidth, "rtt_ms": rtt_ms, "link": f"{bandwidth}x{rtt_ms}",
                                  "utilization": use, "rate_accuracy": use / target if target else None,
-                                 "rtt_median_ms": rtt_ms * rtt[cc] * f})
+                                 "rtt_median_ms": rtt_ms * rtt[cc] * f, "rtt_inflation": rtt[cc] * f})
     return rows
 
 

@@ -12,7 +12,8 @@ those numbers per run:
   before it (a fall: consecutive decreasing samples, from the local maximum to the local
   minimum); 1.0 when the window never falls (004 Fig. 19: backoff factor 1);
 - `rtt_mean_ms`, `rtt_median_ms`, `rtt_p80_ms`, `rtt_p90_ms`: over the sender's RTT samples
-  (003 Fig. 6.4's four metrics).
+  (003 Fig. 6.4's four metrics), and `rtt_inflation`, the median over the configured RTT (what
+  the queue adds, comparable across links).
 """
 
 from __future__ import annotations
@@ -64,13 +65,17 @@ def window_stats(samples: Iterable[tuple[int, float]]) -> dict[str, float | None
             "window_kept": float(np.median(falls)) if falls else 1.0}
 
 
-def rtt_stats(rtts_us: Iterable[float]) -> dict[str, float | None]:
-    """Mean, median, 80th and 90th percentile of the RTT samples, ms (None without samples)."""
+def rtt_stats(rtts_us: Iterable[float], base_rtt_ms: float | None = None) -> dict[str, float | None]:
+    """Mean, median, 80th and 90th percentile of the RTT samples, ms, and `rtt_inflation`, the
+    median over the configured `base_rtt_ms` (None without samples or base)."""
     values = np.asarray([r for r in rtts_us if r is not None and r > 0], dtype=float) / 1000
     if values.size == 0:
-        return {"rtt_mean_ms": None, "rtt_median_ms": None, "rtt_p80_ms": None, "rtt_p90_ms": None}
-    return {"rtt_mean_ms": float(values.mean()), "rtt_median_ms": float(np.median(values)),
-            "rtt_p80_ms": float(np.percentile(values, 80)), "rtt_p90_ms": float(np.percentile(values, 90))}
+        return {"rtt_mean_ms": None, "rtt_median_ms": None, "rtt_p80_ms": None, "rtt_p90_ms": None,
+                "rtt_inflation": None}
+    median = float(np.median(values))
+    return {"rtt_mean_ms": float(values.mean()), "rtt_median_ms": median,
+            "rtt_p80_ms": float(np.percentile(values, 80)), "rtt_p90_ms": float(np.percentile(values, 90)),
+            "rtt_inflation": median / base_rtt_ms if base_rtt_ms else None}
 
 
 def fixed_rate_share(quic_cc: str | None) -> float | None:

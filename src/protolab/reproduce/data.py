@@ -293,7 +293,7 @@ def _bulk_transport(store: ResultsStore, experiment: str) -> list[dict[str, Any]
         conns = per_conn.get(row["run_key"], {})
         busiest = max(conns.values(), key=len) if conns else []
         row.update(window_stats((t, float(c)) for t, c, _ in busiest if c is not None))
-        row.update(rtt_stats(float(r) for _, _, r in busiest if r is not None))
+        row.update(rtt_stats((float(r) for _, _, r in busiest if r is not None), row.get("rtt_ms")))
     return rows
 
 
