@@ -109,7 +109,7 @@ CUBIC_TUNING = Figure(
     source="bulk_transport",
     budget=8,  # a ratio over one group needs 7 runs per cell
     quick_budget=8,
-    quick={"repetitions": 4, "params": {"duration_s": 10}},
+    quick={"repetitions": 3, "params": {"duration_s": 10}},
     paper=(("10 Mbit/s, 40 ms RTT, 0.05% loss", "cwnd over time for (CubeFactor, backoff) (1, 0.7), (1, 1), (1, 0.5), "
                                                  "(2, 0.7), (0, 0.5): plots, no numbers"),
            ("Figs. 18-20", "when the backoff factor is smaller, the time is longer"),
