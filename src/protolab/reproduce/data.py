@@ -13,6 +13,7 @@ from protolab.measure.transport import STATES, state_time_fractions, state_trans
 from protolab.plan.spec import CONDITION_COLUMNS
 from protolab.reproduce import passive, wifi_trees
 from protolab.reproduce.transfer_features import Ends
+from protolab.reproduce.bulk_stats import link_use, rtt_stats, window_stats
 from protolab.reproduce.windows import backoff_factors, mean_summed_window
 from protolab.run.runner import PlannedRun
 from protolab.scenarios.base import BULK_SERVER_ADDRESS, CLIENT, CLIENT_ADDRESS, SERVER
@@ -89,7 +90,7 @@ def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
     measured goodput (`rate_over_goodput`: 003 §6.3.2's overhead compensation factor)."""
     rows = store.query(
         "SELECT x.run_key, r.mode, r.bandwidth_mbps, r.rtt_ms, r.buffer_bytes, x.direction, x.queue, x.rpm, "
-        "x.capacity_mbps, "
+        "x.capacity_mbps, x.idle_latency_ms, "
         "x.loaded_latency_ms, x.foreign_latency_ms, x.expected_loaded_rtt_ms, x.factor_of_increase, x.overhead_factor "
         "FROM rpm_results x JOIN runs r USING (experiment_id, run_key) WHERE x.experiment_id = ? AND r.status = 'ok'",
         [experiment])
@@ -102,7 +103,19 @@ def _rpm(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
             row[f"{name}_over_expected"] = value / expected if value is not None and expected else None
         capacity = row["capacity_mbps"]
         row["rate_over_goodput"] = bandwidth / capacity if bandwidth and capacity else None
+        row.update(bdp_columns(bandwidth, rtt, buffer))
+        idle = row["idle_latency_ms"]
+        row["idle_excess_ms"] = idle - rtt if idle is not None and rtt is not None else None
     return rows
+
+
+def bdp_columns(bandwidth_mbps: float | None, rtt_ms: float | None, buffer_bytes: float | None) -> dict[str, Any]:
+    """`bdp_bytes` of a condition and `bdp_below_buffer` (003 Fig. 6.11: the latency increases
+    where the BDP is below the router's 50 kB buffer); None without a rate, RTT or buffer."""
+    if not bandwidth_mbps or not rtt_ms:
+        return {"bdp_bytes": None, "bdp_below_buffer": None}
+    bdp = bandwidth_mbps * 1e6 * rtt_ms / 1e3 / 8
+    return {"bdp_bytes": bdp, "bdp_below_buffer": bdp < buffer_bytes if buffer_bytes else None}
 
 
 def recorded_repetitions(store: ResultsStore, experiment: str) -> int | None:
@@ -122,6 +135,7 @@ def planned_row(run: PlannedRun) -> dict[str, Any]:
     row = {**run.params, **dict(c.extras), "mode": run.mode, "page": run.page.name if run.page else None,
            "bandwidth_mbps": c.bandwidth_mbps, "rtt_ms": c.rtt_ms, "loss_pct": c.loss_pct,
            "pair": run.mode, "protocol": run.mode}
+    row.update(bdp_columns(c.bandwidth_mbps, c.rtt_ms, c.buffer_bytes))
     if c.bandwidth_mbps and c.rtt_ms and c.buffer_bytes:
         row["buffer_bdp"] = round(c.buffer_bytes / (c.bandwidth_mbps * 1e6 * c.rtt_ms / 1e3 / 8), 2)
     site = SITES.get(row["page"] or "")
@@ -326,6 +340,28 @@ def _decision_trees(store: ResultsStore, experiment: str) -> list[dict[str, Any]
 
 
 SOURCES["decision_trees"] = _decision_trees
+def _bulk_transport(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:
+    """The bulk runs, each with its link use (reproduce.bulk_stats.link_use) and the sender's
+    window and RTT statistics (window_stats, rtt_stats) of its busiest connection (the one with
+    the most samples: the transfer's)."""
+    rows = _runs(store, experiment)
+    per_conn: dict[str, dict[str, list[tuple[int, float | None, float | None]]]] = {}
+    for s in store.query(
+            "SELECT s.run_key, s.conn, s.t_unix_ns, s.cwnd_bytes, s.rtt_us FROM transport_samples s "
+            "JOIN runs r USING (experiment_id, run_key) WHERE s.experiment_id = ? AND r.status = 'ok' "
+            "AND s.role = 'server' AND coalesce(s.event, 'sample') = 'sample'", [experiment]):
+        per_conn.setdefault(s["run_key"], {}).setdefault(s["conn"], []).append(
+            (int(s["t_unix_ns"]), s["cwnd_bytes"], s["rtt_us"]))
+    for row in rows:
+        row.update(link_use(row))
+        conns = per_conn.get(row["run_key"], {})
+        busiest = max(conns.values(), key=len) if conns else []
+        row.update(window_stats((t, float(c)) for t, c, _ in busiest if c is not None))
+        row.update(rtt_stats((float(r) for _, _, r in busiest if r is not None), row.get("rtt_ms")))
+    return rows
+
+
+SOURCES["bulk_transport"] = _bulk_transport
 
 
 def corpus_flows(store: ResultsStore, experiment: str) -> list[dict[str, Any]]:

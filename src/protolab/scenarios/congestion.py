@@ -291,13 +291,18 @@ class QuicVsTcp(BulkScenario):
 
 class CcSuiteParams(BulkParams):
     duration_s: float | None = Field(10.0, gt=0, le=3600, description="seconds per transfer (or bytes)")
+    shaper_burst_bytes: int | None = Field(
+        None, ge=1500, description="003 §6.1's tc tbf as the bottleneck: tokens at the bandwidth, this bucket size, "
+        "the buffer as its limit, behind a link of line_rate_mbps; unset: the link's rate is the bottleneck")
+    line_rate_mbps: float = Field(1000.0, gt=0, description="the bottleneck link's own rate under a shaper (003: 1 Gbit/s)")
 
 
 class CcSuite(BulkScenario):
     """003 ch. 4 and §6.2: NesQUIC's bulk tests per controller (cubic, bbr, reno, fast) and its
     "limited" tests, a fixed rate at 30-110% of the link (`fixed:rate=70%`: a rate in % of the
     run's bandwidth), over links of 5-100 Mbit/s and 10-250 ms RTT with the seed's 50 kB
-    token-bucket buffer. Throughput, latency under load (the sender's RTT samples) and loss."""
+    token-bucket buffer (`shaper_burst_bytes`: 003's tbf itself, the buffer as its limit).
+    Throughput, latency under load (the sender's RTT samples) and loss."""
 
     name = "cc-suite"
     source = "003 ch. 4, §6.2"
@@ -311,6 +316,25 @@ class CcSuite(BulkScenario):
         "mode": ["h3"],
         "page": [],
     }
+
+    def check(self, params: CcSuiteParams, axes: Mapping[str, Sequence[Any]]) -> None:
+        if params.shaper_burst_bytes is not None:
+            if "unlimited" in axes.get("bandwidth_mbps", ()):
+                raise ValueError("params.shaper_burst_bytes: a shaper needs a bandwidth, not \"unlimited\"")
+            if any(str(b).strip().lower() == "default" for b in axes.get("buffer", ())):
+                raise ValueError("params.shaper_burst_bytes: a shaper needs a buffer (its limit), not \"default\"")
+
+    def links(self, params: CcSuiteParams, condition: Condition) -> dict[str, dict[str, Any]]:
+        links = _bottleneck_links(condition)
+        if params.shaper_burst_bytes is None or condition.bandwidth_mbps is None or condition.buffer_bytes is None:
+            return links
+        # 003's tbf: the tokens (at the bandwidth) pace the bottleneck, the buffer waits for them,
+        # and the link under the shaper runs at the router's line rate.
+        shaper = {"rate_bps": mbps_to_bps(condition.bandwidth_mbps), "burst_bytes": params.shaper_burst_bytes,
+                  "limit_bytes": condition.buffer_bytes}
+        for side in ("forward", "reverse"):
+            links[f"p0.{side}"] = {**links[f"p0.{side}"], "rate_bps": mbps_to_bps(params.line_rate_mbps), "shaper": shaper}
+        return links
 
 
 # ---------------------------------------------------------------------- slow-start-exit

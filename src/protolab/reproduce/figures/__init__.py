@@ -19,13 +19,15 @@ from protolab.reproduce.figures import (
     seed001,
     seed002,
     seed002_cellular,
+    seed003,
+    seed004,
     transport,
 )
 from protolab.reproduce.figures.base import PAGES_QUICK, Explanation, Figure, merged, plt_ratio
 
 FIGURES: tuple[Figure, ...] = (*seed001.FIGURES, *seed002.FIGURES, *seed002_cellular.FIGURES, *transport.FIGURES,
                                *seed000_passive.FIGURES, *seed000_nat.FIGURES,
-                               *seed000_wifi.FIGURES)
+                               *seed000_wifi.FIGURES, *seed003.FIGURES, *seed004.FIGURES)
 
 REGISTRY: dict[str, Figure] = {figure.id: figure for figure in FIGURES}
 if len(REGISTRY) != len(FIGURES):

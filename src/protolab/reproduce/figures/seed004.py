@@ -1,0 +1,142 @@
+"""004's fairness (ch. 8, Figs. 11-16) and Cubic tuning (ch. 9, Figs. 18-22) results.
+
+004 ran quic-go and the kernel's TCP Cubic in Mininet; ours are quinn with protolab's Cubic and
+the kernel's Cubic through the emulator (004-fig8-10, its ch. 7, is in transport.py). 004 prints
+no numbers for these figures, only plots and what it read from them, so every claim is a
+direction or a property as 004 states it; the thresholds that turn "fair" or "does not decrease"
+into a number are ours and the statements say so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protolab.reproduce.claims import PROTOLAB, Claim, Median, NotJudgeable, Ratio
+from protolab.reproduce.figures.base import Figure
+
+# Jain's index of two flows is 1 / (2 (s^2 + (1-s)^2)) for shares s and 1-s: 0.95 is a 39/61
+# split. 004 calls flows fair without a number; this is our reading.
+FAIR_JAIN = 0.95
+
+NO_OFFLOAD = ("segmentation offload (TSO/GSO) switched on: the lab's interfaces carry no offloads (docs/topology.md: "
+              "MTU 1500, no offloads) and no per-host option turns them on; the emulator forwards every packet as "
+              "one frame")
+
+
+def _cubic(c: float, beta: float) -> dict[str, Any]:
+    """The runs of protolab's Cubic with constant `c` and backoff `beta` (cubic-tuning-004)."""
+    return {"c": c, "beta": beta}
+
+
+DEFAULT_C = 0.4  # quic-go's CubeFactor 1 (004 Fig. 17's constants; Cubic's C in RFC 9438)
+HALF_C = 0.2  # CubeFactor 2: quic-go's cubeFactor is 1/C in its units, so doubling it halves C
+
+FAIRNESS = Figure(
+    id="004-fig11-14",
+    title="Bulk fairness on one bottleneck: QUIC vs QUIC, TCP vs TCP, TCP vs QUIC without offloading",
+    seed="004 ch. 8, Figs. 11 and 14",
+    spec="fairness-004.toml",
+    source="pairs",
+    budget=10,  # a median needs 6 runs per pair
+    quick_budget=6,
+    quick={"repetitions": 3, "params": {"bulk_duration_s": 12}},
+    paper=(("Fig. 11", "two QUIC flows are fair to each other; similar behavior for two TCP flows"),
+           ("Figs. 13-16 (all four tests)", "QUIC is unfair to TCP as predicted, and the TCP is more aggressive"),
+           ("Fig. 14, 10 Mbit/s, 10 ms per link, 20 MB, no offload", "TCP takes the larger share (a plot, no numbers)"),
+           ("§8.3.1 trace sample (tcp-and-quic-6.pcap)", "TCP 8.38 Mbit/s over 27 s, QUIC 4.97 Mbit/s over 47 s"),
+           ("§8.3.1 'average congestion window' TCP 23406, QUIC 10283",
+            "these are the trace's packet counts (pkts=) of the QUIC and TCP flows, not windows: not judged")),
+    claims=(
+        Claim(f"two QUIC flows share the bottleneck fairly (median Jain's index >= {FAIR_JAIN}: our threshold)",
+              Median("jain", {"pair": "h3 vs h3"}), low=FAIR_JAIN, paper="Fig. 11: two QUIC flows are fair to each other"),
+        Claim(f"two TCP flows share the bottleneck fairly (median Jain's index >= {FAIR_JAIN}: our threshold)",
+              Median("jain", {"pair": "tcp vs tcp"}), low=FAIR_JAIN,
+              paper="§8.2: we also found similar behavior for two TCP flows"),
+        Claim("without offloading, TCP takes more than half of the bottleneck against QUIC",
+              Median("share_a", {"pair": "tcp vs h3"}), low=0.5,
+              paper="Fig. 14: QUIC is unfair to TCP, TCP is more aggressive (trace sample: 8.38 / (8.38 + 4.97) = 0.63)"),
+    ),
+    note="10 Mbit/s, 40 ms RTT (004: 10 ms on each of two links, 4 x 10 ms round trip, §6.1.1), 1-BDP buffer (004 "
+         "states none), 32 s flows (20 MB at an even share); each side has its own client and server, 004's Test 2 "
+         "shared one of each",
+)
+
+WITH_OFFLOAD = Figure(
+    id="004-fig13-15",
+    title="TCP vs QUIC with segmentation offload on: one server (Fig. 13) and two servers (Fig. 15)",
+    seed="004 ch. 8, Figs. 13 and 15",
+    spec="",
+    source="pairs",
+    claims=(),
+    paper=(("Fig. 13 vs Fig. 14", "TCP offloading has a little influence on the fairness"),
+           ("Fig. 15 vs Fig. 13", "with QUIC and TCP on two servers there is a significant increase of TCP's throughput; "
+                                  "they are more fair with each other")),
+    not_runnable=NO_OFFLOAD,
+    substitute="004-fig11-14",
+    note="004-fig11-14 runs Fig. 14's pair (no offload); its sides already have separate servers (and clients)",
+)
+
+SMALL_FILE = Figure(
+    id="004-fig16",
+    title="TCP vs QUIC with a small transfer (5 MB), without offloading",
+    seed="004 ch. 8, Fig. 16",
+    spec="fairness-004-small.toml",
+    source="pairs",
+    budget=12,
+    quick_budget=6,
+    quick={"repetitions": 6},
+    paper=(("Fig. 16, 10 Mbit/s, 10 ms per link, 5 MB, no offload",
+            "when the client downloads a small file they are more fair (than with 20 MB, Fig. 14)"),),
+    claims=(
+        Claim("with a small transfer too, TCP takes more than half of the bottleneck against QUIC",
+              Median("share_a", {"pair": "tcp vs h3"}), low=0.5,
+              paper="Figs. 13-16: QUIC is unfair to TCP, TCP is more aggressive"),
+        Claim("with a 5 MB file TCP and QUIC are more fair than with 20 MB (Fig. 16 vs Fig. 14)",
+              NotJudgeable("the flows of the fairness scenario are bound by time, one length per spec, and a claim "
+                           "is judged on one spec: compare this entry's Jain index with 004-fig11-14's tcp vs h3 "
+                           "(docs/reproduce.md)"),
+              paper="they are more fair, because they have a smaller objective size"),
+    ),
+    note="as 004-fig11-14 with 8 s flows (5 MB at an even share); both flows run the whole 8 s, 004's ended when "
+         "their file was done (its §10.2: the QUIC flow started late and often ran alone)",
+)
+
+CUBIC_TUNING = Figure(
+    id="004-fig18-22",
+    title="Cubic's CubeFactor and backoff factor: the window over time",
+    seed="004 ch. 9, Figs. 18-22",
+    spec="cubic-tuning-004.toml",
+    source="bulk_transport",
+    budget=8,  # a ratio over one group needs 7 runs per cell
+    quick_budget=8,
+    quick={"repetitions": 3, "params": {"duration_s": 10}},
+    paper=(("10 Mbit/s, 40 ms RTT, 0.05% loss", "cwnd over time for (CubeFactor, backoff) (1, 0.7), (1, 1), (1, 0.5), "
+                                                 "(2, 0.7), (0, 0.5): plots, no numbers"),
+           ("Figs. 18-20", "when the backoff factor is smaller, the time is longer"),
+           ("Fig. 19", "when the backoff factor is 1, the window size will not decrease"),
+           ("Figs. 18, 21, 22", "the bigger the Cube Factor, the more fluent the curve: the network is more stable"),
+           ("conclusion", "beta controls the convergence rate, C controls TCP friendliness")),
+    claims=(
+        Claim("a smaller backoff factor makes the transfer slower (goodput at beta 0.5 below beta 0.7)",
+              Ratio("goodput_mbps", _cubic(DEFAULT_C, 0.5), _cubic(DEFAULT_C, 0.7)), high=1.0,
+              paper="Figs. 18-20: when the backoff factor is more small, the time is more long"),
+        Claim("with backoff factor 1 the window does not decrease (median window after a fall / before >= 0.95)",
+              Median("window_kept", _cubic(DEFAULT_C, 1.0)), low=0.95,
+              paper="Fig. 19: the window size will not decrease"),
+        Claim("a bigger CubeFactor (C halved) makes the window smoother (a lower coefficient of variation)",
+              Ratio("cwnd_cv", _cubic(HALF_C, 0.7), _cubic(DEFAULT_C, 0.7)), high=1.0,
+              paper="Figs. 18, 21: the Cube Factor is bigger, the curve will be more fluent"),
+        Claim("CubeFactor 0 (Fig. 22) with backoff 0.5",
+              NotJudgeable("quic-go's cubeFactor 0 makes K = 0: the window is back at W_max the moment it was cut, "
+                           "which no value of Cubic's C expresses (C = infinity)"),
+              paper="Figs. 18, 21, 22: the bigger the Cube Factor, the more stable"),
+        Claim("a fall cuts the window to beta (median window after a fall / before at beta 0.7 in 0.65-0.75)",
+              Median("window_kept", _cubic(DEFAULT_C, 0.7)), low=0.65, high=0.75,
+              paper="(the backoff the controller is given)", whose=PROTOLAB),
+    ),
+    note="quinn with protolab's Cubic (`cubic:c=C,beta=B`) for 30 s; 004's CubeFactor is quic-go's cubeFactor = "
+         "2^40/410 (Fig. 17), the inverse of C in its units (K = cbrt(cubeFactor x (W_max - cwnd))): CubeFactor 2 is "
+         "C = 0.2. The window statistics start at the window's first fall (reproduce.bulk_stats); a 1-BDP buffer",
+)
+
+FIGURES: tuple[Figure, ...] = (FAIRNESS, WITH_OFFLOAD, SMALL_FILE, CUBIC_TUNING)
