@@ -171,6 +171,7 @@ impl Connector {
             tcp_fd: Some(tcp.fd),
             drivers: vec![http.driver],
             endpoint: None,
+            quic_conn: None,
             conn_id: tcp.conn_id,
             sampler: tcp.sampler,
             qlog: None,
@@ -194,6 +195,8 @@ pub(crate) struct Connected<B = Empty<Bytes>> {
     pub drivers: Vec<JoinHandle<()>>,
     /// The QUIC endpoint (one UDP socket per connection, as a browser); close it when done.
     pub endpoint: Option<quinn::Endpoint>,
+    /// QUIC: the connection, for its statistics (the RPM client's upload accounting).
+    pub quic_conn: Option<quinn::Connection>,
     /// The connection's id in sample and qlog file names (`instrument::connection_id`).
     pub conn_id: String,
     /// The sampler of this connection, when samples are asked for.
@@ -217,6 +220,7 @@ impl<B> Connected<B> {
             tcp_fd: None,
             drivers: vec![q.driver],
             endpoint: Some(q.endpoint),
+            quic_conn: Some(q.conn),
             conn_id: q.conn_id,
             sampler: q.sampler,
             qlog: q.qlog,

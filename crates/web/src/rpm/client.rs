@@ -15,7 +15,8 @@ use tokio::task::JoinSet;
 use tokio_rustls::rustls;
 
 use super::algorithm::{responsiveness, Parameters, ProbeTimes, Stages, Verdict};
-use super::conn::{Dialer, RpmBody};
+use super::conn::{Dialer, RpmBody, RpmConn};
+use super::delivered::{DeliveredAccount, TransportCounters};
 use super::endpoints::{ConfigUrls, LARGE_PATH, SMALL_PATH, UPLOAD_PATH};
 use super::result::{self, ClientInfo, Confidences, DirectionResult, IdleResult, Interval, IntervalState, Probe, ProbeKind, RpmConfig, RpmResult, RpmStatus};
 use crate::client::{self, Connector, Sender, Sessions, Trust};
@@ -439,10 +440,67 @@ async fn idle(ctx: &Ctx, n: usize) -> Result<IdleResult, String> {
     })
 }
 
-/// One load-generating connection: connect, register with the probes, then request the large
-/// object (or upload) again and again until aborted.
-async fn load_connection(ctx: Arc<Ctx>, dir: Dir, moved: Arc<AtomicU64>, pool: Arc<Mutex<Vec<Loaded>>>) -> Result<(), String> {
+/// Where an upload connection's transport counters are read.
+enum CounterSource {
+    /// TCP: a duplicate of the socket (`TCP_INFO`).
+    Tcp(std::os::fd::OwnedFd),
+    /// QUIC: the connection (quinn's statistics).
+    Quic(quinn::Connection),
+}
+
+impl CounterSource {
+    fn of(conn: &RpmConn) -> Result<CounterSource, String> {
+        if let Some(q) = &conn.quic {
+            return Ok(CounterSource::Quic(q.clone()));
+        }
+        let fd = conn.tcp_fd.as_ref().ok_or("upload: the connection has neither a TCP socket nor a QUIC connection to count delivered bytes")?;
+        fd.try_clone().map(CounterSource::Tcp).map_err(|e| format!("upload: duplicate the socket: {e}"))
+    }
+
+    fn read(&self) -> Result<TransportCounters, String> {
+        match self {
+            CounterSource::Tcp(fd) => crate::sockopt::tcp_info(fd.as_fd()).map(|i| TransportCounters::Tcp { bytes_acked: i.bytes_acked }).map_err(|e| format!("TCP_INFO: {e}")),
+            CounterSource::Quic(c) => {
+                let stats = c.stats();
+                Ok(TransportCounters::Quic { sent_bytes: stats.udp_tx.bytes, lost_bytes: stats.path.lost_bytes, cwnd: stats.path.cwnd })
+            }
+        }
+    }
+}
+
+/// An upload connection's delivered bytes (docs/rpm.md, [`super::delivered`]).
+struct UploadMeter {
+    source: CounterSource,
+    account: DeliveredAccount,
+}
+
+impl UploadMeter {
+    fn start(conn: &RpmConn) -> Result<UploadMeter, String> {
+        let source = CounterSource::of(conn)?;
+        let account = DeliveredAccount::new(source.read()?);
+        Ok(UploadMeter { source, account })
+    }
+
+    /// The delivered bytes now (a failed reading keeps the last count).
+    fn delivered(&mut self) -> u64 {
+        match self.source.read() {
+            Ok(now) => self.account.update(now),
+            Err(_) => self.account.delivered(),
+        }
+    }
+}
+
+/// One load-generating connection: connect, register with the probes (and, uploading, with
+/// the delivered-bytes meters), then request the large object (or upload) again and again
+/// until aborted.
+async fn load_connection(ctx: Arc<Ctx>, dir: Dir, moved: Arc<AtomicU64>, pool: Arc<Mutex<Vec<Loaded>>>, meters: Arc<Mutex<Vec<UploadMeter>>>) -> Result<(), String> {
     let mut conn = tokio::time::timeout(ctx.probe_timeout, ctx.dialer.connect()).await.map_err(|_| "connection timed out".to_string())??;
+    if dir == Dir::Upload {
+        let meter = UploadMeter::start(&conn)?;
+        if let Ok(mut m) = meters.lock() {
+            m.push(meter);
+        }
+    }
     let loaded = Loaded { sender: conn.sender.clone_multiplexed(), tcp_fd: conn.tcp_fd.as_ref().and_then(|f| f.try_clone().ok()).map(Arc::new) };
     if let Ok(mut p) = pool.lock() {
         p.push(loaded);
@@ -467,7 +525,10 @@ async fn load_connection(ctx: Arc<Ctx>, dir: Dir, moved: Arc<AtomicU64>, pool: A
 struct Load {
     ctx: Arc<Ctx>,
     dir: Dir,
+    /// Downloads: the bytes read. Uploads: the bytes the stacks accepted (not the goodput).
     moved: Arc<AtomicU64>,
+    /// Uploads: each connection's delivered bytes, the goodput.
+    meters: Arc<Mutex<Vec<UploadMeter>>>,
     /// The connections the probes can use (registered once connected).
     pool: Arc<Mutex<Vec<Loaded>>>,
     tasks: JoinSet<Result<(), String>>,
@@ -475,13 +536,13 @@ struct Load {
 
 impl Load {
     fn new(ctx: Arc<Ctx>, dir: Dir) -> Load {
-        Load { ctx, dir, moved: Arc::new(AtomicU64::new(0)), pool: Arc::new(Mutex::new(Vec::new())), tasks: JoinSet::new() }
+        Load { ctx, dir, moved: Arc::new(AtomicU64::new(0)), meters: Arc::new(Mutex::new(Vec::new())), pool: Arc::new(Mutex::new(Vec::new())), tasks: JoinSet::new() }
     }
 
     /// Starts `n` more connections.
     fn spawn(&mut self, n: usize) {
         for _ in 0..n {
-            self.tasks.spawn(load_connection(self.ctx.clone(), self.dir, self.moved.clone(), self.pool.clone()));
+            self.tasks.spawn(load_connection(self.ctx.clone(), self.dir, self.moved.clone(), self.pool.clone(), self.meters.clone()));
         }
     }
 
@@ -501,8 +562,13 @@ impl Load {
         self.pool.lock().map(|p| p.len()).unwrap_or(0).min(self.tasks.len())
     }
 
+    /// The goodput's bytes so far: read (downloads) or delivered (uploads, every connection
+    /// that ever uploaded, ended ones included).
     fn bytes(&self) -> u64 {
-        self.moved.load(Ordering::Relaxed)
+        match self.dir {
+            Dir::Download => self.moved.load(Ordering::Relaxed),
+            Dir::Upload => self.meters.lock().map(|mut m| m.iter_mut().map(UploadMeter::delivered).sum()).unwrap_or(0),
+        }
     }
 
     async fn stop(&mut self) {

@@ -29,7 +29,8 @@ fn upload_chunk() -> Bytes {
     CHUNK.get_or_init(|| Bytes::from((0..UPLOAD_CHUNK).map(|i| (i * 131 % 251) as u8).collect::<Vec<u8>>())).clone()
 }
 
-/// A request body: none (GETs) or an endless upload counted into `sent` as hyper takes it.
+/// A request body: none (GETs) or an endless upload counted into `sent` as hyper takes it
+/// (accepted, not delivered: the goodput counts [`super::delivered`]'s bytes).
 pub(crate) struct RpmBody {
     sent: Option<Arc<AtomicU64>>,
 }
@@ -85,6 +86,8 @@ pub(crate) struct RpmConn {
     /// TCP: a duplicate of the socket, for the stack's RTT estimate (HTTP/1.1 self probes).
     pub tcp_fd: Option<OwnedFd>,
     endpoint: Option<quinn::Endpoint>,
+    /// QUIC: the connection, for its statistics (upload accounting).
+    pub quic: Option<quinn::Connection>,
     drivers: Vec<JoinHandle<()>>,
     /// TCP handshake, or the QUIC handshake (with the HTTP/3 set-up), ms.
     pub connect_ms: f64,
@@ -128,6 +131,7 @@ impl Dialer {
             sender: connected.sender,
             tcp_fd: connected.tcp_fd,
             endpoint: connected.endpoint,
+            quic: connected.quic_conn,
             drivers: connected.drivers,
             // TCP: its handshake; QUIC: the handshake with the HTTP/3 set-up.
             connect_ms: ms_between(start, connected.tcp_connected.unwrap_or(ready)),

@@ -6,6 +6,7 @@ pub mod algorithm;
 pub mod endpoints;
 pub mod client;
 mod conn;
+pub mod delivered;
 pub mod result;
 
 pub use client::{Directions, Rpm, RpmError, RpmOptions};
