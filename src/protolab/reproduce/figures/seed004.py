@@ -18,9 +18,10 @@ from protolab.reproduce.figures.base import Figure
 # split. 004 calls flows fair without a number; this is our reading.
 FAIR_JAIN = 0.95
 
-NO_OFFLOAD = ("segmentation offload (TSO/GSO) switched on: the lab's interfaces carry no offloads (docs/topology.md: "
-              "MTU 1500, no offloads) and no per-host option turns them on; the emulator forwards every packet as "
-              "one frame")
+NO_OFFLOAD = ("segmentation offload (TSO/GSO) switched on at the endpoints: the lab's TUN offloads "
+              "(`protolab run --offload`, docs/emulator.md \"Segmentation offloads\") are lab-wide and "
+              "opt-in, not yet a spec setting, so reproduce cannot run a spec with them on, and no per-host "
+              "option sets them on one server only (004's Fig. 15)")
 
 
 def _cubic(c: float, beta: float) -> dict[str, Any]:
