@@ -96,6 +96,11 @@ def test_flags_force_the_protocol_of_each_mode() -> None:
     assert f"--host-resolver-rules=MAP {WWW} 10.98.0.1, MAP {STATIC} 10.98.0.2" in h3
     assert "--disable-http2" in chromium_flags("h1", "AAA=", maps)
     assert "--disable-quic" in chromium_flags("h2", "AAA=", maps) and "--disable-http2" not in chromium_flags("h2", "A", maps)
+    assert "--ignore-certificate-errors-spki-list=AAA=" in h3
+    # No SPKI: nothing pinned (the trust store decides); QUIC not forced: only through Alt-Svc.
+    trusting = chromium_flags("h3", "", maps, force_quic=False)
+    assert "--enable-quic" in trusting
+    assert not [f for f in trusting if f.startswith(("--ignore-certificate-errors-spki-list", "--origin-to-force-quic-on"))]
 
 
 @pytest.mark.lab

@@ -107,9 +107,9 @@ def pebble(tmp_path: Path) -> Iterator[Pebble]:
         subprocess.run(["ip", "netns", "del", namespace], check=False)
 
 
-def _inside(pebble: Pebble, function: str, timeout_s: float = 240) -> dict[str, object]:
-    """Runs `function` of this module in the namespace (a process there) and returns its JSON."""
-    code = (f"import sys, json; sys.path[:0] = [{str(SRC)!r}, {str(HERE)!r}]; import test_live_acme as t; "
+def _inside(pebble: Pebble, function: str, timeout_s: float = 240, module: str = "test_live_acme") -> dict[str, object]:
+    """Runs `function` of `module` (a test module) in the namespace (a process there) and returns its JSON."""
+    code = (f"import sys, json; sys.path[:0] = [{str(SRC)!r}, {str(HERE)!r}]; import {module} as t; "
             f"print(json.dumps(t.{function}({str(pebble.work)!r}, {pebble.directory_url!r}, {str(pebble.tls_cert)!r})))")
     done = subprocess.run(["ip", "netns", "exec", pebble.namespace, sys.executable, "-c", code],
                           capture_output=True, text=True, timeout=timeout_s, check=False)

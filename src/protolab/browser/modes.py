@@ -60,12 +60,16 @@ def chromium_mode(mode: str) -> ChromiumMode:
     return ChromiumMode(flags.flags, scheme=flags.scheme, mptcpize=found.mptcp, force_quic=flags.force_quic)
 
 
-def chromium_flags(mode: str, spki: str, maps: Sequence[str]) -> list[str]:
-    """Chromium's command-line flags for `mode`; `maps` are HOST=ADDR resolver rules."""
+def chromium_flags(mode: str, spki: str, maps: Sequence[str], force_quic: bool = True) -> list[str]:
+    """Chromium's command-line flags for `mode`; `maps` are HOST=ADDR resolver rules. `spki`
+    empty: no certificate is pinned (the trust store decides, e.g. a throwaway NSS db in $HOME).
+    `force_quic=False`: HTTP/3 only where the server's Alt-Svc offers it, as for a user."""
     m = chromium_mode(mode)
     pairs = [item.split("=", 1) for item in maps]
     rules = ", ".join(f"MAP {host} {addr}" for host, addr in pairs)
-    flags = [*COMMON_FLAGS, *m.flags, f"--host-resolver-rules={rules}", f"--ignore-certificate-errors-spki-list={spki}"]
-    if m.force_quic:
+    flags = [*COMMON_FLAGS, *m.flags, f"--host-resolver-rules={rules}"]
+    if spki:
+        flags.append(f"--ignore-certificate-errors-spki-list={spki}")
+    if m.force_quic and force_quic:
         flags.append("--origin-to-force-quic-on=" + ",".join(f"{host}:443" for host, _ in pairs))
     return flags

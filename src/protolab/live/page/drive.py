@@ -98,7 +98,7 @@ async def drive(a: argparse.Namespace) -> dict[str, Any]:
     from playwright.async_api import TimeoutError as PlaywrightTimeout
     from playwright.async_api import async_playwright
 
-    flags = chromium_flags(a.mode, a.spki, a.map)
+    flags = chromium_flags(a.mode, a.spki, a.map, force_quic=not a.alt_svc)
     if a.secure_origin:
         flags.append("--unsafely-treat-insecure-origin-as-secure=" + ",".join(a.secure_origin))
     if a.netlog:
@@ -168,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="protolab.live.page.drive", description=__doc__.split("\n\n")[0])
     p.add_argument("--url", required=True, help="the page's URL (with ?autostart=1)")
     p.add_argument("--mode", choices=sorted(chromium_modes()), default="h3")
-    p.add_argument("--spki", required=True, help="SPKI hash(es) of the lab's certificates, comma-separated")
+    p.add_argument("--spki", default="", help="SPKI hash(es) of the lab's certificates, comma-separated; "
+                   "none: trust what the NSS db in $HOME trusts (e.g. an ACME test CA's root)")
+    p.add_argument("--alt-svc", action="store_true",
+                   help="with --mode h3: QUIC enabled, not forced; HTTP/3 where the server's Alt-Svc offers it (Chromium "
+                        "then refuses QUIC to a certificate of a root the user installed: ERR_QUIC_CERT_ROOT_NOT_KNOWN)")
     p.add_argument("--map", action="append", default=[],
                    help="HOST=ADDR (host resolver rule; the page's origin and each load origin)")
     p.add_argument("--out", required=True)
