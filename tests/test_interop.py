@@ -197,6 +197,21 @@ def test_certificates_name_the_server(tmp_path: Path) -> None:
     assert verified.returncode == 0, verified.stderr
 
 
+def test_a_certificate_chain_of_the_length_asked(tmp_path: Path) -> None:
+    """amplificationlimit's long chain (9 there; 3 here, to stay fast): the leaf, the
+    intermediates and the CA in cert.pem, verifying up to ca.pem through the intermediates."""
+    certs = endpoint.make_certificates(tmp_path / "certs", "10.77.1.1", chain=3)
+    assert sorted(p.name for p in certs.iterdir()) == ["ca.pem", "cert.pem", "priv.key"]
+    chain = (certs / "cert.pem").read_text()
+    assert chain.count("BEGIN CERTIFICATE") == 3 and chain.endswith((certs / "ca.pem").read_text())
+    verified = subprocess.run(["openssl", "verify", "-CAfile", certs / "ca.pem", "-untrusted", certs / "cert.pem",
+                               certs / "cert.pem"], capture_output=True, text=True, check=False)
+    assert verified.returncode == 0, verified.stderr
+    alone = subprocess.run(["openssl", "verify", "-CAfile", certs / "ca.pem", certs / "cert.pem"],
+                           capture_output=True, text=True, check=False)
+    assert alone.returncode != 0  # the leaf is not signed by the CA itself
+
+
 # ---------------------------------------------------------------------- lab runs
 
 

@@ -28,6 +28,11 @@ from protolab.interop.testcases import TestCase
 TO_SERVER, TO_CLIENT = "p0.forward", "p0.reverse"
 PASS_FIRST_THEN_DROP = {"kind": "gilbert-elliott", "p": 1.0, "r": 0.0, "loss_good": 0.0, "loss_bad": 1.0}
 DROP_ALL = {"kind": "bernoulli", "p": 1.0}
+# How often the counters are read while an event is due. Each read is a command to the packet
+# loop, so not faster than needed: the drop list must see the client's packets one by one (they
+# come a PTO apart, or a few back to back), the outage needs its start to ~25 kB at 10 Mbit/s.
+DROPLIST_POLL_S = 0.005
+BLACKOUT_POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,10 @@ class LinkSchedule:
     @property
     def active(self) -> bool:
         return (self.case.blackout_s > 0 or self.case.drops_to_server > 0) and not self.done
+
+    @property
+    def poll_s(self) -> float:
+        return DROPLIST_POLL_S if self.case.drops_to_server > 0 else BLACKOUT_POLL_S
 
     def start(self) -> list[LinkChange]:
         if self.case.drops_to_server > 0:

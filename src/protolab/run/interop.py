@@ -37,7 +37,6 @@ SERVER_READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 5.0
 TSHARK_TIMEOUT_S = 300.0
 NAME_LENGTH = 10
-LINK_POLL_S = 0.005  # how often the counters are read while a case's link events are due
 
 
 @dataclass(frozen=True)
@@ -241,7 +240,7 @@ def _await_client(session: LabSession, client: subprocess.Popen[bytes], schedule
             return None
         now = time.monotonic()
         _apply(session, schedule.step(session.lab.counters().get("links", {}), now), None)
-        time.sleep(LINK_POLL_S)
+        time.sleep(schedule.poll_s)
     try:
         return client.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
