@@ -9,13 +9,14 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from conftest import lab_namespaces, run_protolab
-from protolab.interop import endpoint, stacks, testcases, trace
+from protolab.interop import endpoint, links, stacks, testcases, trace
 from protolab.run.interop import stop_group, write_files
 
 CLIENT, SERVER = "10.77.0.1", "10.77.1.1"
@@ -196,6 +197,21 @@ def test_certificates_name_the_server(tmp_path: Path) -> None:
     assert verified.returncode == 0, verified.stderr
 
 
+def test_a_certificate_chain_of_the_length_asked(tmp_path: Path) -> None:
+    """amplificationlimit's long chain (9 there; 3 here, to stay fast): the leaf, the
+    intermediates and the CA in cert.pem, verifying up to ca.pem through the intermediates."""
+    certs = endpoint.make_certificates(tmp_path / "certs", "10.77.1.1", chain=3)
+    assert sorted(p.name for p in certs.iterdir()) == ["ca.pem", "cert.pem", "priv.key"]
+    chain = (certs / "cert.pem").read_text()
+    assert chain.count("BEGIN CERTIFICATE") == 3 and chain.endswith((certs / "ca.pem").read_text())
+    verified = subprocess.run(["openssl", "verify", "-CAfile", certs / "ca.pem", "-untrusted", certs / "cert.pem",
+                               certs / "cert.pem"], capture_output=True, text=True, check=False)
+    assert verified.returncode == 0, verified.stderr
+    alone = subprocess.run(["openssl", "verify", "-CAfile", certs / "ca.pem", certs / "cert.pem"],
+                           capture_output=True, text=True, check=False)
+    assert alone.returncode != 0  # the leaf is not signed by the CA itself
+
+
 # ---------------------------------------------------------------------- lab runs
 
 
@@ -271,3 +287,97 @@ def test_matrix_of_fixed_rows() -> None:
     assert "| quic-go | 9.00 [6.52, 11.48] (n=3) ✓✓✓ |" in text
     assert "| protolab | ? |" in text and "- protolab->quic-go: exit 127" in text
     assert "Link: 10 Mbit/s, 30 ms RTT, 0% loss." in text
+
+
+def _datagram(t: float, src: str, dst: str, size: int, kinds: tuple[str, ...], crypto_end: int = 0) -> trace.Datagram:
+    packets = tuple(trace.QuicPacket(kind != "1rtt", kind, 1 if kind != "1rtt" else None, "aa" if kind != "1rtt" else None)
+                    for kind in kinds)
+    return trace.Datagram(t, src, dst, size + trace.UDP_HEADER, packets, crypto_end=crypto_end)
+
+
+def _amplification_trace(server_sizes: list[int]) -> list[trace.Datagram]:
+    """The client's 1200-byte Initial, the server's datagrams, then the client's Handshake."""
+    flight = [_datagram(1.0 + i / 100, SERVER, CLIENT, size, ("initial", "handshake") if i == 0 else ("handshake",),
+                        crypto_end=9000 if i == len(server_sizes) - 1 else 100) for i, size in enumerate(server_sizes)]
+    return [_datagram(1.0, CLIENT, SERVER, 1200, ("initial",)), *flight,
+            _datagram(2.0, CLIENT, SERVER, 1200, ("initial", "handshake")),
+            _datagram(2.1, SERVER, CLIENT, 1200, ("1rtt",))]
+
+
+def test_amplification_is_counted_until_the_client_is_validated() -> None:
+    sent = trace.amplification(_amplification_trace([1200, 1200, 1200]), SERVER)
+    assert (sent.client_bytes, sent.server_bytes, sent.validated) == (1200, 3600, True)
+    assert sent.max_ratio == pytest.approx(3.0)
+    assert trace.crypto_flight(_amplification_trace([1200]), SERVER) == 9000
+    case = testcases.TESTCASES["amplificationlimit"]
+    judged = [testcases.judge(case, 0, None, _files(), _amplification_trace(sizes), SERVER, keylog=True)
+              for sizes in ([1200, 1200, 1200], [1200, 1200, 1200, 500], [1200] * 5)]
+    assert [v.result for v in judged] == ["succeeded", "succeeded", "failed"]
+    assert "3600 bytes for 1200 received (3.00x at most)" in str(judged[0].reason)
+    assert "within the runner's 4x tolerance" in str(judged[1].reason)
+    assert "over the runner's 4x tolerance" in str(judged[2].reason)
+    assert testcases.judge(case, 0, None, _files(), _amplification_trace([1200]), SERVER).result == "unsupported"
+    short = [replace(d, crypto_end=min(d.crypto_end, 3000)) for d in _amplification_trace([1200])]
+    assert "long certificate chain was not used" in str(testcases.judge(case, 0, None, _files(), short, SERVER,
+                                                                        keylog=True).reason)
+    unvalidated = _amplification_trace([1200])[:2]
+    assert "no Handshake packet" in str(testcases.judge(case, 0, None, _files(), unvalidated, SERVER, keylog=True).reason)
+
+
+def _counters(to_server_lost: int = 0, to_client_bytes: int = 0) -> dict[str, dict[str, object]]:
+    return {links.TO_SERVER: {"dropped_packets": {"random_loss": to_server_lost}, "delivered_bytes": 0},
+            links.TO_CLIENT: {"dropped_packets": {"random_loss": 0}, "delivered_bytes": to_client_bytes}}
+
+
+def test_the_blackhole_goes_dark_at_half_the_files_and_lights_again() -> None:
+    restore = {links.TO_SERVER: None, links.TO_CLIENT: {"kind": "bernoulli", "p": 0.02}}
+    schedule = links.LinkSchedule(testcases.TESTCASES["blackhole"], 1000, restore)
+    assert schedule.start() == [] and schedule.step(_counters(to_client_bytes=499), 10.0) == []
+    dark = schedule.step(_counters(to_client_bytes=500), 10.0)
+    assert [(c.link, c.loss) for c in dark] == [(links.TO_SERVER, links.DROP_ALL), (links.TO_CLIENT, links.DROP_ALL)]
+    assert schedule.step(_counters(to_client_bytes=600), 11.99) == [] and schedule.active
+    light = schedule.step(_counters(to_client_bytes=600), 12.0)
+    assert [(c.link, c.loss) for c in light] == list(restore.items())
+    assert not schedule.active and schedule.step(_counters(to_client_bytes=900), 20.0) == []
+    assert schedule.events == ["dark both ways after 500 bytes to the client", "light again after 2.00 s"]
+
+
+def test_the_droplist_passes_the_first_packet_then_drops_six() -> None:
+    schedule = links.LinkSchedule(testcases.TESTCASES["amplificationlimit"], 5120, {links.TO_SERVER: None})
+    [start] = schedule.start()
+    assert (start.link, start.loss, start.reseed) == (links.TO_SERVER, links.PASS_FIRST_THEN_DROP, True)
+    assert schedule.step(_counters(to_server_lost=5), 1.0) == []
+    assert schedule.step(_counters(to_server_lost=6), 1.5) == [links.LinkChange(links.TO_SERVER, None)]
+    assert not schedule.active
+    assert links.LinkSchedule(testcases.TESTCASES["transfer"], 1, {}).start() == []
+    assert not links.LinkSchedule(testcases.TESTCASES["transfer"], 1, {}).active
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("testcase", ["blackhole", "amplificationlimit"])
+def test_blackhole_and_amplification_limit_on_aioquic(testcase: str, emu_binary: Path, lab_name: Callable[[], str],
+                                                      tmp_path: Path) -> None:
+    """aioquic against itself (built by set-up): the files arrive through the 2 s outage; the
+    server's first flight (a 9-certificate chain) stays within 3x of the client's one Initial
+    while the client's next six packets are dropped."""
+    if stacks.BUILTIN_STACKS["aioquic"].version() is None:
+        pytest.skip(f"interop stack aioquic is not built in {stacks.stacks_dir()}: run `make stacks`")
+    results, name = tmp_path / "results", lab_name()
+    done = run_protolab("run", _spec(tmp_path, testcase, ["aioquic->aioquic"]), "--results", results, "--lab", name,
+                        "--binary", emu_binary, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [row] = _interop_rows(results)
+    assert row["verdict"] == "succeeded", row
+    assert (row["files_intact"], row["handshakes"]) == (1, 1)
+    [run] = list((results / "runs").iterdir())
+    events = (run / "interop" / "links.log").read_text().splitlines()
+    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as db:
+        lost = db.execute("SELECT link, dropped_random_loss_packets FROM link_counters ORDER BY link").fetchall()
+    if testcase == "blackhole":
+        assert events[0].startswith("dark both ways") and events[1].startswith("light again")
+        assert row["completion_ms"] > testcases.BLACKOUT_S * 1000  # the outage is inside the transfer
+    else:
+        assert events[0].startswith("dropped the client's packets 2 to")
+        assert "x at most" in str(row["reason"])
+        assert dict(lost)["p0.forward"] >= 6
+    _assert_clean(results, name)

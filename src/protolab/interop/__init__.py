@@ -2,7 +2,8 @@
 (docs/interop.md): the test cases and how they are judged (`testcases`, pure), the QUIC packets
 of a capture as tshark decodes them (`trace`, pure parser; `tcp_trace` the TCP segments of the
 cases over TCP, for web servers and browsers), the stacks protolab knows
-(`stacks`), and the private mount namespace that gives an unmodified `run_endpoint.sh` its
+(`stacks`), what the blackhole and amplificationlimit cases do to the link while the client
+runs (`links`, pure), and the private mount namespace that gives an unmodified `run_endpoint.sh` its
 `/www`, `/downloads`, `/certs` and `/logs` (`endpoint`).
 
 May import: `errors`, `files`; no stage package (the run stage's `protolab.run.interop` drives

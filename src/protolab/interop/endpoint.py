@@ -66,20 +66,39 @@ def _openssl(argv: Sequence[str], cwd: Path) -> None:
         raise ToolError(f"openssl {' '.join(argv)} exited with status {done.returncode}: {done.stderr.strip()[-800:]}")
 
 
-def make_certificates(directory: Path, server_address: str) -> Path:
+def make_certificates(directory: Path, server_address: str, chain: int = 0) -> Path:
     """A fresh CA (P-256) and the server's certificate for `server`, `server4` and its address,
-    as the interface names them (`cert.pem` with the chain, `priv.key`), and `ca.pem`."""
+    as the interface names them (`cert.pem` with the chain, `priv.key`), and `ca.pem`. With
+    `chain` (the runner's amplificationlimit: 9), `cert.pem` holds that many certificates: the
+    leaf, `chain - 2` intermediates and the CA, these RSA-3072 so the server's first flight is
+    well over 3x a client's Initial (the runner requires 7500 bytes of it)."""
     directory.mkdir(parents=True, exist_ok=True)
     key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl(["req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", str(CERT_DAYS),
+    authority = key if chain == 0 else ["-newkey", "rsa:3072", "-nodes"]
+    _openssl(["req", "-x509", *authority, "-keyout", "ca.key", "-out", "ca.pem", "-days", str(CERT_DAYS),
               "-subj", "/CN=protolab interop CA"], directory)
-    _openssl(["req", *key, "-keyout", "priv.key", "-out", "server.csr", "-subj", "/CN=server"], directory)
+    issuers = ["ca"]
+    (directory / "ca.ext").write_text("basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign\n")
+    for index in range(1, max(0, chain - 1)):
+        name = f"intermediate{index}"
+        _openssl(["req", *authority, "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                  "-subj", f"/CN=protolab interop intermediate {index}"], directory)
+        _sign(directory, name, issuers[-1], "ca.ext")
+        issuers.append(name)
+    _openssl(["req", *key, "-keyout", "priv.key", "-out", "leaf.csr", "-subj", "/CN=server"], directory)
     sans = ",".join([*(f"DNS:{name}" for name in SERVER_NAMES), f"IP:{server_address}"])
-    (directory / "server.ext").write_text(f"subjectAltName={sans}\nbasicConstraints=CA:FALSE\n")
-    _openssl(["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-              "-out", "leaf.pem", "-days", str(CERT_DAYS), "-extfile", "server.ext"], directory)
-    (directory / "cert.pem").write_text((directory / "leaf.pem").read_text() + (directory / "ca.pem").read_text())
-    for name in ("ca.key", "server.csr", "server.ext", "leaf.pem", "ca.srl"):
-        (directory / name).unlink(missing_ok=True)
+    (directory / "leaf.ext").write_text(f"subjectAltName={sans}\nbasicConstraints=CA:FALSE\n")
+    _sign(directory, "leaf", issuers[-1], "leaf.ext")
+    pems = ["leaf", *reversed(issuers)]
+    (directory / "cert.pem").write_text("".join((directory / f"{name}.pem").read_text() for name in pems))
+    for path in directory.iterdir():
+        if path.name not in ("cert.pem", "priv.key", "ca.pem"):
+            path.unlink()
     (directory / "priv.key").chmod(0o600)
     return directory
+
+
+def _sign(directory: Path, name: str, issuer: str, extensions: str) -> None:
+    """`name`.csr signed by `issuer` into `name`.pem."""
+    _openssl(["x509", "-req", "-in", f"{name}.csr", "-CA", f"{issuer}.pem", "-CAkey", f"{issuer}.key",
+              "-CAcreateserial", "-out", f"{name}.pem", "-days", str(CERT_DAYS), "-extfile", extensions], directory)

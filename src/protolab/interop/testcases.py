@@ -32,6 +32,15 @@ UNSUPPORTED_STATUS = 127  # the interface's exit status for a test case an endpo
 # The runner's ns-3 link (simple-p2p --delay=15ms --bandwidth=10Mbps --queue=25): 10 Mbit/s both
 # ways, 15 ms each way, a 25-packet drop-tail queue (25 x 1500 bytes here: the emulator's queues
 # are in bytes).
+# The runner's blackhole scenario (blackhole --on=5s --off=2s): one outage of 2 s, both ways. Its
+# 5 s of link before the outage are about half of the 10 MiB file at 10 Mbit/s; here the outage
+# starts when half the files' bytes have crossed the link to the client, so it lands mid-transfer
+# however slowly the endpoints start on a loaded machine.
+BLACKOUT_S = 2.0
+AMPLIFICATION_FACTOR = 3  # RFC 9000 §8.1
+AMPLIFICATION_TOLERANCE = 4  # the runner lets a server between 3x and 4x slide, and fails it above
+MIN_CERT_FLIGHT = 7500  # the runner's: the server's Handshake CRYPTO data must show the long chain was used
+
 RUNNER_LINK: Mapping[str, float] = {"bandwidth_mbps": 10, "rtt_ms": 30, "loss_pct": 0, "buffer": 25 * 1500}
 
 
@@ -53,6 +62,10 @@ class TestCase:
     transport: str = "quic"  # "tcp": HTTP/1.1 or HTTP/2 over TLS on TCP 443 (protolab's cases for caddy, nginx)
     server_testcase: str | None = None  # what the server is told, where it differs (keyupdate: transfer)
     key_update: bool = False  # both ends must send 1-RTT packets in key phase 1 (read with the key log)
+    blackout_s: float = 0.0  # the link drops everything both ways this long, once half the files crossed it
+    drops_to_server: int = 0  # the client's 2nd to (1 + this)th packets to the server are dropped
+    amplification_limit: bool = False  # the server sends at most 3x (4x tolerated) before validating the client
+    cert_chain: int = 0  # certificates in /certs/cert.pem (0: the leaf and the CA; amplificationlimit: 9)
 
     def expected_handshakes(self, files: int) -> int:
         return files if self.handshakes is None else self.handshakes
@@ -78,6 +91,11 @@ TESTCASES: dict[str, TestCase] = {case.name: case for case in (
              handshakes=2, zero_rtt=True, name_length=250),
     TestCase("keyupdate", "3 MiB; the client updates its 1-RTT keys, the server follows", "keyupdate", (3 * MIB,),
              server_testcase="transfer", key_update=True),
+    TestCase("blackhole", "10 MiB; the link drops everything both ways for 2 s mid-transfer", "transfer",
+             (10 * MIB,), blackout_s=BLACKOUT_S),
+    TestCase("amplificationlimit", "5 KiB; the client's 2nd to 7th packets to the server dropped, a 9-certificate "
+             "chain: the server's first flight stays within 3x what it received", "transfer", (5 * KIB,),
+             drops_to_server=6, amplification_limit=True, cert_chain=9),
     TestCase("transferloss", "one 2 MiB file with 2% loss both ways", "transfer", (2 * MIB,), link=_link(loss_pct=2)),
     TestCase("goodput", "goodput of one 10 MiB file on the runner's link", "transfer", (10 * MIB,), measurement=True),
     TestCase("crosstraffic", "goodput of one 25 MiB file beside a TCP Cubic flow", "transfer", (25 * MIB,),
@@ -143,11 +161,13 @@ class Verdict:
 
 
 def judge(case: TestCase, client_status: int | None, server_status: int | None, files: FilesCheck,
-          datagrams: Sequence[trace.Datagram] | None, server: str, tcp_connections: int | None = None) -> Verdict:
+          datagrams: Sequence[trace.Datagram] | None, server: str, tcp_connections: int | None = None,
+          keylog: bool = False) -> Verdict:
     """The runner's verdict of one run (see the module doc). `server_status` is None while the
     server still ran when the client ended (as it should); `datagrams` None: no capture. A TCP
     case reads `tcp_connections` (the server's SYN-ACKs) instead of the QUIC packets: at least
-    one (a browser opens a spare connection even for HTTP/2)."""
+    one (a browser opens a spare connection even for HTTP/2). `keylog`: the capture was read with
+    the endpoints' key log (amplificationlimit needs it, as the runner's)."""
     if UNSUPPORTED_STATUS in (client_status, server_status):
         who = "client" if client_status == UNSUPPORTED_STATUS else "server"
         return Verdict("unsupported", f"the {who} does not implement test case {case.endpoint_testcase!r} (exit 127)")
@@ -188,7 +208,32 @@ def judge(case: TestCase, client_status: int | None, server_status: int | None, 
     if case.cipher_suites is not None and offered != case.cipher_suites:
         return Verdict("failed", f"the client offered cipher suites {sorted(hex(s) for s in offered)}, "
                                  f"expected {sorted(hex(s) for s in case.cipher_suites)}")
+    if case.amplification_limit:
+        return _judge_amplification(datagrams, server, keylog)
     return Verdict("succeeded")
+
+
+def _judge_amplification(datagrams: Sequence[trace.Datagram], server: str, keylog: bool) -> Verdict:
+    """The runner's amplificationlimit check: the server used the long chain (its Handshake
+    CRYPTO data, read with the key log) and sent at most 3x (4x tolerated) of what the client's
+    Initials brought until a Handshake packet of the client's validated its address."""
+    if not keylog:
+        return Verdict("unsupported", "no key log (SSLKEYLOGFILE) to read the server's Handshake CRYPTO data with")
+    flight = trace.crypto_flight(datagrams, server)
+    if flight < MIN_CERT_FLIGHT:
+        return Verdict("failed", f"the server's TLS flight shows {flight} bytes of CRYPTO data, fewer than "
+                                 f"{MIN_CERT_FLIGHT}: the long certificate chain was not used")
+    sent = trace.amplification(datagrams, server)
+    summary = (f"before validating the client the server sent {sent.server_bytes} bytes for "
+               f"{sent.client_bytes} received ({sent.max_ratio:.2f}x at most)")
+    if not sent.validated:
+        return Verdict("failed", "no Handshake packet of the client's reached the server")
+    if sent.max_ratio > AMPLIFICATION_TOLERANCE:
+        return Verdict("failed", f"{summary}: over the runner's {AMPLIFICATION_TOLERANCE}x tolerance")
+    if sent.max_ratio > AMPLIFICATION_FACTOR:
+        return Verdict("succeeded", f"{summary}: over {AMPLIFICATION_FACTOR}x, within the runner's "
+                                    f"{AMPLIFICATION_TOLERANCE}x tolerance")
+    return Verdict("succeeded", summary)
 
 
 def _judge_tcp(case: TestCase, connections: int | None) -> Verdict:

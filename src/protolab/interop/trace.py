@@ -18,7 +18,7 @@ from protolab.errors import ProtolabError
 # Field order of one tshark output line (tab-separated).
 TSHARK_FIELDS = ("frame.time_epoch", "ip.src", "ip.dst", "udp.length", "quic.header_form",
                  "quic.long.packet_type", "quic.version", "quic.scid", "tls.handshake.ciphersuite",
-                 "quic.key_phase")
+                 "quic.key_phase", "quic.crypto.offset", "quic.crypto.length")
 # RFC 9000 §17.2 long packet types (version 1; QUIC v2 renumbers them, tshark maps them back).
 LONG_TYPES = {0: "initial", 1: "0rtt", 2: "handshake", 3: "retry"}
 
@@ -44,6 +44,7 @@ class Datagram:
     packets: tuple[QuicPacket, ...]
     cipher_suites: tuple[int, ...] = ()  # a ClientHello's offer (tshark decrypts Initial packets itself)
     key_phases: tuple[int, ...] = ()  # of its 1-RTT packet; tshark gives it only with the keys (a key log)
+    crypto_end: int = 0  # the highest offset + length of its CRYPTO frames (Handshake packets: with the keys only)
 
 
 def _split(value: str) -> list[str]:
@@ -66,7 +67,8 @@ def parse_fields(text: str, source: str = "tshark output") -> list[Datagram]:
         cells = line.split("\t")
         if len(cells) < len(TSHARK_FIELDS):
             cells += [""] * (len(TSHARK_FIELDS) - len(cells))
-        time_s, src, dst, length, forms, types, versions, scids, suites, phases = cells[:len(TSHARK_FIELDS)]
+        time_s, src, dst, length, forms, types, versions, scids, suites, phases, offsets, lengths = \
+            cells[:len(TSHARK_FIELDS)]
         try:
             time_value = float(time_s)
         except ValueError:
@@ -92,8 +94,16 @@ def parse_fields(text: str, source: str = "tshark output") -> list[Datagram]:
         datagrams.append(Datagram(time_value, src, dst, _int(length or "0", "udp.length", source, number),
                                   tuple(packets),
                                   tuple(_int(v, "tls.handshake.ciphersuite", source, number) for v in _split(suites)),
-                                  tuple(_key_phase(v, source, number) for v in _split(phases))))
+                                  tuple(_key_phase(v, source, number) for v in _split(phases)),
+                                  _crypto_end(offsets, lengths, source, number)))
     return datagrams
+
+
+def _crypto_end(offsets: str, lengths: str, source: str, line: int) -> int:
+    """Each CRYPTO frame prints both fields, so the two lists pair up."""
+    ends = [_int(o, "quic.crypto.offset", source, line) + _int(n, "quic.crypto.length", source, line)
+            for o, n in zip(_split(offsets), _split(lengths), strict=False)]
+    return max(ends, default=0)
 
 
 def _key_phase(text: str, source: str, line: int) -> int:
@@ -159,3 +169,40 @@ def key_phases(datagrams: Sequence[Datagram], *, src: str | None = None, dst: st
             for phase in d.key_phases:
                 counts[phase & 1] += 1
     return counts
+
+
+def crypto_flight(datagrams: Sequence[Datagram], server: str) -> int:
+    """The server's largest CRYPTO end: the size of its TLS flight as far as it shows (its
+    Handshake packets' only when the capture was decrypted with the key log)."""
+    return max((d.crypto_end for d in datagrams if d.src == server), default=0)
+
+
+@dataclass(frozen=True)
+class Amplification:
+    """The server's sending before the client's address was validated, as the runner counts it:
+    UDP payload bytes, in the server's capture, until the first datagram from the client that
+    carries a Handshake (or 1-RTT) packet."""
+
+    client_bytes: int  # the client's Initial datagrams the server received
+    server_bytes: int  # what the server sent meanwhile
+    max_ratio: float  # the highest server_bytes / client_bytes after any of the server's datagrams
+    validated: bool  # a Handshake packet from the client arrived
+
+
+UDP_HEADER = 8
+
+
+def amplification(datagrams: Sequence[Datagram], server: str) -> Amplification:
+    client_bytes = server_bytes = 0
+    max_ratio = 0.0
+    for d in datagrams:
+        size = max(0, d.udp_length - UDP_HEADER)
+        if d.dst == server:
+            if any(p.kind in ("handshake", "1rtt") for p in d.packets):
+                return Amplification(client_bytes, server_bytes, max_ratio, True)
+            if any(p.kind == "initial" for p in d.packets):
+                client_bytes += size
+        elif d.src == server:
+            server_bytes += size
+            max_ratio = max(max_ratio, server_bytes / client_bytes if client_bytes else float("inf"))
+    return Amplification(client_bytes, server_bytes, max_ratio, False)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from protolab.errors import ToolError
-from protolab.interop import endpoint, stacks, tcp_trace, testcases, trace
+from protolab.interop import endpoint, links, stacks, tcp_trace, testcases, trace
 from protolab.measure.qlog import QlogError, QlogTrace, read_qlog
 from protolab.results.record import RunRecord
 from protolab.run.runner import PlannedRun, derived_seed
@@ -77,11 +77,12 @@ def write_files(www: Path, sizes: list[int], seed: int, name_length: int = NAME_
     return names
 
 
-def _certificates(session: LabSession, server_address: str) -> Path:
-    """The session's interop CA and server certificate, made on first use."""
-    directory = session.workdir / "interop-certs"
+def _certificates(session: LabSession, server_address: str, chain: int = 0) -> Path:
+    """The session's interop CA and server certificate (or a chain of `chain` certificates),
+    made on first use."""
+    directory = session.workdir / ("interop-certs" if chain == 0 else f"interop-certs-chain{chain}")
     if not (directory / "cert.pem").exists():
-        endpoint.make_certificates(directory, server_address)
+        endpoint.make_certificates(directory, server_address, chain)
     return directory
 
 
@@ -173,6 +174,7 @@ class Endpoints:
     server_status: int | None
     link_config: dict[str, Any]
     counters: Any  # the emulator's counters (results.generated.control_reply.Counters)
+    link_events_done: bool = True  # the case's link events (blackhole, amplificationlimit) all happened
 
 
 def _run_endpoints(session: LabSession, run: PlannedRun, run_dir: Path, dirs: InteropDirs, pair: tuple[stacks.Stack, stacks.Stack],
@@ -181,7 +183,7 @@ def _run_endpoints(session: LabSession, run: PlannedRun, run_dir: Path, dirs: In
     server_host, client_host = session.scenario.server, session.scenario.client
     server_address = session.lab.address(server_host)
     (dirs.root / "hosts").write_text(endpoint.hosts_file(server_address))
-    certs = _certificates(session, server_address)
+    certs = _certificates(session, server_address, case.cert_chain)
     base = {**os.environ, "PROTOLAB_NET": str(session.binary), "PROTOLAB_STACKS": str(stacks.stacks_dir()),
             "PROTOLAB_SERVER_ADDRESS": server_address, "PROTOLAB_PYTHON": sys.executable}
     common = {"/certs": certs, "/etc/hosts": dirs.root / "hosts"}
@@ -190,11 +192,15 @@ def _run_endpoints(session: LabSession, run: PlannedRun, run_dir: Path, dirs: In
                     endpoint.environment(base, "server", case.server_testcase or case.endpoint_testcase),
                     dirs.root / "server.log")
     client: subprocess.Popen[bytes] | None = None
+    schedule = links.LinkSchedule(case, sum((dirs.www / n).stat().st_size for n in names),
+                                  {name: params.get("loss") for name, params in
+                                   session.scenario.run_links(session.params, run.condition, run.link_seed).items()})
     capture = None
     link_config: dict[str, Any] = {}
     try:
         _await_listener(session, server_host, server, case.transport)
         link_config, capture = session.begin(run, run_dir)
+        _apply(session, schedule.start(), run.link_seed)
         if not capture.pcap_hosts:
             for host in (client_host, server_host):
                 session.lab.pcap_start(host, (run_dir / f"{host}.pcap").resolve())
@@ -203,17 +209,42 @@ def _run_endpoints(session: LabSession, run: PlannedRun, run_dir: Path, dirs: In
         client = _spawn(session, client_host, client_stack,
                         {"/downloads": dirs.downloads, "/logs": dirs.logs("client"), **common},
                         client_env, dirs.root / "client.log")
-        try:
-            client_status: int | None = client.wait(timeout=case.timeout_s)
-        except subprocess.TimeoutExpired:
-            client_status = None
+        client_status = _await_client(session, client, schedule, case.timeout_s)
         server_status = server.poll()
     finally:
         if client is not None:
             stop_group(client)
         stop_group(server)
         counters = session.end(capture) if capture is not None else None
-    return Endpoints(client_status, server_status, link_config, counters)
+    if schedule.events:
+        (dirs.root / "links.log").write_text("\n".join(schedule.events) + "\n")
+    return Endpoints(client_status, server_status, link_config, counters,
+                     link_events_done=not schedule.active)
+
+
+def _apply(session: LabSession, changes: list[links.LinkChange], seed: int | None) -> None:
+    for change in changes:
+        session.lab.set_link(change.link, seed=seed if change.reseed else None, loss=change.loss)
+
+
+def _await_client(session: LabSession, client: subprocess.Popen[bytes], schedule: links.LinkSchedule,
+                  timeout_s: float) -> int | None:
+    """The client's exit status (None: timed out); meanwhile the case's link events, each applied
+    as soon as the emulator's counters make it due."""
+    deadline = time.monotonic() + timeout_s
+    while schedule.active:
+        status = client.poll()
+        if status is not None:
+            return status
+        if time.monotonic() >= deadline:
+            return None
+        now = time.monotonic()
+        _apply(session, schedule.step(session.lab.counters().get("links", {}), now), None)
+        time.sleep(schedule.poll_s)
+    try:
+        return client.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _empty_metrics() -> dict[str, Any]:
@@ -319,15 +350,19 @@ def run_interop(session: LabSession, run: PlannedRun, run_dir: Path, case: testc
     if case.transport == "tcp":
         server_segments, client_segments = read_tcp_trace(pcaps[0]), read_tcp_trace(pcaps[1])
         metrics = _tcp_metrics(sizes, files, server_segments, client_segments, client, server)
-        server_trace = None
+        server_trace, keylog = None, None
     else:
-        server_trace = read_trace(pcaps[0], _keylog(dirs) if case.key_update else None)
+        keylog = _keylog(dirs) if case.key_update or case.amplification_limit else None
+        server_trace = read_trace(pcaps[0], keylog)
         metrics = _metrics(sizes, files, server_trace, read_trace(pcaps[1]), client, server)
     if not session.experiment.spec.artifacts.pcap:
         for pcap in pcaps:
             pcap.unlink(missing_ok=True)
     verdict = testcases.judge(case, ran.client_status, ran.server_status, files, server_trace, server,
-                              metrics["handshakes"] if case.transport == "tcp" else None)
+                              metrics["handshakes"] if case.transport == "tcp" else None, keylog is not None)
+    if verdict.result == "succeeded" and not ran.link_events_done:
+        verdict = testcases.Verdict("failed", "the client ended before the case's link events all happened "
+                                              "(interop/links.log)")
     keylogs = [dirs.logs(role) / "keys.log" for role in ("server", "client")]
     qlogs = _count_files(dirs.logs("server") / "qlog") + _count_files(dirs.logs("client") / "qlog")
     row.update(verdict=verdict.result, reason=verdict.reason, files=len(names), files_intact=files.intact,
