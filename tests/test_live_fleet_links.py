@@ -6,11 +6,14 @@ on fixed data."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from conftest import lab_namespaces
 
 from protolab.live.analysis import ConnectionLosses, Direction, LiveTest, Truth, recovered_vs_true_by_link
-from protolab.live.fleet import draw_conditions, true_rates
+from protolab.live.analyze import load_store
+from protolab.live.fleet import FleetSettings, draw_conditions, run_fleet, true_rates
 from protolab.live.fleet_links import (
     CELLULAR,
     CELLULAR_SHARE,
@@ -127,3 +130,28 @@ def test_bursts_and_errors_per_link_kind() -> None:
     assert cell["download capacity"].stats()["median_relative_error"] == pytest.approx(-0.2)
     assert {r.metric: len(r.pairs) for r in by_link["wired"]}["download capacity"] == 1
     assert not {r.metric: r.pairs for r in by_link["wired"]}["download loss bursts"]  # no event log: no truth
+
+
+@pytest.mark.lab
+def test_a_cellular_and_a_wifi_fleet_test_with_the_event_log(emu_binary: Path, tmp_path: Path) -> None:
+    # Seed 355's first two tests: a Verizon trace (59 ms, 0.18% loss) and RP4's WiFi hop (4.7
+    # Mbit/s, 36 ms, 0.017% loss), both over HTTP/3 (the server's qlogs give recovered bursts).
+    settings = FleetSettings(tmp_path / "data", tests=2, seed=355, max_duration_s=2.0, binary=emu_binary, event_log=True)
+    entries = run_fleet(settings, tmp_path / "work", say=lambda _line: None)
+    assert lab_namespaces(settings.lab_name) == []
+    assert [(e["link_kind"], e["protocol"]) for e in entries] == [(CELLULAR, "h3"), (WIFI, "h3")]
+    assert not list((tmp_path / "work").glob("*.events.ndjson"))  # read, then deleted
+    for entry in entries:
+        assert entry["event_log_bytes"] > 0 and entry["events_dropped"] == 0
+        # The server's UDP drops on client.down are some of all the drops counted there.
+        assert len(entry["down_drop_ms"]) <= entry["down_dropped"]
+        assert entry["true_down_bps"] > 0 and entry["true_up_bps"] > 0
+    assert entries[1]["true_down_bps"] == pytest.approx(wifi_capacity_bps("rp4"))
+    loaded = load_store(settings.data_dir)
+    by_link = recovered_vs_true_by_link(loaded.tests)
+    assert list(by_link) == [CELLULAR, WIFI]
+    for kind, recoveries in by_link.items():
+        metrics = {r.metric: r for r in recoveries}
+        (true_rate, recovered_rate), = metrics["download capacity"].pairs
+        assert 0 < recovered_rate <= 1.3 * true_rate, kind
+        assert len(metrics["download loss bursts"].pairs) == 1, kind  # the event log's truth beside the qlogs'
