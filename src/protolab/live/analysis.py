@@ -359,8 +359,8 @@ def recovered_vs_true(tests: Sequence[LiveTest]) -> list[Recovery]:
             if true_bursts and recovered:
                 rows["burst_size"].append((sum(true_bursts) / len(true_bursts), sum(recovered) / len(recovered)))
     return [
-        Recovery("download capacity", "Mbit/s", tuple(rows["down"]), "capacity_bps against the configured rate"),
-        Recovery("upload capacity", "Mbit/s", tuple(rows["up"]), "capacity_bps against the configured rate"),
+        Recovery("download capacity", "Mbit/s", tuple(rows["down"]), "capacity_bps against the link's rate (a cellular trace's mean over the test)"),
+        Recovery("upload capacity", "Mbit/s", tuple(rows["up"]), "capacity_bps against the link's rate (a cellular trace's mean over the test)"),
         Recovery("base RTT (R_U)", "ms", tuple(rows["rtt"]), "idle latency against the configured RTT"),
         Recovery("download loss rate", "%", tuple(rows["loss"]),
                  "server qlogs' lost/sent against the emulator's drops/arrivals on the download link"),
