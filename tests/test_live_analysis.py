@@ -32,6 +32,7 @@ from protolab.live.fleet import (
     FLEET_FILE,
     LOSSLESS_SHARE,
     RATE_MBPS,
+    RTT_MS,
     FleetError,
     FleetSettings,
     draw_conditions,
@@ -152,9 +153,12 @@ def test_recovered_against_the_fleets_truth() -> None:
 def test_the_fleets_design_is_seeded_and_space_filling() -> None:
     first = draw_conditions(20, seed=3)
     assert first == draw_conditions(20, seed=3) and first != draw_conditions(20, seed=4)
-    low, high = RATE_MBPS
-    strata = sorted(math.floor(20 * math.log(c.rate_bps / 1e6 / low) / math.log(high / low)) for c in first)
-    assert strata == list(range(20))  # a Latin hypercube: one rate per stratum
+    low, high = RTT_MS
+    strata = sorted(math.floor(20 * math.log(c.rtt_ms / low) / math.log(high / low) - 1e-9) for c in first)
+    assert strata == list(range(20))  # a Latin hypercube: one RTT per stratum
+    low, high = RATE_MBPS  # the wired tests' rates, each in a stratum of its own
+    wired = [math.floor(20 * math.log(c.rate_bps / 1e6 / low) / math.log(high / low)) for c in first if c.link_kind == "wired"]
+    assert len(set(wired)) == len(wired) >= 8
     assert sum(1 for c in first if c.loss == 0) == round(20 * LOSSLESS_SHARE)
     assert all(c.queue_bytes >= 15_000 and 10 <= c.rtt_ms <= 150 for c in first)
     assert all(c.protocol == "h3" for c in first if c.browser in ("Chrome", "Firefox"))

@@ -78,6 +78,9 @@ class Truth:
     loss: float
     down_arrived: int | None = None
     down_dropped: int | None = None
+    link_kind: str = "wired"
+    up_rate_bps: float | None = None  # when it differs from rate_bps (a cellular trace's up direction)
+    down_drop_ms: tuple[float, ...] | None = None  # the emulator's drops of the server's packets (event log)
 
     @property
     def down_loss_rate(self) -> float | None:
@@ -128,6 +131,19 @@ class LiveTest:
     def burst_sizes(self) -> list[int]:
         return [size for c in self.connections if c.lost and c.threshold_ms is not None
                 for size in bursts(c.lost_sent_ms, c.threshold_ms)]
+
+    @property
+    def true_burst_sizes(self) -> list[int] | None:
+        """The emulator's drops on the download link grouped into bursts by the same rule (003
+        annex C) and threshold (the median of the server's connections'); None without the
+        event log's drops, or without a threshold when there were drops."""
+        if self.truth is None or self.truth.down_drop_ms is None:
+            return None
+        thresholds = [c.threshold_ms for c in self.connections if c.threshold_ms is not None]
+        if not self.truth.down_drop_ms:
+            return []
+        threshold = _median(thresholds)
+        return None if threshold is None else bursts(self.truth.down_drop_ms, threshold)
 
 
 def finite(value: Any) -> float | None:
@@ -318,15 +334,17 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
 
 def recovered_vs_true(tests: Sequence[LiveTest]) -> list[Recovery]:
     """Each metric the analyses recover against what the fleet configured or the emulator counted."""
-    rows: dict[str, list[tuple[float, float]]] = {k: [] for k in ("down", "up", "rtt", "loss", "factor")}
+    rows: dict[str, list[tuple[float, float]]] = {k: [] for k in ("down", "up", "rtt", "loss", "factor", "bursts",
+                                                                  "burst_size")}
     for t in tests:
         truth = t.truth
         if truth is None:
             continue
         for key, direction in (("down", "download"), ("up", "upload")):
             stage = t.directions.get(direction)
+            rate = truth.up_rate_bps if key == "up" and truth.up_rate_bps is not None else truth.rate_bps
             if stage and stage.capacity_bps is not None:
-                rows[key].append((truth.rate_bps / 1e6, stage.capacity_bps / 1e6))
+                rows[key].append((rate / 1e6, stage.capacity_bps / 1e6))
         if t.idle_latency_ms is not None:
             rows["rtt"].append((truth.rtt_ms, t.idle_latency_ms))
         if truth.down_loss_rate is not None and t.loss_rate is not None:
@@ -334,12 +352,31 @@ def recovered_vs_true(tests: Sequence[LiveTest]) -> list[Recovery]:
         stage = t.directions.get("download")
         if stage and stage.loaded_latency_ms is not None and t.idle_latency_ms:
             rows["factor"].append((truth.full_buffer_factor, stage.loaded_latency_ms / t.idle_latency_ms))
+        true_bursts = t.true_burst_sizes
+        if true_bursts is not None and t.connections:
+            recovered = t.burst_sizes
+            rows["bursts"].append((len(true_bursts), len(recovered)))
+            if true_bursts and recovered:
+                rows["burst_size"].append((sum(true_bursts) / len(true_bursts), sum(recovered) / len(recovered)))
     return [
-        Recovery("download capacity", "Mbit/s", tuple(rows["down"]), "capacity_bps against the configured rate"),
-        Recovery("upload capacity", "Mbit/s", tuple(rows["up"]), "capacity_bps against the configured rate"),
+        Recovery("download capacity", "Mbit/s", tuple(rows["down"]), "capacity_bps against the link's rate (a cellular trace's mean over the test)"),
+        Recovery("upload capacity", "Mbit/s", tuple(rows["up"]), "capacity_bps against the link's rate (a cellular trace's mean over the test)"),
         Recovery("base RTT (R_U)", "ms", tuple(rows["rtt"]), "idle latency against the configured RTT"),
         Recovery("download loss rate", "%", tuple(rows["loss"]),
                  "server qlogs' lost/sent against the emulator's drops/arrivals on the download link"),
         Recovery("download latency increase", "x", tuple(rows["factor"]),
                  "loaded/idle latency against (RTT + buffer/rate)/RTT, a full drop-tail buffer"),
+        Recovery("download loss bursts", "bursts", tuple(rows["bursts"]),
+                 "bursts of the server qlogs' losses against those of the emulator's drops on the download link "
+                 "(event log), 003 annex C's rule and threshold for both"),
+        Recovery("mean download burst size", "losses", tuple(rows["burst_size"]),
+                 "the same bursts' mean size, tests with bursts on both sides"),
     ]
+
+
+def recovered_vs_true_by_link(tests: Sequence[LiveTest]) -> dict[str, list[Recovery]]:
+    """recovered_vs_true per access-link kind of the fleet (wired, cellular, wifi), in that order."""
+    order = {"wired": 0, "cellular": 1, "wifi": 2}
+    kinds = sorted({t.truth.link_kind for t in tests if t.truth is not None}, key=lambda k: (order.get(k, 3), k))
+    return {kind: recovered_vs_true([t for t in tests if t.truth is not None and t.truth.link_kind == kind])
+            for kind in kinds}

@@ -52,8 +52,12 @@ def _json_object(path: Path) -> dict[str, Any]:
 def _truth(entry: Mapping[str, Any] | None) -> Truth | None:
     if entry is None:
         return None
-    return Truth(float(entry["rate_bps"]), float(entry["rtt_ms"]), int(entry["queue_bytes"]), float(entry["loss"]),
-                 entry.get("down_arrived"), entry.get("down_dropped"))
+    drops = entry.get("down_drop_ms")
+    return Truth(float(entry.get("true_down_bps", entry["rate_bps"])), float(entry["rtt_ms"]), int(entry["queue_bytes"]),
+                 float(entry["loss"]), entry.get("down_arrived"), entry.get("down_dropped"),
+                 str(entry.get("link_kind", "wired")),
+                 float(entry["true_up_bps"]) if entry.get("true_up_bps") is not None else None,
+                 tuple(float(t) for t in drops) if drops is not None else None)
 
 
 def load_test(test_dir: Path, fleet: Mapping[str, Mapping[str, Any]]) -> LiveTest | str:

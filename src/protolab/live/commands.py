@@ -46,11 +46,13 @@ def fleet_command(
     workdir: Annotated[Path | None, typer.Option("--workdir", file_okay=False,
                                                  help="Server files, qlogs, client outputs (default: DATA/fleet-work).")] = None,
     binary: Annotated[Path | None, typer.Option("--binary", help="protolab-net (default: $PROTOLAB_NET, the build).")] = None,
+    event_log: Annotated[bool, typer.Option("--event-log", help="The emulator's event log per test, for the true loss "
+                                                               "bursts (tens of MB per test while it runs).")] = False,
 ) -> None:
     """N wild-client RPM tests through access links drawn from a seeded design; resumable."""
     from protolab.live.fleet import FleetSettings, run_fleet
 
-    settings = FleetSettings(data, tests, seed, max_duration_s, binary)
+    settings = FleetSettings(data, tests, seed, max_duration_s, binary, event_log)
     entries = run_fleet(settings, workdir or data / "fleet-work", say=console.print)
     walls = sorted(e["wall_s"] for e in entries)
     if walls:

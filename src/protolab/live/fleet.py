@@ -28,6 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from protolab.errors import ProtolabError
+from protolab.live.fleet_links import (
+    CELLULAR,
+    WIRED,
+    AccessLink,
+    download_drops_ms,
+    draw_access_links,
+    link_settings,
+    trace_times,
+    trace_window_rate_bps,
+)
 
 FLEET_FILE = "fleet.jsonl"
 FLEET_CLIENT = "protolab-fleet"
@@ -75,6 +85,18 @@ class Conditions:
     browser: str
     user_agent: str
     protocol: str
+    # The access link's kind (live.fleet_links): wired (rate_bps), a cellular trace pair replayed
+    # from trace_start_ms, or a WiFi hop with a mesh client's profile. For the latter two rate_bps
+    # is the link's mean download capacity and the buffers are sized in BDPs of each direction's.
+    link_kind: str = WIRED
+    trace: str | None = None
+    trace_start_ms: int | None = None
+    wifi_client: str | None = None
+    up_queue_bytes: int | None = None
+
+    @property
+    def access_link(self) -> AccessLink:
+        return AccessLink(self.link_kind, self.trace, self.trace_start_ms, self.wifi_client)
 
 
 def _log_uniform(u: float, bounds: tuple[float, float]) -> float:
@@ -93,15 +115,18 @@ def draw_conditions(n: int, seed: int) -> list[Conditions]:
     points = qmc.LatinHypercube(d=4, seed=seed).random(n)
     rng = np.random.default_rng(seed)
     out = []
-    for index, (u_rate, u_rtt, u_queue, u_loss) in enumerate(points):
-        rate_bps = round(_log_uniform(float(u_rate), RATE_MBPS) * 1e6)
+    for index, ((u_rate, u_rtt, u_queue, u_loss), link) in enumerate(zip(points, draw_access_links(n, seed), strict=True)):
         rtt_ms = round(_log_uniform(float(u_rtt), RTT_MS), 1)
-        bdp_bytes = rate_bps / 8 * rtt_ms / 1e3
-        queue_bytes = max(MIN_QUEUE_BYTES, round(bdp_bytes * (QUEUE_BDP[0] + u_queue * (QUEUE_BDP[1] - QUEUE_BDP[0]))))
+        bdps = QUEUE_BDP[0] + u_queue * (QUEUE_BDP[1] - QUEUE_BDP[0])
+        mean_rates = link.mean_rates_bps()
+        down_bps, up_bps = mean_rates if mean_rates else (_log_uniform(float(u_rate), RATE_MBPS) * 1e6,) * 2
+        queue_bytes, up_queue_bytes = (max(MIN_QUEUE_BYTES, round(rate / 8 * rtt_ms / 1e3 * bdps)) for rate in (down_bps, up_bps))
         loss = 0.0 if u_loss < LOSSLESS_SHARE else _log_uniform((u_loss - LOSSLESS_SHARE) / (1 - LOSSLESS_SHARE), LOSS)
         browser, user_agent, h3_chance = BROWSERS[int(rng.integers(len(BROWSERS)))]
         protocol = "h3" if rng.random() < h3_chance else "h2"
-        out.append(Conditions(index, rate_bps, rtt_ms, queue_bytes, round(loss, 6), browser, user_agent, protocol))
+        out.append(Conditions(index, round(down_bps), rtt_ms, queue_bytes, round(loss, 6), browser, user_agent, protocol,
+                              link.kind, link.trace, link.trace_start_ms, link.wifi_client,
+                              None if link.kind == WIRED else up_queue_bytes))
     return out
 
 
@@ -148,6 +173,9 @@ class FleetSettings:
     seed: int = 1
     max_duration_s: float = 6.0
     binary: Path | None = None
+    # The emulator's per-packet event log during each test, read for the download link's drops
+    # (the true loss bursts) and then deleted: tens of MB per test (docs/live.md), hence an option.
+    event_log: bool = False
     lab_name: str = field(default_factory=lambda: "fl" + secrets.token_hex(3))
 
 
@@ -200,24 +228,70 @@ def run_one(lab: Any, ca: Path, settings: FleetSettings, conditions: Conditions,
     """One test through its conditions; its fleet log entry."""
     from protolab.lab import find_binary
 
-    lab.set_link(list(ACCESS_LINKS), seed=settings.seed * 100_003 + conditions.index, rate_bps=conditions.rate_bps,
-                 delay_ns=round(conditions.rtt_ms / 2 * 1e6), queue={"kind": "droptail", "bytes": conditions.queue_bytes},
-                 loss={"kind": "bernoulli", "p": conditions.loss} if conditions.loss > 0 else None)
+    set_access_link(lab, conditions, seed=settings.seed * 100_003 + conditions.index)
     lab.reset_counters()
-    started = time.monotonic()
     out = workdir / f"test-{conditions.index:04d}"
+    events = out.with_suffix(".events.ndjson")
+    if settings.event_log:
+        lab.events_start(events)
+    started, origin_ns = time.monotonic(), time.time_ns()
     argv = [sys.executable, "-m", "protolab", "live", "fleet-client", "--coordinator",
             f"http://{SERVER_ADDRESS}:{COORDINATOR_PORT}", "--server", SERVER_ADDRESS, "--host", HOSTNAME, "--ca", ca,
             "--protocol", conditions.protocol, "--user-agent", conditions.user_agent, "--index", str(conditions.index),
             "--max-duration-s", f"{settings.max_duration_s:g}", "--out", out, "--binary", find_binary(settings.binary)]
     done = lab.run("client", argv, timeout=4 * settings.max_duration_s + 120, check=False)
     counters = lab.counters()
+    wall_s = time.monotonic() - started
+    drops = _event_log_drops(lab, events, origin_ns) if settings.event_log else {}
     if done.returncode != 0:
         raise FleetError(f"fleet test {conditions.index}: the client exited with {done.returncode}: {done.stderr[-2000:]}")
     answer = json.loads(done.stdout)
     return {**asdict(conditions), "token": answer["token"], "stored": answer.get("stored"),
-            "qlogs": answer.get("qlogs"), **link_truth(counters), "wall_s": round(time.monotonic() - started, 1),
-            "seed": settings.seed}
+            "qlogs": answer.get("qlogs"), **link_truth(counters), **true_rates(conditions, wall_s), **drops,
+            "wall_s": round(wall_s, 1), "seed": settings.seed}
+
+
+def set_access_link(lab: Any, conditions: Conditions, seed: int) -> None:
+    """The test's access link on client.down and client.up (one request when both are alike, as
+    a wired link is: the same random stream as before the fleet had link kinds)."""
+    settings = link_settings(conditions.access_link, rate_bps=conditions.rate_bps, rtt_ms=conditions.rtt_ms,
+                             queue_bytes=conditions.queue_bytes, loss=conditions.loss,
+                             up_queue_bytes=conditions.up_queue_bytes)
+    if settings["client.down"] == settings["client.up"]:
+        lab.set_link(list(ACCESS_LINKS), seed=seed, **settings["client.down"])
+        return
+    for name in ACCESS_LINKS:
+        lab.set_link(name, seed=seed, **settings[name])
+
+
+def true_rates(conditions: Conditions, wall_s: float) -> dict[str, float]:
+    """The capacity the access link offered during the test, per direction: a wired link's rate,
+    a WiFi hop's aggregated delivery (rate_bps), or a cellular trace's mean over the test's wall
+    time from its replay's start, read from the trace file."""
+    if conditions.link_kind != CELLULAR or conditions.trace is None:
+        return {"true_down_bps": float(conditions.rate_bps), "true_up_bps": float(conditions.rate_bps)}
+    from protolab.scenarios.cellular import TRACE_PAIRS, TRACES_DIR
+
+    pair = TRACE_PAIRS[conditions.trace]
+    out = {}
+    for key, name in (("true_down_bps", pair.down), ("true_up_bps", pair.up)):
+        times = trace_times(TRACES_DIR / name)
+        out[key] = round(trace_window_rate_bps(times, times[-1], conditions.trace_start_ms or 0, wall_s * 1e3))
+    return out
+
+
+def _event_log_drops(lab: Any, events: Path, origin_ns: int) -> dict[str, Any]:
+    """Stops the test's event log; the server's UDP packets client.down dropped (ms after the
+    test's start) and the log's size, which is then deleted."""
+    summary = lab.events_stop()
+    try:
+        with events.open() as lines:
+            drops = download_drops_ms(lines, SERVER_ADDRESS, origin_ns)
+        size = events.stat().st_size
+    except (OSError, ValueError, KeyError) as exc:
+        raise FleetError(f"{events}: cannot read the emulator's event log ({exc})") from None
+    events.unlink()
+    return {"down_drop_ms": drops, "event_log_bytes": size, "events_dropped": int(summary.get("dropped", 0))}
 
 
 def run_fleet(settings: FleetSettings, workdir: Path, say: Callable[[str], None] = print) -> list[dict[str, Any]]:
@@ -244,7 +318,7 @@ def run_fleet(settings: FleetSettings, workdir: Path, say: Callable[[str], None]
             done.append(entry)
             elapsed = time.monotonic() - started
             say(f"[{len(done)}/{settings.tests}] test {conditions.index}: {conditions.rate_bps / 1e6:.1f} Mbit/s, "
-                f"{conditions.rtt_ms:g} ms, {conditions.queue_bytes} B, loss {conditions.loss:.4%}, {conditions.browser} "
+                f"{conditions.rtt_ms:g} ms, {conditions.queue_bytes} B, {conditions.link_kind}, loss {conditions.loss:.4%}, {conditions.browser} "
                 f"{conditions.protocol}: {entry['wall_s']:.0f} s; about {elapsed / count * (len(todo) - count):.0f} s left")
     return done
 

@@ -23,6 +23,7 @@ from protolab.live.analysis import (
     factors,
     quic_usage_by_browser,
     recovered_vs_true,
+    recovered_vs_true_by_link,
     summary,
     without_outliers,
 )
@@ -214,13 +215,16 @@ def _ours_vs_003(stats: dict[str, Any]) -> str:
 
 
 def _recovery_table(tests: Sequence[LiveTest]) -> str:
+    """Per access-link kind (wired, cellular trace, WiFi), each metric's errors over its tests."""
     rows = []
-    for r in recovered_vs_true(tests):
-        s = r.stats()
-        rows.append([esc(r.metric), esc(r.unit), str(s["n"]), num(s["median_error"], 2), num(s["median_abs_error"], 2),
-                     _pct(s["median_relative_error"]), _pct(s["p90_abs_relative_error"]), esc(r.how)])
-    return table(["metric", "unit", "tests", "median error", "median |error|", "median relative error",
-                  "P90 |relative error|", "recovered against"], rows, numeric_from=2, css="data")
+    for kind, recoveries in recovered_vs_true_by_link(tests).items():
+        for r in recoveries:
+            s = r.stats()
+            rows.append([esc(kind), esc(r.metric), esc(r.unit), str(s["n"]), num(s["median_error"], 2),
+                         num(s["median_abs_error"], 2), _pct(s["median_relative_error"]),
+                         _pct(s["p90_abs_relative_error"]), esc(r.how)])
+    return table(["link", "metric", "unit", "tests", "median error", "median |error|", "median relative error",
+                  "P90 |relative error|", "recovered against"], rows, numeric_from=3, css="data")
 
 
 class _Page:
