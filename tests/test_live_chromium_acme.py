@@ -12,7 +12,7 @@ the service serves as a user's browser verifies a public CA's. QUIC is forced fo
 origins: Chromium refuses QUIC found through `Alt-Svc` when the chain ends at a root the user
 installed rather than one of its root store (docs/live.md, "Certificates"). Needs root, pebble,
 certutil, Chromium and a protolab-net with `--cert-dir`; about 50 s, most of it the 17 ACME
-orders (the acme library polls each once a second).""""""
+orders (the acme library polls each once a second)."""
 
 from __future__ import annotations
 
