@@ -325,7 +325,7 @@ class CcSuite(BulkScenario):
                 raise ValueError("params.shaper_burst_bytes: a shaper needs a buffer (its limit), not \"default\"")
 
     def links(self, params: CcSuiteParams, condition: Condition) -> dict[str, dict[str, Any]]:
-        links = _bottleneck_links(condition)
+        links = _bottleneck_links(condition, loss_burst=params.loss_burst)
         if params.shaper_burst_bytes is None or condition.bandwidth_mbps is None or condition.buffer_bytes is None:
             return links
         # 003's tbf: the tokens (at the bandwidth) pace the bottleneck, the buffer waits for them,
