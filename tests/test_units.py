@@ -25,7 +25,7 @@ from protolab.measure.events import (
 )
 from protolab.measure.stats import clopper_pearson
 from protolab.measure.tools import parse_iperf3, parse_irtt, parse_ping
-from protolab.validate.emulator import validation_topology
+from protolab.validate.plumbing import validation_topology
 from protolab.validate.report import ValidationConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -14,7 +14,7 @@ from protolab.lab import dumbbell, host, ideal_link, link
 from protolab.plan.experiment import load_spec, parse_spec
 from protolab.plan.spec import SpecError
 from protolab.run.runner import conditions, plan
-from protolab.validate.emulator import wifi_saturated_rate_bps
+from protolab.validate.traffic import wifi_saturated_rate_bps
 
 REPO = Path(__file__).resolve().parents[1]
 

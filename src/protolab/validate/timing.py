@@ -1,0 +1,217 @@
+"""The validation's timing checks: delay (min and mean RTT against 4d, beyond each tool's own
+latency on a bare veth pair), jitter (RTT spread and IPDV) and RTT errors under CPU contention."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from protolab.lab import Lab, ms_to_ns
+from protolab.measure.tools import parse_irtt, parse_ping
+from protolab.validate.plumbing import (
+    CLIENT,
+    IRTT_INTERVAL_MS,
+    IRTT_PORT,
+    IRTT_SEND_EFFICIENCY,
+    PING_INTERVAL_S,
+    SERVER,
+    VETH_ADDRESSES,
+    StepCallback,
+    configure_links,
+    fmt_number,
+    go_duration,
+    run_irtt,
+    run_ping,
+    status_within,
+    veth_pair,
+)
+from protolab.validate.report import Check, ValidationConfig
+
+
+def _rtt_check(
+    tool: str, stat: str, delay_ms: float, measured: float, tolerance: float, details: dict[str, Any]
+) -> Check:
+    configured = 4 * delay_ms
+    return Check(
+        id=f"delay.{tool}.{stat}.{delay_ms:g}ms",
+        group="delay",
+        name=f"delay {delay_ms:g} ms/link: {tool} {stat} RTT",
+        unit="ms",
+        configured=configured,
+        measured=measured,
+        error=measured - configured,
+        configured_text=f"{configured:g} ms",
+        measured_text=f"{fmt_number(measured)} ms",
+        error_text=f"{measured - configured:+.3f} ms",
+        criterion=f"|error| <= {tolerance:g} ms",
+        status=status_within(measured, configured, tolerance),
+        details=details,
+    )
+
+
+def _reference(lab: Lab, config: ValidationConfig, workdir: Path) -> dict[str, float]:
+    """Mean RTT of irtt and ping on a bare veth pair: what the tools take by themselves."""
+    with veth_pair(lab) as (a, _):
+        output = workdir / "irtt-veth.json"
+        duration_ms = math.ceil(config.delay_probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
+        subprocess.run(["ip", "netns", "exec", a, "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS),
+                        "-d", go_duration(duration_ms), "-o", str(output), "--fill=rand",
+                        "-Q", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}"],
+                       capture_output=True, timeout=duration_ms / 1000 + 60, check=True)
+        ping = parse_ping(subprocess.run(["ip", "netns", "exec", a, "ping", "-q", "-n", "-c", str(config.delay_pings),
+                                          "-i", str(PING_INTERVAL_S), "-W", "5", VETH_ADDRESSES[1]],
+                                         capture_output=True, text=True, timeout=120, check=False).stdout)
+        return {"irtt": parse_irtt(output.read_text()).rtt_mean_ms, "ping": ping.rtt_mean_ms}
+
+
+def _floor_check(lab: Lab, config: ValidationConfig) -> Check:
+    floor = lab.delay_floor_ms
+    compensation_ns = lab.info().get("delay_compensation_ns", 0)
+    text = "not measured (delay compensation off)" if floor is None else f"{floor:.3f} ms"
+    return Check(
+        id="delay.floor", group="delay", name="the lab's own round-trip latency (ping, no configured delay)",
+        unit="ms", configured=None, measured=floor, error=None, configured_text="-", measured_text=text,
+        error_text="-", criterion="reported; half of it is deducted per direction from configured delays",
+        status="info", details={"delay_compensation_ns": compensation_ns, "compensation": config.delay_compensation})
+
+
+def delay_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
+    checks: list[Check] = [_floor_check(lab, config)]
+    step("reference: irtt and ping on a bare veth pair")
+    reference = _reference(lab, config, workdir)
+    for tool, rtt in reference.items():
+        checks.append(Check(
+            id=f"delay.reference.{tool}", group="delay", name=f"{tool} mean RTT on a bare veth pair (the tool's own)",
+            unit="ms", configured=None, measured=rtt, error=None, configured_text="-", measured_text=f"{rtt:.3f} ms",
+            error_text="-", criterion="reported; mean RTT errors below are beyond it", status="info"))
+    limits = config.thresholds
+    floor = lab.delay_floor_ms or 0.0
+    mean_limit = limits.mean_rtt_ms if config.delay_compensation else limits.mean_rtt_uncompensated_ms
+    for delay_ms in config.delays_ms:
+        step(f"delay {delay_ms:g} ms per link")
+        configure_links(lab, access={"delay_ns": ms_to_ns(delay_ms)}, p0_forward={}, p0_reverse={})
+        irtt = run_irtt(lab, workdir, f"delay-{delay_ms:g}", config.delay_probes)
+        ping = run_ping(lab, config.delay_pings)
+        irtt_details = {
+            "probes": irtt.packets_sent,
+            "received": irtt.packets_received,
+            "rtt_max_ms": irtt.rtt_max_ms,
+            "rtt_std_ms": irtt.rtt_std_ms,
+            "one_way_up_mean_ms": irtt.send_delay_mean_ms,
+            "one_way_down_mean_ms": irtt.receive_delay_mean_ms,
+        }
+        ping_details = {"pings": ping.transmitted, "received": ping.received, "rtt_max_ms": ping.rtt_max_ms,
+                        "rtt_mdev_ms": ping.rtt_mdev_ms}
+        # A tool's mean RTT includes its own wake-ups (as on any network): the emulator's error
+        # is what remains beyond the tool's RTT on a bare veth pair.
+        means = [
+            _rtt_check("irtt", "mean", delay_ms, irtt.rtt_mean_ms - reference["irtt"], mean_limit, irtt_details),
+            _rtt_check("ping", "mean", delay_ms, ping.rtt_mean_ms - reference["ping"], mean_limit, ping_details),
+        ]
+        for check, tool, raw in ((means[0], "irtt", irtt.rtt_mean_ms), (means[1], "ping", ping.rtt_mean_ms)):
+            check.name += " beyond its veth reference"
+            check.details = {**check.details, "rtt_mean_ms": raw, "veth_reference_ms": reference[tool]}
+        if config.delay_compensation and 4 * delay_ms <= floor:
+            # Nothing to deduct from: the lab cannot be faster than its floor.
+            for check in means:
+                check.status, check.criterion = "info", f"configured RTT at or below the floor ({floor:.3f} ms)"
+        checks += [
+            _rtt_check("irtt", "min", delay_ms, irtt.rtt_min_ms, limits.min_rtt_ms, irtt_details), means[0],
+            _rtt_check("ping", "min", delay_ms, ping.rtt_min_ms, limits.min_rtt_ms, ping_details), means[1],
+        ]
+    return checks
+
+
+def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
+    """RTT error with CPU hogs beside the lab. irtt runs under SCHED_RR (below the
+    emulator's SCHED_FIFO) so that it measures the emulator, not its own wait for a CPU behind
+    the hogs (which lab processes shorten by their nice value, docs/emulator.md)."""
+    step(f"under contention: {config.contention_hogs} CPU hogs")
+    limits = config.thresholds
+    delay_ms = config.contention_delay_ms
+    configure_links(lab, access={"delay_ns": ms_to_ns(delay_ms)}, p0_forward={}, p0_reverse={})
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+            for _ in range(config.contention_hogs)]
+    try:
+        time.sleep(0.5)
+        lab.reset_counters()
+        output = workdir / "irtt-contention.json"
+        duration_ms = math.ceil(config.contention_probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
+        argv = ["chrt", "-r", "1", "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS),
+                "-d", go_duration(duration_ms), "-o", str(output), "--fill=rand",
+                "-Q", f"{lab.address(SERVER)}:{IRTT_PORT}"]
+        lab.run(CLIENT, argv, timeout=duration_ms / 1000 + 60)
+        irtt = parse_irtt(output.read_text())
+        late = (lab.counters().get("emulator") or {}).get("delivery_late") or {}
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    configured = 4 * delay_ms
+    details = {"hogs": config.contention_hogs, "probes": irtt.packets_received, "rtt_mean_ms": irtt.rtt_mean_ms,
+               "rtt_p99_ms": irtt.rtt_p99_ms, "emulator_delivery_late": late}
+    checks = []
+    for stat, measured, limit in (("p99.9", irtt.rtt_p999_ms, limits.contention_p999_ms),
+                                  ("max", irtt.rtt_max_ms, limits.contention_max_ms)):
+        error = measured - configured
+        checks.append(Check(
+            id=f"contention.irtt.{stat}", group="contention",
+            name=f"{config.contention_hogs} CPU hogs, delay {delay_ms:g} ms/link: irtt {stat} RTT error",
+            unit="ms", configured=configured, measured=measured, error=error, configured_text=f"{configured:g} ms",
+            measured_text=f"{fmt_number(measured)} ms", error_text=f"{error:+.3f} ms", criterion=f"error <= {limit:g} ms",
+            status="pass" if error <= limit else "fail", details=details))
+    return checks
+
+
+def jitter_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
+    checks: list[Check] = []
+    tolerance = config.thresholds.jitter_relative
+    for std_ms in config.jitter_std_ms:
+        step(f"jitter {std_ms:g} ms (normal)")
+        configure_links(lab, access={}, p0_forward={"delay_ns": ms_to_ns(config.jitter_delay_ms), "jitter_ns": ms_to_ns(std_ms)},
+                   p0_reverse={})
+        irtt = run_irtt(lab, workdir, f"jitter-{std_ms:g}", config.jitter_probes)
+        relative = (irtt.rtt_std_ms - std_ms) / std_ms
+        # Consecutive one-way delays are independent normals, so E|d_i - d_(i-1)| = 2 std / sqrt(pi).
+        expected_ipdv = 2 * std_ms / math.sqrt(math.pi)
+        checks.append(Check(
+            id=f"jitter.rtt_std.{std_ms:g}ms",
+            group="jitter",
+            name=f"jitter {std_ms:g} ms normal (delay {config.jitter_delay_ms:g} ms): irtt RTT std",
+            unit="ms",
+            configured=std_ms,
+            measured=irtt.rtt_std_ms,
+            error=relative,
+            configured_text=f"{std_ms:g} ms",
+            measured_text=f"{fmt_number(irtt.rtt_std_ms)} ms",
+            error_text=f"{relative:+.1%}",
+            criterion=f"|error| <= {tolerance:.0%}",
+            status="pass" if abs(relative) <= tolerance else "fail",
+            details={
+                "probes": irtt.packets_sent,
+                "rtt_mean_ms": irtt.rtt_mean_ms,
+                "one_way_up_std_ms": irtt.send_delay_std_ms,
+                "one_way_up_mean_ms": irtt.send_delay_mean_ms,
+            },
+        ))
+        ipdv_error = irtt.ipdv_rtt_mean_ms - expected_ipdv
+        checks.append(Check(
+            id=f"jitter.ipdv.{std_ms:g}ms",
+            group="jitter",
+            name=f"jitter {std_ms:g} ms normal: irtt mean IPDV (round trip)",
+            unit="ms",
+            configured=expected_ipdv,
+            measured=irtt.ipdv_rtt_mean_ms,
+            error=ipdv_error,
+            configured_text=f"{expected_ipdv:.3f} ms",
+            measured_text=f"{fmt_number(irtt.ipdv_rtt_mean_ms)} ms",
+            error_text=f"{ipdv_error / expected_ipdv:+.1%}",
+            criterion="report (2 std / sqrt(pi) expected)",
+            status="info",
+            details={"ipdv_send_mean_ms": irtt.ipdv_send_mean_ms},
+        ))
+    return checks
