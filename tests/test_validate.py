@@ -29,7 +29,7 @@ pytestmark = pytest.mark.lab
 def report(emu_binary: Path) -> ValidationReport:
     import secrets
 
-    config = ValidationConfig.for_mode(quick=True, lab="v" + secrets.token_hex(4))
+    config = ValidationConfig.for_mode(quick=True, lab="v" + secrets.token_hex(4), decompose=True)
     result = run_validation(config, binary=emu_binary)
     assert lab_namespaces(config.lab) == []
     return result
@@ -114,6 +114,46 @@ def test_every_check_of_an_exact_property_passes(report: ValidationReport) -> No
     assert not failed, failed
     assert set(report.summary) == {"pass", "fail", "info"}
     assert report.ok == (report.summary["fail"] == 0)
+    assert sum(report.attribution.values()) == report.summary["fail"]
+
+
+def test_every_timing_level_has_the_emulators_own_check(report: ValidationReport) -> None:
+    # Each delay level and the contention group: the tools' checks name the emulator's check of
+    # the same level, judged on its delivery lateness from counters reset before the level.
+    emulator = {c.id: c for c in report.checks if c.id.startswith(("delay.emulator.", "contention.emulator"))}
+    assert set(emulator) == {f"delay.emulator.{d:g}ms" for d in report.config.delays_ms} | {"contention.emulator"}
+    for check in emulator.values():
+        late = check.details["delivery_late"]
+        assert late["packets"] >= 1000  # irtt's probes and replies (and pings) of the level
+        assert 0 <= late["mean_ns"] <= late["max_ns"]
+    end_to_end = [c for c in report.checks if c.group in ("delay", "contention") and c.emulator_check]
+    assert {c.emulator_check for c in end_to_end} == set(emulator)
+    for check in report.checks:
+        # A failure is placed only beside an emulator check, and never turned into a pass.
+        assert check.attribution is None or check.status == "fail", check
+        if check.status == "fail" and check.emulator_check:
+            expected = "emulator" if emulator[check.emulator_check].status == "fail" else "tools_host"
+            assert check.attribution == expected, check
+
+
+def test_irtt_delays_split_at_the_emulator(report: ValidationReport) -> None:
+    # With --decompose every delay level's irtt run is captured on both hosts: the probes match
+    # their datagrams, the emulator is never early (its time inside is at least the model's
+    # delay), and the parts add up to irtt's own mean RTT.
+    splits = _checks(report, "delay.irtt.split")
+    assert len(splits) == len(report.config.delays_ms)
+    for check in splits:
+        split = check.details
+        mean = next(c for c in report.checks if c.id == check.id.replace(".split.", ".mean."))
+        assert split["matched"] >= 0.95 * mean.details["received"], check
+        for direction in ("up", "down"):
+            assert split[direction]["inside_excess_ms"] >= -0.001, check
+        parts = split["client_host_ms"] + split["server_host_ms"] + split["up"]["inside_ms"] + split["down"]["inside_ms"]
+        assert parts == pytest.approx(split["rtt_ms"], abs=1e-6)
+        assert abs(split["rtt_ms"] - mean.details["rtt_mean_ms"]) <= 0.1, check
+    (tail,) = _checks(report, "contention.irtt.split")
+    assert tail.details["tail_probes"] >= 1
+    assert tail.details["tail_emulator_excess_ms"] >= -0.001
 
 
 def test_wifi_retries_hide_losses_as_delay_and_aggregation_raises_the_rate(report: ValidationReport) -> None:
@@ -132,7 +172,8 @@ def test_report_is_self_describing(report: ValidationReport, tmp_path: Path) -> 
     out = tmp_path / "validation.json"
     write_report(report, out)
     data = json.loads(out.read_text())
-    assert data["schema"] == SCHEMA and data["schema_version"] == 1
+    assert data["schema"] == SCHEMA and data["schema_version"] == 2
+    assert set(data["attribution"]) == {"emulator", "tools_host", "unattributed"}
     assert data["protolab_version"] == "0.1.0"
     assert data["config"]["quick"] is True
     assert data["environment"]["kernel"]

@@ -28,7 +28,10 @@ def validation_table(report: Any) -> Table:
     caption = (f"pass: min RTT within {limits.min_rtt_ms:g} ms, mean within {limits.mean_rtt_ms:g} ms; "
                f"jitter std within {limits.jitter_relative:.0%}; loss p inside the "
                f"{limits.loss_confidence:.0%} Clopper-Pearson interval; goodput "
-               f"{limits.goodput_min_ratio:.0%}-{limits.goodput_max_ratio:.0%} of the rate")
+               f"{limits.goodput_min_ratio:.0%}-{limits.goodput_max_ratio:.0%} of the rate; the emulator's own "
+               f"lateness mean within {limits.emulator_late_mean_ms:g} ms, p99.9 within "
+               f"{limits.emulator_late_p999_ms:g} ms. fail: emulator / tools/host: where a failure lies "
+               f"(docs/validation.md)")
     table = Table(title=f"Emulator validation ({'quick' if report.config.quick else 'full'})", caption=caption,
                   box=box.SIMPLE_HEAD)
     table.add_column("check", justify="left", min_width=18)
@@ -41,8 +44,10 @@ def validation_table(report: Any) -> Table:
             table.add_section()
         previous_group = check.group
         style = STATUS_STYLE[check.status]
+        # A failure says where it lies: the emulator's own check of the level failed too, or not.
+        place = {"emulator": ": emulator", "tools_host": ": tools/host"}.get(check.attribution or "", "")
         table.add_row(check.name, check.configured_text, check.measured_text, check.error_text,
-                      f"[{style}]{check.status}[/]")
+                      f"[{style}]{check.status}{place}[/]")
     return table
 
 
@@ -56,14 +61,18 @@ def validate_emulator_command(
                                         "(then the mean RTT limit is 0.5 ms).")] = False,
     offload: Annotated[bool | None, typer.Option(
         "--offload/--no-offload", help="TUN segmentation offloads on or off (default: the emulator's).")] = None,
+    decompose: Annotated[bool, typer.Option(
+        "--decompose", help="Capture each delay level's irtt run and split its RTT error into the emulator's "
+                            "share and the hosts' (docs/validation.md).")] = False,
 ) -> None:
     """Measure the emulator with real tools (irtt, ping, iperf3) against its configured links."""
+    from protolab.validate.attribution import failure_summary
     from protolab.validate.emulator import run_validation
     from protolab.validate.report import ValidationConfig, write_report
 
     try:
         config = ValidationConfig.for_mode(quick=quick, lab=lab, delay_compensation=not no_delay_compensation,
-                                           offload=offload)
+                                           offload=offload, decompose=decompose)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -88,11 +97,12 @@ def validate_emulator_command(
         progress.update(task, completed=config.step_count(), description="done")
     console.print(validation_table(report))
     summary = report.summary
-    console.print(f"{summary['pass']} passed, {summary['fail']} failed, {summary['info']} info "
-                  f"in {report.duration_s:.0f} s")
+    console.print(f"{summary['pass']} passed, {failure_summary(summary['fail'], report.attribution)}; "
+                  f"{summary['info']} info in {report.duration_s:.0f} s")
     if out is not None:
         write_report(report, out)
         console.print(f"wrote {out}")
     if not report.ok:
-        failed = ", ".join(c.id for c in report.checks if c.status == "fail")
-        raise ValidationFailed(f"{summary['fail']} validation checks failed: {failed}")
+        failed = ", ".join(c.id + (f" ({c.attribution.replace('_', '/')})" if c.attribution else "")
+                           for c in report.checks if c.status == "fail")
+        raise ValidationFailed(f"{failure_summary(summary['fail'], report.attribution)}: {failed}")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from protolab.lab import Lab
+from protolab.validate.attribution import attribute
 from protolab.validate.plumbing import CLIENT, SERVER, StepCallback, environment, start_servers, validation_topology
 from protolab.validate.report import SCHEMA, Check, ValidationConfig, ValidationReport
 from protolab.validate.timing import contention_checks, delay_checks, jitter_checks
@@ -74,6 +75,7 @@ def run_validation(
             counters[group] = lab.counters()
         topology = lab.topology
         env = environment(lab.binary)
+    attribution = attribute(checks)
     counted = Counter(check.status for check in checks)
     summary: dict[str, int] = {status: counted.get(status, 0) for status in ("pass", "fail", "info")}
     return ValidationReport(
@@ -86,5 +88,6 @@ def run_validation(
         checks=checks,
         counters=counters,
         summary=summary,
+        attribution=attribution,
         ok=summary["fail"] == 0,
     )

@@ -112,11 +112,13 @@ def go_duration(ms: float) -> str:
     return f"{ms_to_ns(ms)}ns"
 
 
-def run_irtt(lab: Lab, workdir: Path, label: str, probes: int) -> IrttResult:
+def run_irtt(lab: Lab, workdir: Path, label: str, probes: int, *, realtime: bool = False) -> IrttResult:
+    """irtt's client against the lab's server, its JSON in `workdir`/irtt-`label`.json;
+    `realtime`: under SCHED_RR priority 1 (below the emulator's loop), as the server runs."""
     output = workdir / f"irtt-{label}.json"
     duration_ms = math.ceil(probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
     argv = [
-        "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS), "-d", go_duration(duration_ms), "-o", str(output),
+        *(["chrt", "-r", "1"] if realtime else []), "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS), "-d", go_duration(duration_ms), "-o", str(output),
         "--fill=rand", "-Q", f"{lab.address(SERVER)}:{IRTT_PORT}",
     ]
     lab.run(CLIENT, argv, timeout=duration_ms / 1000 + 60)

@@ -14,9 +14,14 @@ from protolab import __version__
 from protolab.files import write_text_atomically
 
 SCHEMA = "protolab.emulator_validation"
-SCHEMA_VERSION = 1
+# 2: checks name the emulator check of their level (`emulator_check`) and say where a failure
+# lies (`attribution`); the report counts them (`attribution`).
+SCHEMA_VERSION = 2
 
 Status = Literal["pass", "fail", "info"]
+# Where a failed check's error lies: the emulator (its own ground truth missed its limit), or the
+# tools and hosts around it (the emulator's check of the same level passed).
+Attribution = Literal["emulator", "tools_host"]
 
 
 class Thresholds(BaseModel):
@@ -27,6 +32,10 @@ class Thresholds(BaseModel):
     # Under contention (two CPU hogs): the RTT error's 99.9th percentile and maximum.
     contention_p999_ms: float = 1.0
     contention_max_ms: float = 5.0
+    # The emulator's own delivery lateness per level (its counters, reset before the level):
+    # the mean and the upper edge of the histogram bucket holding the 99.9th percentile.
+    emulator_late_mean_ms: float = 0.05
+    emulator_late_p999_ms: float = 1.0
     jitter_relative: float = 0.2
     loss_confidence: float = 0.99
     goodput_min_ratio: float = 0.90
@@ -73,6 +82,9 @@ class ValidationConfig(BaseModel):
     # pairs; the residual loss is FER^(R+1).
     wifi_ampdu_frames: list[int] = [64, 1]
     wifi_retries: list[tuple[float, int]] = [(0.5, 1), (0.3, 7)]
+    # Capture each delay level's irtt run on both hosts and split its delays at the emulator
+    # (docs/validation.md, "The emulator or the tool?").
+    decompose: bool = False
     thresholds: Thresholds = Thresholds()
 
     @classmethod
@@ -113,6 +125,10 @@ class Check(BaseModel):
     criterion: str
     status: Status
     details: dict[str, Any] = {}
+    # End-to-end checks: the id of the emulator's own check for the same level, if there is one.
+    emulator_check: str | None = None
+    # Failed checks: where the error lies (protolab.validate.attribution); None when not known.
+    attribution: Attribution | None = None
 
 
 class ValidationReport(BaseModel):
@@ -129,6 +145,8 @@ class ValidationReport(BaseModel):
     checks: list[Check]
     counters: dict[str, Any]
     summary: dict[str, int]
+    # Failed checks by where their error lies: emulator, tools_host, unattributed.
+    attribution: dict[str, int] = {}
     ok: bool
 
     def to_json(self) -> str:

@@ -7,11 +7,20 @@ import math
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from protolab.files import parse_json
 from protolab.lab import Lab, ms_to_ns
-from protolab.measure.tools import parse_irtt, parse_ping
+from protolab.measure.tools import IrttResult, parse_irtt, parse_ping
+from protolab.validate.decomposition import (
+    Decomposition,
+    clock_offset,
+    decompose,
+    probes_from_irtt,
+    read_udp_capture,
+)
 from protolab.validate.plumbing import (
     CLIENT,
     IRTT_INTERVAL_MS,
@@ -29,7 +38,11 @@ from protolab.validate.plumbing import (
     status_within,
     veth_pair,
 )
-from protolab.validate.report import Check, ValidationConfig
+from protolab.validate.report import Check, Status, Thresholds, ValidationConfig
+
+# Paired readings of the emulator's clock and the wall clock before and after a split irtt run;
+# the one with the shortest round trip sets the offset.
+CLOCK_READINGS = 5
 
 
 def _rtt_check(
@@ -79,6 +92,29 @@ def _floor_check(lab: Lab, config: ValidationConfig) -> Check:
         status="info", details={"delay_compensation_ns": compensation_ns, "compensation": config.delay_compensation})
 
 
+def lateness_check(check_id: str, group: str, name: str, late: Mapping[str, Any], limits: Thresholds) -> Check:
+    """The emulator's own check of a level: its delivery lateness (`delivery_late` of its counters,
+    reset before the level), the delay it added beyond the model's, by its own clock."""
+    packets = int(late.get("packets") or 0)
+    mean_ms = float(late.get("mean_ns") or 0) / 1e6
+    p999_ns = late.get("p999_ns_at_most")
+    # None with packets: the 99.9th percentile lies beyond the histogram's last edge (100 ms).
+    p999_ms = math.inf if p999_ns is None else float(p999_ns) / 1e6
+    mean_limit, p999_limit = limits.emulator_late_mean_ms, limits.emulator_late_p999_ms
+    status: Status = "info" if packets == 0 else (
+        "pass" if mean_ms <= mean_limit and p999_ms <= p999_limit else "fail")
+    return Check(
+        id=check_id, group=group, name=name, unit="ms", configured=0.0, measured=mean_ms, error=mean_ms,
+        configured_text="0 ms", measured_text=f"mean {mean_ms:.4f} ms, p99.9 <= {fmt_number(p999_ms)} ms",
+        error_text=f"{mean_ms:+.4f} ms",
+        criterion=f"mean <= {mean_limit:g} ms, p99.9 <= {p999_limit:g} ms (emulator's counters)",
+        status=status, details={"delivery_late": dict(late), "p999_ms_at_most": p999_ms, "packets": packets})
+
+
+def _emulator_lateness(lab: Lab) -> dict[str, Any]:
+    return dict((lab.counters().get("emulator") or {}).get("delivery_late") or {})
+
+
 def delay_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
     checks: list[Check] = [_floor_check(lab, config)]
     step("reference: irtt and ping on a bare veth pair")
@@ -88,42 +124,120 @@ def delay_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCa
             id=f"delay.reference.{tool}", group="delay", name=f"{tool} mean RTT on a bare veth pair (the tool's own)",
             unit="ms", configured=None, measured=rtt, error=None, configured_text="-", measured_text=f"{rtt:.3f} ms",
             error_text="-", criterion="reported; mean RTT errors below are beyond it", status="info"))
+    for delay_ms in config.delays_ms:
+        step(f"delay {delay_ms:g} ms per link")
+        checks += _delay_level(lab, config, workdir, delay_ms, reference)
+    return checks
+
+
+def _delay_level(
+    lab: Lab, config: ValidationConfig, workdir: Path, delay_ms: float, reference: dict[str, float]
+) -> list[Check]:
+    """One delay level: the tools' min and mean RTT (end to end) and the emulator's lateness (its
+    own check, which the end-to-end ones name), plus the split of irtt's delay if asked."""
     limits = config.thresholds
     floor = lab.delay_floor_ms or 0.0
     mean_limit = limits.mean_rtt_ms if config.delay_compensation else limits.mean_rtt_uncompensated_ms
-    for delay_ms in config.delays_ms:
-        step(f"delay {delay_ms:g} ms per link")
-        configure_links(lab, access={"delay_ns": ms_to_ns(delay_ms)}, p0_forward={}, p0_reverse={})
-        irtt = run_irtt(lab, workdir, f"delay-{delay_ms:g}", config.delay_probes)
-        ping = run_ping(lab, config.delay_pings)
-        irtt_details = {
-            "probes": irtt.packets_sent,
-            "received": irtt.packets_received,
-            "rtt_max_ms": irtt.rtt_max_ms,
-            "rtt_std_ms": irtt.rtt_std_ms,
-            "one_way_up_mean_ms": irtt.send_delay_mean_ms,
-            "one_way_down_mean_ms": irtt.receive_delay_mean_ms,
-        }
-        ping_details = {"pings": ping.transmitted, "received": ping.received, "rtt_max_ms": ping.rtt_max_ms,
-                        "rtt_mdev_ms": ping.rtt_mdev_ms}
-        # A tool's mean RTT includes its own wake-ups (as on any network): the emulator's error
-        # is what remains beyond the tool's RTT on a bare veth pair.
-        means = [
-            _rtt_check("irtt", "mean", delay_ms, irtt.rtt_mean_ms - reference["irtt"], mean_limit, irtt_details),
-            _rtt_check("ping", "mean", delay_ms, ping.rtt_mean_ms - reference["ping"], mean_limit, ping_details),
-        ]
-        for check, tool, raw in ((means[0], "irtt", irtt.rtt_mean_ms), (means[1], "ping", ping.rtt_mean_ms)):
-            check.name += " beyond its veth reference"
-            check.details = {**check.details, "rtt_mean_ms": raw, "veth_reference_ms": reference[tool]}
-        if config.delay_compensation and 4 * delay_ms <= floor:
-            # Nothing to deduct from: the lab cannot be faster than its floor.
-            for check in means:
-                check.status, check.criterion = "info", f"configured RTT at or below the floor ({floor:.3f} ms)"
-        checks += [
-            _rtt_check("irtt", "min", delay_ms, irtt.rtt_min_ms, limits.min_rtt_ms, irtt_details), means[0],
-            _rtt_check("ping", "min", delay_ms, ping.rtt_min_ms, limits.min_rtt_ms, ping_details), means[1],
-        ]
+    configure_links(lab, access={"delay_ns": ms_to_ns(delay_ms)}, p0_forward={}, p0_reverse={})
+    lab.reset_counters()
+    label = f"delay-{delay_ms:g}"
+    split: Decomposition | None = None
+    if config.decompose:
+        irtt, split = irtt_split(lab, workdir, label, config.delay_probes, 2 * ms_to_ns(delay_ms))
+    else:
+        irtt = run_irtt(lab, workdir, label, config.delay_probes)
+    ping = run_ping(lab, config.delay_pings)
+    emulator = lateness_check(f"delay.emulator.{delay_ms:g}ms", "delay",
+                              f"delay {delay_ms:g} ms/link: the emulator's delivery lateness", _emulator_lateness(lab),
+                              limits)
+    irtt_details = {
+        "probes": irtt.packets_sent,
+        "received": irtt.packets_received,
+        "rtt_max_ms": irtt.rtt_max_ms,
+        "rtt_std_ms": irtt.rtt_std_ms,
+        "one_way_up_mean_ms": irtt.send_delay_mean_ms,
+        "one_way_down_mean_ms": irtt.receive_delay_mean_ms,
+    }
+    ping_details = {"pings": ping.transmitted, "received": ping.received, "rtt_max_ms": ping.rtt_max_ms,
+                    "rtt_mdev_ms": ping.rtt_mdev_ms}
+    # A tool's mean RTT includes its own wake-ups (as on any network): the emulator's error
+    # is what remains beyond the tool's RTT on a bare veth pair.
+    means = [
+        _rtt_check("irtt", "mean", delay_ms, irtt.rtt_mean_ms - reference["irtt"], mean_limit, irtt_details),
+        _rtt_check("ping", "mean", delay_ms, ping.rtt_mean_ms - reference["ping"], mean_limit, ping_details),
+    ]
+    for check, tool, raw in ((means[0], "irtt", irtt.rtt_mean_ms), (means[1], "ping", ping.rtt_mean_ms)):
+        check.name += " beyond its veth reference"
+        check.details = {**check.details, "rtt_mean_ms": raw, "veth_reference_ms": reference[tool]}
+    if config.delay_compensation and 4 * delay_ms <= floor:
+        # Nothing to deduct from: the lab cannot be faster than its floor.
+        for check in means:
+            check.status, check.criterion = "info", f"configured RTT at or below the floor ({floor:.3f} ms)"
+    checks = [
+        _rtt_check("irtt", "min", delay_ms, irtt.rtt_min_ms, limits.min_rtt_ms, irtt_details), means[0],
+        _rtt_check("ping", "min", delay_ms, ping.rtt_min_ms, limits.min_rtt_ms, ping_details), means[1],
+    ]
+    for check in checks:
+        check.emulator_check = emulator.id
+    checks.append(emulator)
+    if split is not None:
+        # The compensation comes out of the configured delay, never below zero.
+        deducted_rtt_ns = 2 * min(int(lab.info().get("delay_compensation_ns", 0)), 2 * ms_to_ns(delay_ms))
+        checks.append(split_check(delay_ms, split, reference["irtt"], deducted_rtt_ns))
     return checks
+
+
+def irtt_split(
+    lab: Lab, workdir: Path, label: str, probes: int, delay_one_way_ns: int, *, realtime: bool = False
+) -> tuple[IrttResult, Decomposition]:
+    """irtt with both hosts captured, its delays split at the emulator (protolab.validate.decomposition).
+    The emulator's clock is paired with the wall clock by `info` requests around the run."""
+    captures = {name: workdir / f"split-{label}-{name}.pcap" for name in (CLIENT, SERVER)}
+    readings: list[tuple[int, int, int]] = []
+    for name, path in captures.items():
+        lab.pcap_start(name, path)
+    try:
+        readings += [_paired_reading(lab) for _ in range(CLOCK_READINGS)]
+        irtt = run_irtt(lab, workdir, label, probes, realtime=realtime)
+        readings += [_paired_reading(lab) for _ in range(CLOCK_READINGS)]
+    finally:
+        for name in captures:
+            lab.pcap_stop(name)
+    offset, uncertainty = clock_offset(readings)
+    irtt_file = workdir / f"irtt-{label}.json"
+    compensation_ns = int(lab.info().get("delay_compensation_ns", 0))
+    split = decompose(
+        probes_from_irtt(parse_json(irtt_file.read_text()), str(irtt_file)),
+        read_udp_capture(captures[CLIENT].read_bytes(), str(captures[CLIENT])),
+        read_udp_capture(captures[SERVER].read_bytes(), str(captures[SERVER])),
+        server=(lab.address(SERVER), IRTT_PORT), clock_offset_ns=offset, clock_uncertainty_ns=uncertainty,
+        configured_one_way_ns=max(0, delay_one_way_ns - compensation_ns),
+    )
+    return irtt, split
+
+
+def _paired_reading(lab: Lab) -> tuple[int, int, int]:
+    """(wall clock before, the emulator's clock, wall clock after) around one `info` request."""
+    before = time.time_ns()
+    emulator_ns = int(lab.info()["now_ns"])
+    return before, emulator_ns, time.time_ns()
+
+
+def split_check(delay_ms: float, split: Decomposition, veth_reference_ms: float, deducted_rtt_ns: int) -> Check:
+    """irtt's mean RTT error beyond its veth reference, split into the emulator's share (its time
+    beyond the model's delays, from the captures) and the hosts' (tools, kernels, TUNs), as a
+    reported row. The two add up to the end-to-end error over the matched probes."""
+    # The delay compensation takes the lab's mean floor out of the model's delays to pay for the
+    # hosts' TUN crossings: the hosts' share is what they take beyond the reference and it.
+    hosts_beyond_ms = split.hosts_ms - veth_reference_ms - deducted_rtt_ns / 1e6
+    return Check(
+        id=f"delay.irtt.split.{delay_ms:g}ms", group="delay",
+        name=f"delay {delay_ms:g} ms/link: irtt mean RTT error split (captures)",
+        unit="ms", configured=None, measured=split.emulator_excess_ms, error=None, configured_text="-",
+        measured_text=f"emulator {split.emulator_excess_ms:+.3f}, hosts {hosts_beyond_ms:+.3f} ms", error_text="-",
+        criterion="reported: the emulator's and the hosts' share of the mean RTT error",
+        status="info", details={**split.model_dump(), "hosts_beyond_reference_ms": hosts_beyond_ms,
+                                "veth_reference_ms": veth_reference_ms, "deducted_rtt_ns": deducted_rtt_ns})
 
 
 def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
@@ -136,17 +250,16 @@ def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: S
     configure_links(lab, access={"delay_ns": ms_to_ns(delay_ms)}, p0_forward={}, p0_reverse={})
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
             for _ in range(config.contention_hogs)]
+    split: Decomposition | None = None
     try:
         time.sleep(0.5)
         lab.reset_counters()
-        output = workdir / "irtt-contention.json"
-        duration_ms = math.ceil(config.contention_probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
-        argv = ["chrt", "-r", "1", "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS),
-                "-d", go_duration(duration_ms), "-o", str(output), "--fill=rand",
-                "-Q", f"{lab.address(SERVER)}:{IRTT_PORT}"]
-        lab.run(CLIENT, argv, timeout=duration_ms / 1000 + 60)
-        irtt = parse_irtt(output.read_text())
-        late = (lab.counters().get("emulator") or {}).get("delivery_late") or {}
+        if config.decompose:
+            irtt, split = irtt_split(lab, workdir, "contention", config.contention_probes, 2 * ms_to_ns(delay_ms),
+                                     realtime=True)
+        else:
+            irtt = run_irtt(lab, workdir, "contention", config.contention_probes, realtime=True)
+        late = _emulator_lateness(lab)
     finally:
         for hog in hogs:
             hog.kill()
@@ -154,7 +267,9 @@ def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: S
     configured = 4 * delay_ms
     details = {"hogs": config.contention_hogs, "probes": irtt.packets_received, "rtt_mean_ms": irtt.rtt_mean_ms,
                "rtt_p99_ms": irtt.rtt_p99_ms, "emulator_delivery_late": late}
-    checks = []
+    emulator = lateness_check("contention.emulator", "contention",
+                              f"{config.contention_hogs} CPU hogs: the emulator's delivery lateness", late, limits)
+    checks: list[Check] = []
     for stat, measured, limit in (("p99.9", irtt.rtt_p999_ms, limits.contention_p999_ms),
                                   ("max", irtt.rtt_max_ms, limits.contention_max_ms)):
         error = measured - configured
@@ -163,8 +278,24 @@ def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: S
             name=f"{config.contention_hogs} CPU hogs, delay {delay_ms:g} ms/link: irtt {stat} RTT error",
             unit="ms", configured=configured, measured=measured, error=error, configured_text=f"{configured:g} ms",
             measured_text=f"{fmt_number(measured)} ms", error_text=f"{error:+.3f} ms", criterion=f"error <= {limit:g} ms",
-            status="pass" if error <= limit else "fail", details=details))
+            status="pass" if error <= limit else "fail", details=details, emulator_check=emulator.id))
+    checks.append(emulator)
+    if split is not None:
+        checks.append(tail_split_check(split, configured, config.contention_hogs))
     return checks
+
+
+def tail_split_check(split: Decomposition, configured_rtt_ms: float, hogs: int) -> Check:
+    """What made the slowest 0.1% of probes slow: the emulator's time beyond the model's delays
+    and the hosts' (tools, kernels, TUNs), their means over those probes, as a reported row."""
+    return Check(
+        id="contention.irtt.split", group="contention",
+        name=f"{hogs} CPU hogs: irtt p99.9 RTT split over the slowest 0.1% (captures)", unit="ms",
+        configured=configured_rtt_ms, measured=split.rtt_p999_ms, error=split.rtt_p999_ms - configured_rtt_ms,
+        configured_text=f"{configured_rtt_ms:g} ms", measured_text=f"{split.rtt_p999_ms:.3f} ms",
+        error_text=f"emulator {split.tail_emulator_excess_ms:+.3f}, hosts {split.tail_hosts_ms:.3f} ms",
+        criterion="reported: the emulator's and the hosts' share of the slowest probes' RTT",
+        status="info", details=split.model_dump())
 
 
 def jitter_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:

@@ -1,0 +1,240 @@
+"""The validation's attribution of failures (emulator or tools/host) and the split of irtt's
+delays at the emulator, on fixed numbers: no lab."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from ipaddress import IPv4Address
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protolab.errors import ToolError
+from protolab.validate.attribution import attribute, failure_summary
+from protolab.validate.decomposition import (
+    Datagram,
+    Probe,
+    clock_offset,
+    decompose,
+    probes_from_irtt,
+    read_udp_capture,
+)
+from protolab.validate.report import Check, Status, Thresholds
+from protolab.validate.timing import lateness_check, split_check
+
+
+def _check(check_id: str, status: Status, emulator_check: str | None = None) -> Check:
+    return Check(id=check_id, group="delay", name=check_id, unit="ms", configured=0.0, measured=0.0, error=0.0,
+                 configured_text="", measured_text="", error_text="", criterion="", status=status,
+                 emulator_check=emulator_check)
+
+
+def _level(tool_status: Status, emulator_status: Status) -> list[Check]:
+    return [_check("delay.irtt.mean.25ms", tool_status, "delay.emulator.25ms"),
+            _check("delay.ping.mean.25ms", "pass", "delay.emulator.25ms"),
+            _check("delay.emulator.25ms", emulator_status)]
+
+
+def test_a_tool_failure_beside_an_emulator_on_time_lies_in_the_tools() -> None:
+    checks = _level("fail", "pass")
+    counts = attribute(checks)
+    assert [c.attribution for c in checks] == ["tools_host", None, None]
+    assert [c.status for c in checks] == ["fail", "pass", "pass"]  # a failure stays a failure
+    assert counts == {"emulator": 0, "tools_host": 1, "unattributed": 0}
+    assert failure_summary(1, counts) == "1 failed: 0 in the emulator, 1 in the tools/host, the emulator on time"
+
+
+def test_when_the_emulator_misses_its_limit_both_failures_are_its() -> None:
+    checks = _level("fail", "fail")
+    counts = attribute(checks)
+    assert [c.attribution for c in checks] == ["emulator", None, "emulator"]
+    assert counts == {"emulator": 2, "tools_host": 0, "unattributed": 0}
+    assert failure_summary(2, counts) == "2 failed: 2 in the emulator, 0 in the tools/host"
+
+
+def test_nothing_to_attribute_when_all_pass() -> None:
+    checks = _level("pass", "pass")
+    assert attribute(checks) == {"emulator": 0, "tools_host": 0, "unattributed": 0}
+    assert all(c.attribution is None for c in checks)
+    assert failure_summary(0, {}) == "0 failed"
+
+
+def test_failures_without_an_emulator_check_stay_unattributed() -> None:
+    checks = [*_level("fail", "pass"), _check("loss.irtt.up.1", "fail")]
+    counts = attribute(checks)
+    assert checks[-1].attribution is None
+    assert counts == {"emulator": 0, "tools_host": 1, "unattributed": 1}
+    assert failure_summary(2, counts) == ("2 failed: 0 in the emulator, 1 in the tools/host, 1 not attributed, "
+                                          "the emulator on time")
+    only_loss = [_check("loss.irtt.up.1", "fail")]
+    assert failure_summary(1, attribute(only_loss)) == "1 failed"
+
+
+def _late(mean_ns: int, p999_ns: int | None, packets: int = 4000) -> dict[str, Any]:
+    return {"packets": packets, "mean_ns": mean_ns, "max_ns": 2_000_000, "p99_ns_at_most": 5000,
+            "p999_ns_at_most": p999_ns, "buckets": []}
+
+
+@pytest.mark.parametrize("late, status", [
+    (_late(4_000, 50_000), "pass"),
+    (_late(50_000, 1_000_000), "pass"),           # both at their limits
+    (_late(60_000, 50_000), "fail"),              # mean above 0.05 ms
+    (_late(4_000, 2_000_000), "fail"),            # p99.9 above 1 ms
+    (_late(4_000, None), "fail"),                 # beyond the histogram's last edge
+    (_late(0, None, packets=0), "info"),          # nothing delivered: nothing to judge
+])
+def test_the_emulator_check_judges_its_delivery_lateness(late: dict[str, Any], status: str) -> None:
+    check = lateness_check("delay.emulator.5ms", "delay", "lateness", late, Thresholds())
+    assert check.status == status
+    assert check.measured == pytest.approx(late["mean_ns"] / 1e6)
+
+
+# ------------------------------------------------------------------ the split of irtt's delays
+
+CLIENT, SERVER, PORT, CLIENT_PORT = "10.77.0.1", "10.77.1.1", 2112, 40000
+OFFSET = 1_000_000_123  # emulator clock - wall clock
+
+
+def _udp(src: str, sport: int, dst: str, dport: int, payload: bytes) -> bytes:
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + len(payload), 1, 0x4000, 64, 17, 0,
+                         IPv4Address(src).packed, IPv4Address(dst).packed)
+    return header + struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+
+
+def _pcap(records: list[tuple[int, bytes]]) -> bytes:
+    out = struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 101)
+    for t_ns, packet in records:
+        out += struct.pack("<IIII", t_ns // 1_000_000_000, t_ns % 1_000_000_000, len(packet), len(packet)) + packet
+    return out
+
+
+def _scenario() -> tuple[list[Probe], bytes, bytes]:
+    """Three probes 1 ms apart (the second only 0.9 ms after the first: a late timer), 5 ms model
+    delay each way. Client host: 30 µs to the emulator, 40 µs back; server host: 10 µs in, 15 µs out;
+    the emulator 2 µs late upstream, 4 µs downstream; an irtt handshake packet before them."""
+    start, model = 1_800_000_000_000_000_000, 5_000_000
+    probes, client, server = [], [], []
+    client.append((start - 3_000_000 + OFFSET, _udp(CLIENT, CLIENT_PORT, SERVER, PORT, b"open")))
+    for seqno, sent in enumerate((start, start + 900_000, start + 1_900_000)):
+        up = (sent + 30_000 + OFFSET, sent + 30_000 + model + 2_000 + OFFSET)
+        server_receive = up[1] - OFFSET + 10_000
+        server_send = server_receive + 3_000
+        down = (server_send + 15_000 + OFFSET, server_send + 15_000 + model + 4_000 + OFFSET)
+        client_receive = down[1] - OFFSET + 40_000
+        probes.append(Probe(seqno, sent, server_receive, server_send, client_receive))
+        request, reply = b"probe%d" % seqno, b"reply%d" % seqno
+        client.append((up[0], _udp(CLIENT, CLIENT_PORT, SERVER, PORT, request)))
+        server.append((up[1], _udp(CLIENT, CLIENT_PORT, SERVER, PORT, request)))
+        server.append((down[0], _udp(SERVER, PORT, CLIENT, CLIENT_PORT, reply)))
+        client.append((down[1], _udp(SERVER, PORT, CLIENT, CLIENT_PORT, reply)))
+    return probes, _pcap(sorted(client)), _pcap(sorted(server))
+
+
+def test_each_probe_splits_into_hosts_and_emulator() -> None:
+    probes, client_pcap, server_pcap = _scenario()
+    client, server = read_udp_capture(client_pcap, "c.pcap"), read_udp_capture(server_pcap, "s.pcap")
+    assert len(client) == 7 and client[1] == Datagram(client[1].t_ns, CLIENT, CLIENT_PORT, SERVER, PORT, b"probe0")
+    split = decompose(probes, client, server, server=(SERVER, PORT), clock_offset_ns=OFFSET, clock_uncertainty_ns=50,
+                      configured_one_way_ns=5_000_000)
+    assert (split.probes, split.matched) == (3, 3)
+    assert split.up.before_ms == pytest.approx(0.030) and split.up.after_ms == pytest.approx(0.010)
+    assert split.down.before_ms == pytest.approx(0.015) and split.down.after_ms == pytest.approx(0.040)
+    assert split.up.inside_ms == pytest.approx(5.002) and split.down.inside_ms == pytest.approx(5.004)
+    assert split.up.inside_excess_ms == pytest.approx(0.002) and split.down.inside_excess_p999_ms == pytest.approx(0.004)
+    assert split.client_host_ms == pytest.approx(0.070) and split.server_host_ms == pytest.approx(0.025)
+    assert split.server_processing_ms == pytest.approx(0.003)
+    assert split.emulator_excess_ms == pytest.approx(0.006) and split.hosts_ms == pytest.approx(0.095)
+    assert split.rtt_ms == pytest.approx(10 + 0.006 + 0.095)
+    # Every probe took as long: the slowest 0.1% is all three, with the same shares.
+    assert split.rtt_p999_ms == pytest.approx(10.101) and split.tail_probes == 3
+    assert split.tail_emulator_excess_ms == pytest.approx(0.006) and split.tail_hosts_ms == pytest.approx(0.095)
+
+
+def test_a_wrong_clock_offset_moves_time_between_before_and_after_only() -> None:
+    probes, client_pcap, server_pcap = _scenario()
+    client, server = read_udp_capture(client_pcap, "c"), read_udp_capture(server_pcap, "s")
+    split = decompose(probes, client, server, server=(SERVER, PORT), clock_offset_ns=OFFSET + 8_000,
+                      clock_uncertainty_ns=0, configured_one_way_ns=5_000_000)
+    assert split.up.before_ms == pytest.approx(0.022) and split.down.after_ms == pytest.approx(0.048)
+    assert split.client_host_ms == pytest.approx(0.070) and split.server_host_ms == pytest.approx(0.025)
+    assert split.emulator_excess_ms == pytest.approx(0.006)
+
+
+def test_a_probe_whose_datagram_never_reached_the_server_is_left_out() -> None:
+    probes, client_pcap, server_pcap = _scenario()
+    server = [d for d in read_udp_capture(server_pcap, "s") if d.payload != b"probe1"]
+    split = decompose(probes, read_udp_capture(client_pcap, "c"), server, server=(SERVER, PORT),
+                      clock_offset_ns=OFFSET, clock_uncertainty_ns=0, configured_one_way_ns=5_000_000)
+    assert (split.probes, split.matched) == (3, 2)
+    with pytest.raises(ToolError, match="no irtt probe matched"):
+        decompose(probes, [], [], server=(SERVER, PORT), clock_offset_ns=OFFSET, clock_uncertainty_ns=0,
+                  configured_one_way_ns=0)
+
+
+def test_the_split_row_adds_up_to_the_end_to_end_error() -> None:
+    probes, client_pcap, server_pcap = _scenario()
+    split = decompose(probes, read_udp_capture(client_pcap, "c"), read_udp_capture(server_pcap, "s"),
+                      server=(SERVER, PORT), clock_offset_ns=OFFSET, clock_uncertainty_ns=0,
+                      configured_one_way_ns=5_000_000 - 10_000)
+    # 2.5 ms per link, 10 µs deducted per direction, irtt's veth reference 0.050 ms.
+    row = split_check(2.5, split, 0.050, 20_000)
+    hosts_beyond = row.details["hosts_beyond_reference_ms"]
+    assert hosts_beyond == pytest.approx(0.095 - 0.050 - 0.020)
+    end_to_end = split.rtt_ms - 0.050 - 10.0
+    assert row.measured + hosts_beyond == pytest.approx(end_to_end)
+    assert row.status == "info" and row.id == "delay.irtt.split.2.5ms"
+
+
+def test_irtt_round_trips_and_bad_inputs() -> None:
+    stamps = {"client": {"send": {"wall": 10}, "receive": {"wall": 90}},
+              "server": {"receive": {"wall": 40}, "send": {"wall": 45}}}
+    document = {"round_trips": [{"seqno": 0, "lost": "false", "timestamps": stamps},
+                                {"seqno": 1, "lost": "true_down", "timestamps": stamps}]}
+    assert probes_from_irtt(document, "x.json") == [Probe(0, 10, 40, 45, 90)]
+    with pytest.raises(ToolError, match="x.json: round_trips without the four wall timestamps"):
+        probes_from_irtt({"round_trips": [{"seqno": 0, "lost": "false", "timestamps": {}}]}, "x.json")
+    with pytest.raises(ToolError, match="c.pcap: not a pcap file"):
+        read_udp_capture(b"\x00" * 40, "c.pcap")
+    with pytest.raises(ToolError, match="cut short"):
+        read_udp_capture(_pcap([(5, _udp(CLIENT, 1, SERVER, 2, b"x"))])[:-3], "c.pcap")
+    ethernet = struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1)
+    with pytest.raises(ToolError, match="link type 1"):
+        read_udp_capture(ethernet, "c.pcap")
+
+
+def test_probes_from_a_real_irtt_document() -> None:
+    # irtt 0.9's own output: the one-way delays it reports are the wall-clock differences read.
+    document = json.loads((Path(__file__).parent / "fixtures" / "irtt_client.json").read_text())
+    probes = probes_from_irtt(document, "irtt_client.json")
+    answered = [trip for trip in document["round_trips"] if trip["lost"] == "false"]
+    assert len(probes) == len(answered) > 0
+    for probe, trip in zip(probes, answered, strict=True):
+        assert probe.server_receive - probe.client_send == trip["delay"]["send"]
+        assert probe.client_receive - probe.server_send == trip["delay"]["receive"]
+
+
+def test_clock_offset_from_the_tightest_paired_reading() -> None:
+    readings = [(1000, 5600, 1400), (2000, 6540, 2080), (3000, 7700, 3600)]
+    assert clock_offset(readings) == (6540 - 2040, 40)
+    assert not math.isnan(clock_offset([(0, 0, 0)])[0])
+
+
+def test_the_table_says_where_a_failure_lies() -> None:
+    from rich.console import Console
+
+    from protolab.validate.cli import validation_table
+    from protolab.validate.report import ValidationConfig, ValidationReport
+
+    checks = _level("fail", "pass")
+    report = ValidationReport(created_unix_ns=0, duration_s=1.0, config=ValidationConfig(quick=True), environment={},
+                              topology={}, checks=checks, counters={}, summary={"pass": 2, "fail": 1, "info": 0},
+                              attribution=attribute(checks), ok=False)
+    console = Console(record=True, width=200)
+    console.print(validation_table(report))
+    text = console.export_text()
+    rows = {line.split()[0]: line for line in text.splitlines() if line.strip().startswith("delay.")}
+    assert "fail: tools/host" in rows["delay.irtt.mean.25ms"]
+    assert "fail" not in rows["delay.emulator.25ms"] and "pass" in rows["delay.emulator.25ms"]
