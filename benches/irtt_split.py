@@ -30,16 +30,17 @@ from protolab.validate.plumbing import CLIENT, SERVER, start_servers, validation
 from protolab.validate.report import Check, ValidationConfig
 from protolab.validate.timing import contention_checks, delay_checks
 
-console = Console()
+console = Console(width=160)
 
 
 def _row(table: Table, level: str, checks: dict[str, Check], split_id: str, mean_id: str, late_id: str) -> None:
     split, late = checks[split_id].details, checks[late_id].details["delivery_late"]
     end_to_end = checks[mean_id].error if mean_id in checks else None
-    hosts = split.get("hosts_beyond_reference_ms", split.get("tail_hosts_ms"))
-    emulator = split["emulator_excess_ms"] if "hosts_beyond_reference_ms" in split else split["tail_emulator_excess_ms"]
-    table.add_row(level, "-" if end_to_end is None else f"{end_to_end:+.3f}", f"{emulator:+.3f}", f"{hosts:+.3f}",
-                  f"{split['client_host_ms']:.3f} / {split['server_host_ms']:.3f}",
+    tail = "hosts_beyond_reference_ms" not in split
+    prefix = "tail_" if tail else ""
+    hosts = split["tail_hosts_ms"] if tail else split["hosts_beyond_reference_ms"]
+    table.add_row(level, "-" if end_to_end is None else f"{end_to_end:+.3f}", f"{split[prefix + 'emulator_excess_ms']:+.3f}",
+                  f"{hosts:+.3f}", f"{split[prefix + 'client_host_ms']:.3f} / {split[prefix + 'server_host_ms']:.3f}",
                   f"{late['mean_ns'] / 1e3:.1f} / {(late['p999_ns_at_most'] or 0) / 1e3:.0f}",
                   f"{split['matched']}/{split['probes']}")
 
@@ -69,7 +70,7 @@ def main(
     table.caption = ("means: error beyond irtt's veth reference = emulator + hosts (the hosts' time beyond the "
                      "reference and the delay compensation); slowest 0.1%: the p99.9 error, and the two shares' "
                      "means over those probes (hosts: their whole time)")
-    for column in ("level", "end-to-end error", "emulator", "hosts", "client / server host (mean)",
+    for column in ("level", "end-to-end error", "emulator", "hosts", "client / server host",
                    "lateness mean / p99.9 µs (counters)", "matched"):
         table.add_column(column, justify="right")
     for delay in config.delays_ms:

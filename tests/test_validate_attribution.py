@@ -151,6 +151,7 @@ def test_each_probe_splits_into_hosts_and_emulator() -> None:
     # Every probe took as long: the slowest 0.1% is all three, with the same shares.
     assert split.rtt_p999_ms == pytest.approx(10.101) and split.tail_probes == 3
     assert split.tail_emulator_excess_ms == pytest.approx(0.006) and split.tail_hosts_ms == pytest.approx(0.095)
+    assert split.tail_client_host_ms == pytest.approx(0.070) and split.tail_server_host_ms == pytest.approx(0.025)
 
 
 def test_a_wrong_clock_offset_moves_time_between_before_and_after_only() -> None:

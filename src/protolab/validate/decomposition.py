@@ -159,6 +159,8 @@ class Decomposition(BaseModel):
     tail_probes: int
     tail_emulator_excess_ms: float
     tail_hosts_ms: float
+    tail_client_host_ms: float
+    tail_server_host_ms: float
 
 
 def _match_in_order(sent: Sequence[int], read: Sequence[int], slack_ns: int) -> list[int | None]:
@@ -246,13 +248,16 @@ def _summarize(
                          after_ms=ms(r - (delivery - offset) for r, (_, delivery) in zip(received, times, strict=True)),
                          inside_excess_ms=statistics.fmean(excess), inside_excess_p999_ms=_p999(excess))
 
-    def per_probe(probe: Probe, up: tuple[int, int], down: tuple[int, int]) -> tuple[float, float, float]:
+    def per_probe(probe: Probe, up: tuple[int, int], down: tuple[int, int]) -> tuple[float, float, float, float]:
+        """RTT, the emulator's excess, the client's and the server's share (the offset cancels)."""
         inside = (up[1] - up[0]) + (down[1] - down[0])
         rtt = probe.client_receive - probe.client_send - (probe.server_send - probe.server_receive)
-        return rtt / NS_PER_MS, (inside - 2 * configured_ns) / NS_PER_MS, (rtt - inside) / NS_PER_MS
+        client = (up[0] - probe.client_send) + (probe.client_receive - down[1])
+        return rtt / NS_PER_MS, (inside - 2 * configured_ns) / NS_PER_MS, client / NS_PER_MS, \
+            (rtt - inside - client) / NS_PER_MS
 
     probe_shares = sorted(per_probe(*row) for row in rows)
-    rtt_p999 = _p999([rtt for rtt, _, _ in probe_shares])
+    rtt_p999 = _p999([shares[0] for shares in probe_shares])
     tail = [shares for shares in probe_shares if shares[0] >= rtt_p999]
     up = direction([p.client_send for p, _, _ in rows], [u for _, u, _ in rows], [p.server_receive for p, _, _ in rows])
     down = direction([p.server_send for p, _, _ in rows], [d for _, _, d in rows], [p.client_receive for p, _, _ in rows])
@@ -264,8 +269,9 @@ def _summarize(
         server_host_ms=server_host, server_processing_ms=ms(p.server_send - p.server_receive for p, _, _ in rows),
         rtt_ms=ms(p.client_receive - p.client_send - (p.server_send - p.server_receive) for p, _, _ in rows),
         emulator_excess_ms=up.inside_excess_ms + down.inside_excess_ms, hosts_ms=client_host + server_host,
-        rtt_p999_ms=rtt_p999, tail_probes=len(tail), tail_emulator_excess_ms=statistics.fmean(e for _, e, _ in tail),
-        tail_hosts_ms=statistics.fmean(h for _, _, h in tail),
+        rtt_p999_ms=rtt_p999, tail_probes=len(tail), tail_emulator_excess_ms=statistics.fmean(t[1] for t in tail),
+        tail_hosts_ms=statistics.fmean(t[2] + t[3] for t in tail), tail_client_host_ms=statistics.fmean(t[2] for t in tail),
+        tail_server_host_ms=statistics.fmean(t[3] for t in tail),
     )
 
 

@@ -293,7 +293,8 @@ def tail_split_check(split: Decomposition, configured_rtt_ms: float, hogs: int) 
         name=f"{hogs} CPU hogs: irtt p99.9 RTT split over the slowest 0.1% (captures)", unit="ms",
         configured=configured_rtt_ms, measured=split.rtt_p999_ms, error=split.rtt_p999_ms - configured_rtt_ms,
         configured_text=f"{configured_rtt_ms:g} ms", measured_text=f"{split.rtt_p999_ms:.3f} ms",
-        error_text=f"emulator {split.tail_emulator_excess_ms:+.3f}, hosts {split.tail_hosts_ms:.3f} ms",
+        error_text=(f"emulator {split.tail_emulator_excess_ms:+.3f}, client {split.tail_client_host_ms:.3f}, "
+                    f"server {split.tail_server_host_ms:.3f} ms"),
         criterion="reported: the emulator's and the hosts' share of the slowest probes' RTT",
         status="info", details=split.model_dump())
 
