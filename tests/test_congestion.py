@@ -29,7 +29,18 @@ from protolab.run.runner import (
     run_experiment,
 )
 from protolab.scenarios import Condition
-from protolab.scenarios.congestion import large_images_page, second_address, second_copy
+from protolab.scenarios.base import Scenario
+from protolab.scenarios.congestion import (
+    CcSuite,
+    CpuLimit,
+    CubicTuning,
+    Fairness,
+    SlowStartExit,
+    WifiAggregation,
+    large_images_page,
+    second_address,
+    second_copy,
+)
 from protolab.scenarios.workloads import Side, parse_pair
 from protolab.results.bulk import BulkTransfer
 from protolab.results.record import RunRecord
@@ -133,6 +144,40 @@ def test_bulk_scenarios_take_no_pages(emu_binary: Path) -> None:
         parse_spec('schema_version = 1\nscenario = "quic-vs-tcp"\n[axes]\nmode = ["h2-parallel:2"]\n')
     with pytest.raises(SpecError, match=r'axes.mode\[1\]: unknown mode "h4"'):
         parse_spec('schema_version = 1\nscenario = "fairness"\n[axes]\nmode = ["h3 vs h2", "h3 vs h4"]\n')
+
+
+# ---------------------------------------------------------------------- the bottleneck's params
+
+# The params fields that shape the bottleneck p0, set away from their defaults (loss bursts of 4
+# packets, 2 ms of delay variation); each scenario with p0 must carry those its params have.
+PATH_FIELDS = {"loss_burst": 4.0, "jitter_ms": 2.0}
+P0_SCENARIOS: list[tuple[type[Scenario], dict[str, Any]]] = [
+    (CcSuite, {}), (CcSuite, {"shaper_burst_bytes": 15_000}), (CubicTuning, {}), (WifiAggregation, {}),
+    (SlowStartExit, {}), (CpuLimit, {}), (Fairness, {}),
+]
+
+
+@pytest.mark.parametrize(("scenario_class", "extra"), P0_SCENARIOS,
+                         ids=lambda c: c.__name__ if isinstance(c, type) else ",".join(c) or "plain")
+def test_the_params_path_fields_reach_both_directions_of_the_bottleneck(scenario_class: type[Scenario],
+                                                                        extra: dict[str, Any]) -> None:
+    given = {k: v for k, v in PATH_FIELDS.items() if k in scenario_class.Params.model_fields}
+    params = scenario_class.Params(**given, **extra)
+    condition = Condition.from_axes({"bandwidth_mbps": 10, "rtt_ms": 20, "loss_pct": 1, "buffer": 50_000,
+                                     "buffer_bytes": 50_000, "ampdu_frames": 64})
+    links = scenario_class().links(params, condition)
+    for side in ("forward", "reverse"):
+        path = links[f"p0.{side}"]
+        if "loss_burst" in given:  # Gilbert-Elliott: mean burst 1 / r
+            assert path["loss"]["kind"] == "gilbert-elliott" and path["loss"]["r"] == pytest.approx(1 / 4), path
+        else:
+            assert path["loss"] == {"kind": "bernoulli", "p": pytest.approx(0.01)}, path
+        if "jitter_ms" in given:
+            assert path["jitter"] == {"std_ns": 2 * MS, "dist": "normal", "preserve_order": True}, path
+        else:
+            assert path["jitter"] is None, path
+        assert path["delay_ns"] == 10 * MS
+    assert given or scenario_class is Fairness  # the list holds scenarios whose params shape the path
 
 
 # ---------------------------------------------------------------------- fairness from events

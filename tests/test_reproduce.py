@@ -23,6 +23,7 @@ from protolab.reproduce.claims import (
     Ratio,
     RatioOfRatios,
     matches,
+    ratio_claim,
 )
 from protolab.reproduce.cli import experiment_of, figure_named
 from protolab.reproduce.data import planned_row
@@ -87,6 +88,15 @@ def test_verdicts_follow_the_ci_against_the_expected_interval_and_say_why() -> N
     assert Claim("equal within 10%", same, low=0.9, high=1.1).check(ROWS).outcome == REPRODUCED
     missing = Claim("missing", Ratio("plt_ms", {"mode": "h3"}, {"mode": "h1"})).check(ROWS)
     assert missing.outcome == NO_DATA and missing.estimate is None and missing.reason
+
+
+def test_a_ratio_claim_writes_the_shared_condition_once() -> None:
+    claim = ratio_claim("h2 slower at 2% loss", "plt_ms", {"mode": "h2"}, {"mode": "h1"}, where={"loss_pct": 2},
+                        by="page", low=1.0, paper="001")
+    assert claim == Claim("h2 slower at 2% loss", SLOWER, low=1.0, paper="001")
+    assert claim.check(ROWS).reason == "CI [2.64, 3.03] inside > 1"
+    with pytest.raises(ValueError, match="claim 'clash': mode given both in where"):
+        ratio_claim("clash", "plt_ms", {"mode": "h2"}, {"mode": "h1"}, where={"mode": "h3"})
 
 
 def test_too_few_values_are_inconclusive_with_the_reason_not_reproduced() -> None:

@@ -17,7 +17,7 @@ from protolab.reproduce import atlas
 from protolab.reproduce.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim
 from protolab.reproduce.cli import experiment_of, judge, run_counts, verdict_document
 from protolab.reproduce.data import rows_of, size_class
-from protolab.reproduce.drawings import DRAWINGS, DrawingInput, drawing_for
+from protolab.reproduce.drawings import DRAWINGS, DrawingInput, _panels, drawing_for
 from protolab.reproduce.figures import FIGURES, REGISTRY, Explanation, Figure
 from protolab.reproduce.windows import backoff_factors, mean_summed_window, summed_window_timeline
 from protolab.results.record import RunRecord
@@ -255,6 +255,17 @@ def test_bulk_runs_are_drawn_by_goodput_and_overhead_by_protocol() -> None:
     overhead = DRAWINGS["overhead"](DrawingInput(REGISTRY["003-overhead"], [{"protocol": "h3", "factor": 1.05},
                                                                            {"protocol": "tcp", "factor": 1.04}]))
     assert overhead is not None and [t.get_text() for t in overhead.axes[0].get_xticklabels()] == ["h3", "tcp"]
+
+
+def test_panels_fill_a_grid_in_reading_order_and_hide_the_cells_past_the_count() -> None:
+    with _panels(5, (3.0, 2.0), columns=3, extra_height=0.5) as (fig, axes):
+        axes[3].set_title("fourth")
+    assert len(axes) == 5 and [ax.get_visible() for ax in fig.axes] == [True] * 5 + [False]
+    assert fig.axes[3].get_title() == "fourth"  # the second row's first panel
+    assert tuple(fig.get_size_inches()) == (9.0, 4.5)  # 3 panels wide, 2 high, half an inch more
+    with _panels(2, (4.0, 3.4)) as (row, _):  # one row by default
+        pass
+    assert len(row.axes) == 2 and tuple(row.get_size_inches()) == (8.0, 3.4)
 
 
 def test_protolabs_own_claims_are_labelled_so_in_the_list_the_atlas_and_verdicts(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 import pytest
@@ -181,31 +181,52 @@ def test_aqm_targets_and_the_tbf_bottleneck() -> None:
 
 # ---------------------------------------------------------------------- a real lab run
 
+class RunRpm(Protocol):
+    """What the `run_rpm` fixture gives a test."""
+
+    def __call__(self, document: dict[str, Any], timeout: float) -> Path: ...
+
+
+@pytest.fixture
+def run_rpm(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> RunRpm:
+    """`run_rpm(document, timeout=...)`: runs the spec document in a fresh lab, asserts that the
+    run succeeded and left no namespace behind, and returns its results directory."""
+
+    def run(document: dict[str, Any], timeout: float) -> Path:
+        spec = tmp_path / "rpm.toml"
+        spec.write_text(toml_text(document))
+        results = tmp_path / "results"
+        name = lab_name()
+        done = run_protolab("run", spec, "--results", results, "--lab", name, "--binary", emu_binary, timeout=timeout)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert lab_namespaces(name) == []
+        return results
+
+    return run
+
+
+def _stored(results: Path, query: str) -> list[dict[str, Any]]:
+    """The rows of a query on the run's store, as column -> value."""
+    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as con:
+        cursor = con.execute(query)
+        columns = [c[0] for c in cursor.description]
+        return [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+
 
 @pytest.mark.lab
-def test_droptail_buffer_shows_as_loaded_latency_and_codel_keeps_rpm(emu_binary: Path, lab_name: Callable[[], str],
-                                                                    tmp_path: Path) -> None:
-    spec = tmp_path / "rpm.toml"
-    spec.write_text(toml_text(_spec()))
-    results = tmp_path / "results"
-    name = lab_name()
+def test_droptail_buffer_shows_as_loaded_latency_and_codel_keeps_rpm(run_rpm: RunRpm) -> None:
     started = time.monotonic()
-    done = run_protolab("run", spec, "--results", results, "--lab", name, "--binary", emu_binary, timeout=180)
+    results = run_rpm(_spec(), timeout=180)
     took = time.monotonic() - started
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert lab_namespaces(name) == []
-    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as con:
-        runs = con.execute("SELECT run_key, mode, status, error FROM runs").fetchall()
-        assert len(runs) == 2
-        assert all((status, error) == ("ok", None) for _, _, status, error in runs), runs
-        cursor = con.execute("SELECT * FROM rpm_results")
-        columns = [c[0] for c in cursor.description]
-        rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    runs = _stored(results, "SELECT run_key, status, error FROM runs")
+    assert len(runs) == 2
+    assert all((run["status"], run["error"]) == ("ok", None) for run in runs), runs
+    rows = _stored(results, "SELECT * FROM rpm_results")
     assert sorted(r["queue"] for r in rows) == ["codel", "droptail"], rows
     by_queue = {r["queue"]: r for r in rows}
     for queue, r in by_queue.items():
         assert (r["direction"], r["protocol"], r["status"]) == ("download", "h3", "ok"), (queue, r)
-        assert r["run_key"] in {k for k, *_ in runs}
+        assert r["run_key"] in {run["run_key"] for run in runs}
         assert 12 <= r["capacity_mbps"] <= 20.5, (queue, r)
         assert 38 <= r["idle_latency_ms"] <= 70, (queue, r)
         assert r["rpm"] > 0 and r["loaded_latency_ms"] == pytest.approx(60_000 / r["rpm"]), (queue, r)
@@ -231,23 +252,12 @@ def test_droptail_buffer_shows_as_loaded_latency_and_codel_keeps_rpm(emu_binary:
 
 
 @pytest.mark.lab
-def test_a_test_too_short_to_saturate_still_reports_a_speculative_rpm(emu_binary: Path, lab_name: Callable[[], str],
-                                                                     tmp_path: Path) -> None:
+def test_a_test_too_short_to_saturate_still_reports_a_speculative_rpm(run_rpm: RunRpm) -> None:
     # 3 intervals of 1 s: fewer than the MAD = 4 moving averages stability needs, so goodput
     # can never be declared saturated and the draft alone would give no responsiveness.
     document = _spec(queue=["droptail"], buffer=["4bdp"])
     document["params"] = {"max_duration_s": 3, "idle_probes": 3}
-    spec = tmp_path / "rpm.toml"
-    spec.write_text(toml_text(document))
-    results = tmp_path / "results"
-    name = lab_name()
-    done = run_protolab("run", spec, "--results", results, "--lab", name, "--binary", emu_binary, timeout=120)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert lab_namespaces(name) == []
-    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as con:
-        cursor = con.execute("SELECT * FROM rpm_results")
-        columns = [c[0] for c in cursor.description]
-        (row,) = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    (row,) = _stored(run_rpm(document, timeout=120), "SELECT * FROM rpm_results")
     assert (row["status"], row["saturated_at"], row["intervals"]) == ("ok", None, 3), row
     assert row["confidence_rpm"] == "speculative", row
     # A number all the same, from the probes of the run, with both formulas and the P90.
@@ -259,24 +269,13 @@ def test_a_test_too_short_to_saturate_still_reports_a_speculative_rpm(emu_binary
 
 
 @pytest.mark.lab
-def test_upload_capacity_counts_delivered_bytes_not_accepted_ones(emu_binary: Path, lab_name: Callable[[], str],
-                                                                   tmp_path: Path) -> None:
+def test_upload_capacity_counts_delivered_bytes_not_accepted_ones(run_rpm: RunRpm) -> None:
     # Issue 23: counting the bytes the stack accepted (socket and stream buffers) put seconds of
     # a slow link's traffic into the first intervals: on this 10 Mbit/s link the upload measured
     # 13.4 (h1), 17.2 (h2) and 18.1 Mbit/s (h3), and counted 1.4-1.8x the bytes the link carried.
     document = _spec(queue=["droptail"], buffer=["4bdp"], bandwidth_mbps=[10], mode=["h1", "h2", "h3"])
     document["params"] = {"direction": "upload", "max_duration_s": 5, "idle_probes": 2}
-    spec = tmp_path / "rpm.toml"
-    spec.write_text(toml_text(document))
-    results = tmp_path / "results"
-    name = lab_name()
-    done = run_protolab("run", spec, "--results", results, "--lab", name, "--binary", emu_binary, timeout=150)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert lab_namespaces(name) == []
-    with duckdb.connect(str(results / "results.duckdb"), read_only=True) as con:
-        cursor = con.execute("SELECT * FROM rpm_results")
-        columns = [c[0] for c in cursor.description]
-        rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    rows = _stored(run_rpm(document, timeout=150), "SELECT * FROM rpm_results")
     assert sorted(r["protocol"] for r in rows) == ["h1", "h2", "h3"], rows
     for r in rows:
         assert (r["direction"], r["status"]) == ("upload", "ok"), r

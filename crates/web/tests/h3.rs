@@ -95,6 +95,17 @@ impl H3Client {
     }
 }
 
+/// A real client (quinn + h3, the lab's CA) completes a handshake and gets www.a.test's root
+/// page (14000 bytes) intact: whatever the test threw at the server left it serving.
+async fn assert_real_client_served(lab: &Lab) {
+    let mut client = h3_connect(lab, "www.a.test").await;
+    let (r, body) = client.get(&format!("https://www.a.test:{}/", lab.h3.port())).await;
+    assert_eq!(r.status(), 200, "a real client's GET / after the test's traffic");
+    assert_eq!(body.len(), 14000, "www.a.test's root page in full");
+    assert!(body[..] == lab.expected("www.a.test", "/")[..], "www.a.test's root page: body differs");
+    client.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_manifest_objects_over_h3() {
     let lab = Lab::start(Limits::default()).await;
@@ -217,11 +228,7 @@ async fn h3_survives_garbage_datagrams() {
     }
     // No pause: the server's UDP socket queues datagrams in their order of arrival, so it reads
     // the garbage before the handshake below.
-    let mut client = h3_connect(&lab, "www.a.test").await;
-    let (r, body) = client.get(&format!("https://www.a.test:{}/", lab.h3.port())).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(body.len(), 14000);
-    client.close().await;
+    assert_real_client_served(&lab).await;
     lab.stop().await;
 }
 
@@ -325,11 +332,7 @@ async fn h3_handshakes_beyond_the_limit_get_a_retry_and_real_clients_still_conne
     assert_eq!(answer[0] & PACKET_KIND, LONG_RETRY, "a Retry, not the handshake");
     // A Retry is smaller than the Initial it answers: no amplification at all.
     assert!(answer.len() < 200, "Retry of {} bytes", answer.len());
-    let mut client = h3_connect(&lab, "www.a.test").await;
-    let (r, body) = client.get(&format!("https://www.a.test:{}/", lab.h3.port())).await;
-    assert_eq!(r.status(), 200);
-    assert_eq!(body.len(), 14000);
-    client.close().await;
+    assert_real_client_served(&lab).await;
     lab.stop().await;
 
     let lab = Lab::start(Limits::default()).await;

@@ -424,6 +424,22 @@ class Claim:
         return Verdict(self, estimate, INCONCLUSIVE, f"{ci} straddles {' and '.join(straddled)}")
 
 
+def ratio_claim(statement: str, metric: str, num: Filter, den: Filter, *, where: Filter | None = None,
+                by: str | None = None, low: float | None = None, high: float | None = None, paper: str = "",
+                whose: str = SEED) -> Claim:
+    """A claim on median(metric | num, where) / median(metric | den, where) (a `Ratio`, per group
+    `by`), expected in [low, high]. `where` is what both sides share (the condition they are
+    compared at), written once so the sides cannot drift apart; `num` and `den` hold only what
+    tells them apart."""
+    shared = dict(where or {})
+    for side in (num, den):
+        if overlap := sorted(shared.keys() & side.keys()):
+            raise ValueError(f"claim {statement!r}: {', '.join(overlap)} given both in where (shared) "
+                             "and in a side's filter")
+    return Claim(statement, Ratio(metric, {**num, **shared}, {**den, **shared}, by=by), low=low, high=high,
+                 paper=paper, whose=whose)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A claim's outcome with its reason; `budget` is the repetitions an adaptive run spent

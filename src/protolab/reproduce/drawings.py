@@ -12,12 +12,14 @@ with no drawing gets none (the atlas still shows the verdicts and their interval
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from matplotlib import rc_context
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 
 from protolab.measure.flows import jain_index
@@ -62,6 +64,24 @@ def register(name: str) -> Callable[[Drawing], Drawing]:
 
 def drawing_for(figure: Figure) -> Drawing | None:
     return DRAWINGS.get(figure.drawing or figure.source) or DRAWINGS.get(figure.source)
+
+
+@contextmanager
+def _panels(count: int, panel_size: tuple[float, float], columns: int | None = None,
+            extra_height: float = 0.0) -> Iterator[tuple[MplFigure, list[Axes]]]:
+    """A figure of `count` (>= 1) panels, each `panel_size` (width, height) inches, `columns` to a row
+    (default: one row), grid cells past `count` hidden; yields it with its panels in reading
+    order. The body draws inside the report's style (RC): matplotlib applies it as artists are
+    made, so the drawing belongs inside the `with`. `extra_height` inches are added for what
+    spans the panels (titles)."""
+    columns = count if columns is None else min(columns, count)
+    rows = math.ceil(count / columns)
+    with rc_context(RC):
+        fig = MplFigure(figsize=(panel_size[0] * columns, panel_size[1] * rows + extra_height), layout="constrained")
+        axes = list(fig.subplots(rows, columns, squeeze=False).ravel())
+        for ax in axes[count:]:
+            ax.set_visible(False)
+        yield fig, axes[:count]
 
 
 def _ordered(values: Sequence[Any]) -> list[Any]:
@@ -136,9 +156,7 @@ def overhead_boxes(data: DrawingInput) -> MplFigure | None:
     protocols = _ordered([r.get("protocol") for r in rows])
     if not protocols:
         return None
-    with rc_context(RC):
-        fig = MplFigure(figsize=(4.5, 3.2), layout="constrained")
-        ax = fig.subplots()
+    with _panels(1, (4.5, 3.2)) as (fig, [ax]):
         ax.boxplot([[r["factor"] for r in rows if r.get("protocol") == p] for p in protocols], showmeans=True)
         ax.set_xticks(range(1, len(protocols) + 1), protocols)
         ax.set_ylabel("overhead factor")
@@ -154,9 +172,7 @@ def rate_vs_goodput(data: DrawingInput) -> MplFigure | None:
     if not modes:
         return None
     colors = mode_colors(modes)
-    with rc_context(RC):
-        fig = MplFigure(figsize=(4.8, 3.6), layout="constrained")
-        ax = fig.subplots()
+    with _panels(1, (4.8, 3.6)) as (fig, [ax]):
         top = max(r["bandwidth_mbps"] for r in rows)
         ax.plot([0, top], [0, top], color="#b31d28", lw=1, label="expected (goodput = rate)")
         ax.plot([0, top], [0, top / 1.051], color="#777", lw=1, ls="--", label="rate / 1.051 (003)")
@@ -237,9 +253,7 @@ def shares(data: DrawingInput) -> MplFigure | None:
     pairs = _ordered([r.get("pair") for r in rows])
     if not pairs:
         return None
-    with rc_context(RC):
-        fig = MplFigure(figsize=(max(5.0, 1.4 * len(pairs)), 3.6), layout="constrained")
-        ax = fig.subplots()
+    with _panels(1, (max(5.0, 1.4 * len(pairs)), 3.6)) as (fig, [ax]):
         for i, pair in enumerate(pairs):
             a = float(np.median([r["share_a"] for r in rows if r.get("pair") == pair]))
             left, _, right = pair.partition(" vs ")
@@ -281,9 +295,7 @@ def claims_figure(claims: Sequence[dict[str, Any]]) -> MplFigure | None:
     drawn = [c for c in claims if c.get("estimate")]
     if not drawn:
         return None
-    with rc_context(RC):
-        fig = MplFigure(figsize=(7.5, 0.5 + 0.55 * len(drawn)), layout="constrained")
-        axes = fig.subplots(len(drawn), 1, squeeze=False)[:, 0]
+    with _panels(len(drawn), (7.5, 0.55), columns=1, extra_height=0.5) as (fig, axes):
         for ax, claim in zip(axes, drawn):
             e, expected = claim["estimate"], claim.get("expected") or {}
             points = [v for v in (e["value"], e["ci_low"], e["ci_high"], expected.get("low"), expected.get("high"))
@@ -314,11 +326,8 @@ def plt_cdfs(data: DrawingInput) -> MplFigure | None:
     modes = _modes(rows)
     colors = mode_colors(modes)
     _, grouped = conditions(rows)
-    columns = min(3, len(grouped))
-    with rc_context(RC):
-        fig = MplFigure(figsize=(3.2 * columns, 2.6 * math.ceil(len(grouped) / columns)), layout="constrained")
-        axes = np.atleast_1d(fig.subplots(math.ceil(len(grouped) / columns), columns, squeeze=False)).ravel()
-        for ax, (title, group) in zip(axes, grouped.items(), strict=False):
+    with _panels(len(grouped), (3.2, 2.6), columns=3) as (fig, axes):
+        for ax, (title, group) in zip(axes, grouped.items(), strict=True):
             for mode in modes:
                 values = np.sort([r["plt_ms"] / 1000 for r in group if r.get("mode") == mode])
                 if len(values):
@@ -327,8 +336,6 @@ def plt_cdfs(data: DrawingInput) -> MplFigure | None:
             ax.set_title(title)
             ax.set_xlabel("PLT (s)")
             ax.set_ylabel("CDF")
-        for ax in axes[len(grouped):]:
-            ax.set_visible(False)
         axes[0].legend(fontsize=7)
     return fig
 
@@ -348,9 +355,7 @@ def improvement_maps(data: DrawingInput) -> MplFigure | None:
     maps = [(title, cells) for title, cells in maps if cells]
     if not maps:
         return None
-    with rc_context(RC):
-        fig = MplFigure(figsize=(3.6 * len(maps), 3.2), layout="constrained")
-        axes = np.atleast_1d(fig.subplots(1, len(maps), squeeze=False)).ravel()
+    with _panels(len(maps), (3.6, 3.2)) as (fig, axes):
         for ax, (title, cells) in zip(axes, maps, strict=True):
             configs = sorted(cells)
             x = [c[1] for c in configs]
@@ -363,7 +368,7 @@ def improvement_maps(data: DrawingInput) -> MplFigure | None:
             ax.set_xlabel("minimum RTT (ms)")
             ax.set_ylabel("bandwidth (Mbit/s)")
             ax.set_title(title)
-        fig.colorbar(points, ax=list(axes), label="% improvement of the median PLT")
+        fig.colorbar(points, ax=axes, label="% improvement of the median PLT")
     return fig
 
 
@@ -378,9 +383,8 @@ def site_scores_figure(data: DrawingInput) -> MplFigure | None:
     if not pages:
         return None
     named = {p["page"] for p in worst + best}
-    with rc_context(RC):
-        fig = MplFigure(figsize=(8, 3.4), layout="constrained")
-        for ax, attribute, label in zip(fig.subplots(1, 2), ("page_bytes", "page_mean_object_bytes"),
+    with _panels(2, (4.0, 3.4)) as (fig, axes):
+        for ax, attribute, label in zip(axes, ("page_bytes", "page_mean_object_bytes"),
                                         ("total size (kB)", "mean object size (kB)"), strict=True):
             ax.scatter([p[attribute] / 1e3 for p in pages], [p["score"] for p in pages], s=14)
             for p in pages:
@@ -403,9 +407,7 @@ def rate_over_time(data: DrawingInput) -> MplFigure | None:
             runs.setdefault(str(row.get("run_key")), []).append(row)
     if not runs:
         return None
-    with rc_context(RC):
-        fig = MplFigure(figsize=(11, 3.6), layout="constrained")
-        ax = fig.subplots()
+    with _panels(1, (11, 3.6)) as (fig, [ax]):
         for rows in runs.values():
             rows.sort(key=lambda r: r["t_ms"])
             label = f"{rows[0].get('trace') or rows[0].get('mode')}, repetition {rows[0].get('repetition')}"
@@ -426,9 +428,7 @@ def learning_curve(data: DrawingInput) -> MplFigure | None:
     if not shares:
         return None
     values = [[r["accuracy"] for r in rows if r["train_pct"] == s] for s in shares]
-    with rc_context(RC):
-        fig = MplFigure(figsize=(5.0, 3.4), layout="constrained")
-        ax = fig.subplots()
+    with _panels(1, (5.0, 3.4)) as (fig, [ax]):
         ax.fill_between(shares, [min(v) for v in values], [max(v) for v in values], alpha=0.2, color="#1f77b4")
         ax.plot(shares, [float(np.median(v)) for v in values], marker="o", color="#1f77b4")
         ax.set_xscale("log")
@@ -444,9 +444,7 @@ def cv_accuracies(data: DrawingInput) -> MplFigure | None:
     algorithms = _ordered([r.get("algorithm") for r in data.rows])
     if not algorithms:
         return None
-    with rc_context(RC):
-        fig = MplFigure(figsize=(5.0, 3.4), layout="constrained")
-        ax = fig.subplots()
+    with _panels(1, (5.0, 3.4)) as (fig, [ax]):
         ax.boxplot([[r["accuracy"] for r in data.rows if r.get("algorithm") == a] for a in algorithms])
         ax.set_xticks(range(1, len(algorithms) + 1), algorithms)
         ax.set_ylabel("accuracy per fold")
@@ -461,9 +459,7 @@ def state_graphs(data: DrawingInput) -> MplFigure | None:
     controllers = _ordered([r.get("quic_cc") for r in data.rows if r.get("transitions")])
     if not controllers:
         return None
-    with rc_context(RC):
-        fig = MplFigure(figsize=(4.6 * len(controllers), 4.4), layout="constrained")
-        axes = fig.subplots(1, len(controllers), squeeze=False)[0]
+    with _panels(len(controllers), (4.6, 4.4)) as (fig, axes):
         for ax, controller in zip(axes, controllers, strict=True):
             draw_state_graph(ax, state_graph([r for r in data.rows if r.get("quic_cc") == controller]),
                              f"QUIC controller {controller}")
@@ -486,10 +482,8 @@ def decision_trees(data: DrawingInput) -> MplFigure | None:
                                         depth=TREE_DEPTH)
     if not fitted:
         return None
-    with rc_context(RC):
-        fig = MplFigure(figsize=(9.0, 4.2 * len(fitted)), layout="constrained")
+    with _panels(len(fitted), (9.0, 4.2), columns=1) as (fig, axes):
         FigureCanvasAgg(fig)  # plot_tree sizes its boxes with the canvas' renderer
-        axes = fig.subplots(len(fitted), 1, squeeze=False)[:, 0]
         for ax, (protocol, tree) in zip(axes, fitted.items(), strict=True):
             plot_tree(tree.tree, feature_names=list(tree.feature_names), class_names=list(tree.classes), ax=ax,
                       filled=True, impurity=False, fontsize=6, rounded=True)
@@ -523,9 +517,7 @@ def shares_over_time(data: DrawingInput) -> MplFigure | None:
     pairs = _ordered([r.get("pair") for r in data.rows if r.get("kind") == "bin"])
     if not pairs:
         return None
-    with rc_context(RC):
-        fig = MplFigure(figsize=(5.2 * len(pairs), 3.6), layout="constrained")
-        axes = fig.subplots(1, len(pairs), squeeze=False)[0]
+    with _panels(len(pairs), (5.2, 3.6)) as (fig, axes):
         for ax, pair in zip(axes, pairs, strict=True):
             sides = side_rates_over_time(data.rows, pair)
             labels = dict(zip(("a", "b"), str(pair).split(" vs "), strict=False))

@@ -61,16 +61,32 @@ class BulkParams(BaseModel):
         return _one_amount(self)
 
 
-def _bottleneck_links(condition: Condition, jitter: dict[str, Any] | None = None,
-                      hosts: Sequence[str] = (CLIENT, SERVER), loss_burst: float = 1.0) -> dict[str, dict[str, Any]]:
-    """One bottleneck path p0 (rate, half the RTT each way, loss, buffer); access links ideal."""
+def _path_jitter(params: BaseModel) -> dict[str, Any] | None:
+    """The bottleneck's delay variation from params that have `jitter_ms` (SlowStartExitParams
+    and its subclasses; None: no variation). Its distribution and ordering come with it: no
+    defaults here, a params class with `jitter_ms` alone fails loudly."""
+    jitter_ms = getattr(params, "jitter_ms", 0.0)
+    if not jitter_ms:
+        return None
+    return {"std_ns": ms_to_ns(jitter_ms), "dist": getattr(params, "jitter_distribution"),
+            "preserve_order": getattr(params, "order_preserving")}
+
+
+def _bottleneck_links(condition: Condition, params: BaseModel,
+                      hosts: Sequence[str] = (CLIENT, SERVER)) -> dict[str, dict[str, Any]]:
+    """One bottleneck path p0 (rate, half the RTT each way, loss, buffer) with what the scenario's
+    params say of it: the mean loss burst (`loss_burst`, BulkParams) and the delay variation
+    (`jitter_ms`, SlowStartExitParams); access links ideal. The params come whole, never field by
+    field, so a scenario's `links` cannot leave one out (cc-suite's shaper override once dropped
+    `loss_burst`, and cpu-limit never applied its `jitter_ms`)."""
+    jitter = _path_jitter(params)
     links = {}
     for side in ("forward", "reverse"):
-        params = direction(condition.bandwidth_mbps, condition.rtt_ms / 2, condition.loss_pct, condition.buffer_bytes,
-                           loss_burst)
+        path = direction(condition.bandwidth_mbps, condition.rtt_ms / 2, condition.loss_pct, condition.buffer_bytes,
+                         getattr(params, "loss_burst", 1.0))
         if jitter is not None:
-            params["jitter"] = jitter
-        links[f"p0.{side}"] = params
+            path["jitter"] = jitter
+        links[f"p0.{side}"] = path
     for name in hosts:
         links[f"{name}.up"] = ideal_link()
         links[f"{name}.down"] = ideal_link()
@@ -91,7 +107,7 @@ class BulkScenario(Scenario):
                         paths=1, seed=seed)
 
     def links(self, params: Any, condition: Condition) -> dict[str, dict[str, Any]]:
-        return _bottleneck_links(condition, loss_burst=getattr(params, "loss_burst", 1.0))
+        return _bottleneck_links(condition, params)
 
 
 # ---------------------------------------------------------------------- fairness
@@ -188,7 +204,7 @@ class Fairness(Scenario):
         )
 
     def links(self, params: FairnessParams, condition: Condition) -> dict[str, dict[str, Any]]:
-        return _bottleneck_links(condition, hosts=(CLIENT, CLIENT2, SERVER, SERVER2))
+        return _bottleneck_links(condition, params, hosts=(CLIENT, CLIENT2, SERVER, SERVER2))
 
     def bulk_server_address(self, params: Any) -> str:
         return BULK_SERVER_ADDRESS
@@ -325,7 +341,7 @@ class CcSuite(BulkScenario):
                 raise ValueError("params.shaper_burst_bytes: a shaper needs a buffer (its limit), not \"default\"")
 
     def links(self, params: CcSuiteParams, condition: Condition) -> dict[str, dict[str, Any]]:
-        links = _bottleneck_links(condition, loss_burst=params.loss_burst)
+        links = _bottleneck_links(condition, params)
         if params.shaper_burst_bytes is None or condition.bandwidth_mbps is None or condition.buffer_bytes is None:
             return links
         # 003's tbf: the tokens (at the bandwidth) pace the bottleneck, the buffer waits for them,
@@ -378,13 +394,6 @@ class SlowStartExit(BulkScenario):
 
     def workload_for(self, params: SlowStartExitParams) -> Workload:
         return PAGE_LOADS if params.workload == "page" else BULK_TRANSFERS
-
-    def links(self, params: SlowStartExitParams, condition: Condition) -> dict[str, dict[str, Any]]:
-        jitter = None
-        if params.jitter_ms > 0:
-            jitter = {"std_ns": ms_to_ns(params.jitter_ms), "dist": params.jitter_distribution,
-                      "preserve_order": params.order_preserving}
-        return _bottleneck_links(condition, jitter=jitter)
 
 
 # ---------------------------------------------------------------------- cpu-limit
@@ -486,7 +495,7 @@ class WifiAggregation(BulkScenario):
                 raise ValueError(f"axes.ampdu_frames: {value!r} is not an A-MPDU frame limit in 1..1024")
 
     def links(self, params: WifiAggregationParams, condition: Condition) -> dict[str, dict[str, Any]]:
-        links = _bottleneck_links(condition, loss_burst=params.loss_burst)
+        links = _bottleneck_links(condition, params)
         wifi = {
             "phy_rate_bps": mbps_to_bps(params.phy_rate_mbps),
             "max_ampdu_frames": int(condition.extra("ampdu_frames")),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protolab.reproduce.claims import Claim, Median, Ratio
+from protolab.reproduce.claims import Claim, Median, Ratio, ratio_claim
 from protolab.reproduce.figures.base import Explanation, Figure
 
 
@@ -81,10 +81,9 @@ NESQUIC = Figure(
         Claim("the limited sender at 90% stays a bit below its target (rate accuracy 0.9-1.0)",
               Median("rate_accuracy", _cc("fixed:rate=90%")), low=0.9, high=1.0,
               paper="Fig. 6.5a: in general we are a bit below the target"),
-        Claim("the RTT does not change what the limited sender takes (100 ms vs 20 ms at 90%, within 10%)",
-              Ratio("rate_accuracy", _cc("fixed:rate=90%", rtt_ms=100), _cc("fixed:rate=90%", rtt_ms=20)),
-              low=0.9, high=1.1,
-              paper="Fig. 6.5b: the latency doesn't influence the bandwidth taken"),
+        ratio_claim("the RTT does not change what the limited sender takes (100 ms vs 20 ms at 90%, within 10%)",
+                    "rate_accuracy", {"rtt_ms": 100}, {"rtt_ms": 20}, where=_cc("fixed:rate=90%"), low=0.9, high=1.1,
+                    paper="Fig. 6.5b: the latency doesn't influence the bandwidth taken"),
         Claim("a limited sender above the link (110%) sees a higher RTT inflation than one below it (90%)",
               _inflation("fixed:rate=110%", "fixed:rate=90%"), low=1.0,
               paper="Fig. 6.6: for the tests taking the measured bandwidth or more, the latency increases by a lot"),
@@ -120,10 +119,9 @@ LIBRESPEED = Figure(
         Claim("under load the latency does not increase a lot (median factor of increase < 1.5: our reading)",
               Median("factor_of_increase", {"mode": "h3"}), high=1.5,
               paper="Fig. 6.10: the latency doesn't increase a lot when the network is loaded"),
-        Claim("the factor of increase is higher where the BDP is below the 50 kB buffer",
-              Ratio("factor_of_increase", {"mode": "h3", "bdp_below_buffer": True},
-                    {"mode": "h3", "bdp_below_buffer": False}), low=1.0,
-              paper="Fig. 6.11: the latency increases when the BDP is lower than 50 kB"),
+        ratio_claim("the factor of increase is higher where the BDP is below the 50 kB buffer", "factor_of_increase",
+                    {"bdp_below_buffer": True}, {"bdp_below_buffer": False}, where={"mode": "h3"}, low=1.0,
+                    paper="Fig. 6.11: the latency increases when the BDP is lower than 50 kB"),
     ),
     note="protolab-net rpm over h3 (003: LibreSpeed in Chromium over HTTP/3) through a tbf-like shaper (50 kB burst, "
          "50 kB limit) under a 1 Gbit/s link, WSP of 32 points over 5-100 Mbit/s x 10-250 ms, both axes log-spaced "

@@ -4,11 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from protolab.reproduce.claims import PROTOLAB, Claim, Median, Ratio, RatioOfRatios
+from protolab.reproduce.claims import PROTOLAB, Claim, Median, Ratio, RatioOfRatios, ratio_claim
 from protolab.reproduce.figures.base import Explanation, Figure
 
 
 QUIC_GO = "quic-go->quic-go"  # quic-go's interop server and client (quic-vs-tcp-stacks)
+TCP = {"mode": "h1c"}  # 004's wget over HTTP/1.1 cleartext
+
+
+def _quic_vs_tcp(quic: str, name: str) -> tuple[Claim, ...]:
+    """004 Figs. 8-10's three findings for the QUIC endpoint of mode `quic` (`name` in the
+    statements), each its goodput over TCP's at one point of a sweep (004's numbers in `paper`)."""
+    return (
+        ratio_claim(f"at 100 Mbit/s TCP is faster than {name}", "goodput_mbps", {"mode": quic}, TCP,
+                    where={"bandwidth_mbps": 100, "loss_pct": 0, "rtt_ms": 40}, high=1.0,
+                    paper="53.76 / 66.67 = 0.81"),
+        ratio_claim(f"at 800 ms RTT {name} is at least as fast as TCP", "goodput_mbps", {"mode": quic}, TCP,
+                    where={"rtt_ms": 800}, low=1.0, paper="5.49 / 5.02 = 1.09"),
+        ratio_claim(f"at 0.5% loss {name} is faster than TCP", "goodput_mbps", {"mode": quic}, TCP,
+                    where={"loss_pct": 0.5}, low=1.0, paper="7.41 / 2.37 = 3.1"),
+    )
 
 
 def _starved(mode: str, bandwidth_mbps: float) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -72,18 +87,7 @@ FIGURES: tuple[Figure, ...] = (
         quick={"repetitions": 2, "sweeps": [{"bandwidth_mbps": [100]}, {"rtt_ms": [800]}, {"loss_pct": [0, 0.5]}]},
         paper=(("100 Mbit/s, 40 ms", "QUIC 53.76, TCP 66.67 Mbit/s"), ("800 ms RTT, 50 Mbit/s", "QUIC 5.49, TCP 5.02"),
                ("0.5% loss, 50 Mbit/s, 40 ms", "QUIC 7.41, TCP 2.37"), ("0% loss", "QUIC 38.13, TCP 41.26")),
-        claims=(
-            Claim("at 100 Mbit/s TCP is faster than QUIC",
-                  Ratio("goodput_mbps", {"mode": "h3", "bandwidth_mbps": 100, "loss_pct": 0, "rtt_ms": 40},
-                        {"mode": "h1c", "bandwidth_mbps": 100, "loss_pct": 0, "rtt_ms": 40}), high=1.0,
-                  paper="53.76 / 66.67 = 0.81"),
-            Claim("at 800 ms RTT QUIC is at least as fast as TCP",
-                  Ratio("goodput_mbps", {"mode": "h3", "rtt_ms": 800}, {"mode": "h1c", "rtt_ms": 800}), low=1.0,
-                  paper="5.49 / 5.02 = 1.09"),
-            Claim("at 0.5% loss QUIC is faster than TCP",
-                  Ratio("goodput_mbps", {"mode": "h3", "loss_pct": 0.5}, {"mode": "h1c", "loss_pct": 0.5}), low=1.0,
-                  paper="7.41 / 2.37 = 3.1"),
-        ),
+        claims=_quic_vs_tcp("h3", "QUIC"),
         explanations=(_EXPLAINED_800MS,),
     ),
     Figure(
@@ -98,20 +102,11 @@ FIGURES: tuple[Figure, ...] = (
         paper=(("100 Mbit/s, 40 ms", "QUIC 53.76, TCP 66.67 Mbit/s"), ("800 ms RTT, 50 Mbit/s", "QUIC 5.49, TCP 5.02"),
                ("0.5% loss, 50 Mbit/s, 40 ms", "QUIC 7.41, TCP 2.37"), ("0% loss", "QUIC 38.13, TCP 41.26")),
         claims=(
-            Claim("at 100 Mbit/s TCP is faster than quic-go",
-                  Ratio("goodput_mbps", {"mode": QUIC_GO, "bandwidth_mbps": 100, "loss_pct": 0, "rtt_ms": 40},
-                        {"mode": "h1c", "bandwidth_mbps": 100, "loss_pct": 0, "rtt_ms": 40}), high=1.0,
-                  paper="53.76 / 66.67 = 0.81"),
-            Claim("at 800 ms RTT quic-go is at least as fast as TCP",
-                  Ratio("goodput_mbps", {"mode": QUIC_GO, "rtt_ms": 800}, {"mode": "h1c", "rtt_ms": 800}), low=1.0,
-                  paper="5.49 / 5.02 = 1.09"),
-            Claim("at 0.5% loss quic-go is faster than TCP",
-                  Ratio("goodput_mbps", {"mode": QUIC_GO, "loss_pct": 0.5}, {"mode": "h1c", "loss_pct": 0.5}),
-                  low=1.0, paper="7.41 / 2.37 = 3.1"),
+            *_quic_vs_tcp(QUIC_GO, "quic-go"),
             # Ours: whether 004-fig8-10's divergence at 800 ms (quinn 0.80 of TCP) is the stack's.
-            Claim("at 800 ms RTT quic-go is faster than quinn (the divergence is the stack's)",
-                  Ratio("goodput_mbps", {"mode": QUIC_GO, "rtt_ms": 800}, {"mode": "h3", "rtt_ms": 800}), low=1.0,
-                  paper="(004 ran quic-go only)", whose=PROTOLAB),
+            ratio_claim("at 800 ms RTT quic-go is faster than quinn (the divergence is the stack's)", "goodput_mbps",
+                        {"mode": QUIC_GO}, {"mode": "h3"}, where={"rtt_ms": 800}, low=1.0,
+                        paper="(004 ran quic-go only)", whose=PROTOLAB),
         ),
         note="the quic-vs-tcp links and 5.5 MB download with quic-go's interop server and client (v0.65.0, "
              "`make stacks`) through the quic-interop-runner interface beside quinn (h3) and TCP (h1c); quic-go's "
@@ -154,13 +149,12 @@ FIGURES: tuple[Figure, ...] = (
         claims=(
             # 003's own, in the buffer's terms: 003 varied the BDP against a fixed 50 kB tbf buffer,
             # we vary the buffer against a fixed BDP; both are the buffer in BDPs.
-            Claim("with drop-tail, RPM falls as the buffer grows (8 vs 1 BDP)",
-                  Ratio("rpm", {"queue": "droptail", "buffer_bdp": 8}, {"queue": "droptail", "buffer_bdp": 1}, by="mode"),
-                  high=1.0, paper="Fig. 6.11: the latency increases where the buffer exceeds the BDP"),
-            Claim("the factor of increase grows with the buffer (drop-tail, 8 vs 1 BDP)",
-                  Ratio("factor_of_increase", {"queue": "droptail", "buffer_bdp": 8},
-                        {"queue": "droptail", "buffer_bdp": 1}, by="mode"), low=1.0,
-                  paper="Fig. 6.11: R_unloaded / R_loaded, high below a BDP of 50 kB"),
+            ratio_claim("with drop-tail, RPM falls as the buffer grows (8 vs 1 BDP)", "rpm", {"buffer_bdp": 8},
+                        {"buffer_bdp": 1}, where={"queue": "droptail"}, by="mode", high=1.0,
+                        paper="Fig. 6.11: the latency increases where the buffer exceeds the BDP"),
+            ratio_claim("the factor of increase grows with the buffer (drop-tail, 8 vs 1 BDP)", "factor_of_increase",
+                        {"buffer_bdp": 8}, {"buffer_bdp": 1}, where={"queue": "droptail"}, by="mode", low=1.0,
+                        paper="Fig. 6.11: R_unloaded / R_loaded, high below a BDP of 50 kB"),
             # protolab's: what the emulated queue implies, and CoDel, which 003 never ran.
             Claim("h3's loaded RTT is the base RTT plus a full drop-tail buffer (8 BDP), within 15%",
                   Median("loaded_over_expected", {"mode": "h3", "queue": "droptail", "buffer_bdp": 8}), low=0.85,
@@ -168,9 +162,9 @@ FIGURES: tuple[Figure, ...] = (
             Claim("the network's loaded RTT (foreign probes) is the full buffer's, within 15% (h2, 8 BDP)",
                   Median("foreign_over_expected", {"mode": "h2", "queue": "droptail", "buffer_bdp": 8}), low=0.85,
                   high=1.15, paper="(not in 003)", whose=PROTOLAB),
-            Claim("CoDel's RPM is several times (>= 3x) drop-tail's at 8 BDP",
-                  Ratio("rpm", {"queue": "codel", "buffer_bdp": 8}, {"queue": "droptail", "buffer_bdp": 8}, by="mode"),
-                  low=3.0, paper="(not in 003: it used tbf only; an AQM removes the standing queue)", whose=PROTOLAB),
+            ratio_claim("CoDel's RPM is several times (>= 3x) drop-tail's at 8 BDP", "rpm", {"queue": "codel"},
+                        {"queue": "droptail"}, where={"buffer_bdp": 8}, by="mode", low=3.0,
+                        paper="(not in 003: it used tbf only; an AQM removes the standing queue)", whose=PROTOLAB),
         ),
         note="20 Mbit/s, 40 ms, download; docs/rpm.md. 003 shaped with tc tbf (50 kB burst) and netem over a "
              "WSP design; this entry varies the buffer at one condition and adds CoDel: those claims are "
