@@ -1,8 +1,8 @@
 """Segmentation offloads on the lab's TUN devices (docs/emulator.md, "Segmentation offloads"):
 a bulk TCP transfer delivers exactly the bytes sent with offloads on and off, the emulator reads
 GSO super-packets only when they are on, the model, the capture and the link counters still see
-one packet per wire segment, random loss acts per segment, and UDP GSO sends arrive as their
-datagrams."""
+one packet per wire segment, random loss acts per segment, UDP GSO sends arrive as their
+datagrams, and a host's own setting in the topology wins over the lab's."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from awaiting import await_port
 from conftest import lab_namespaces
 
-from protolab.lab import Lab, dumbbell, link, ms_to_ns, path
+from protolab.lab import Lab, dumbbell, host, link, ms_to_ns, path
 
 pytestmark = pytest.mark.lab
 
@@ -80,10 +80,10 @@ def _pcap_packet_sizes(pcap: Path) -> list[int]:
     return sizes
 
 
-def _transfer(lab: Lab) -> tuple[str, str]:
+def _transfer(lab: Lab, source: str = "client", size: int = TRANSFER_BYTES) -> tuple[str, str]:
     sink = lab.spawn("server", [sys.executable, "-c", TCP_SINK], stdout=-1, text=True)
     await_port(lab.namespace("server"), PORT, within=10)
-    sent = lab.run("client", [sys.executable, "-c", TCP_SOURCE, lab.address("server"), str(TRANSFER_BYTES)],
+    sent = lab.run(source, [sys.executable, "-c", TCP_SOURCE, lab.address("server"), str(size)],
                    timeout=120).stdout.strip()
     received, _ = sink.communicate(timeout=30)
     return sent, received.strip()
@@ -151,3 +151,39 @@ def test_udp_gso_sends_arrive_as_their_datagrams(emu_binary: Path, lab_name: Cal
     count, total, largest = map(int, received.split())
     assert (count, total, largest) == (50, 60_000, 1200)
     assert counters["links"]["server.down"]["delivered_packets"] == 50
+
+
+PER_HOST_BYTES = 4_000_000
+
+
+@pytest.mark.parametrize("lab_offload", [False, True], ids=["lab-off", "lab-on"])
+def test_a_hosts_own_offload_setting_wins_over_the_labs(
+    emu_binary: Path, lab_name: Callable[[], str], lab_offload: bool
+) -> None:
+    """One sender with offloads and one without, whatever the lab's setting: only the first's
+    transfer reaches the emulator as super-packets, and both arrive byte for byte."""
+    name = lab_name()
+    senders = [host("client", "left", ["10.77.0.1"], offload=True),
+               host("client2", "left", ["10.77.0.2"], offload=False)]
+    topology = dumbbell(name, senders, ["server"], paths=[path("p0", forward=link(delay_ns=ms_to_ns(1)))])
+    counted = {}
+    with Lab(topology, offload=lab_offload) as lab:
+        in_force = {entry["name"]: entry.get("offload") for entry in lab.topology["hosts"]}
+        for sender in ("client", "client2"):
+            lab.reset_counters()
+            sent, received = _transfer(lab, sender, PER_HOST_BYTES)
+            lab.await_quiet()
+            assert received == sent, f"{sender}: the server must receive exactly the bytes sent"
+            counted[sender] = lab.counters()
+    assert lab_namespaces(name) == []
+    assert in_force == {"client": True, "client2": False, "server": lab_offload}
+    assert counted["client"]["emulator"]["rx_super_packets"] > 0
+    assert counted["client2"]["emulator"]["rx_super_packets"] == 0
+    for sender, counters in counted.items():
+        links = counters["links"]
+        assert counters["emulator"]["rx_malformed"] == 0 and counters["emulator"]["tx_errors"] == 0
+        up, forward = links[f"{sender}.up"], links["p0.forward"]
+        # Wire segments on every link, every byte sent delivered across the bottleneck.
+        assert forward["delivered_bytes"] <= MTU * forward["delivered_packets"]
+        assert forward["delivered_bytes"] >= PER_HOST_BYTES
+        assert links["server.down"]["delivered_bytes"] == up["delivered_bytes"] == forward["delivered_bytes"]

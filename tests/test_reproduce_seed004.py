@@ -89,6 +89,30 @@ def test_004_fairness_holds_when_like_pairs_are_fair_and_tcp_takes_more() -> Non
     assert small == [REPRODUCED, NOT_JUDGEABLE]
 
 
+def _offload_pairs(tcp_share_with: float, tcp_share_without: float) -> list[dict[str, Any]]:
+    """fairness-004-offload's rows: TCP on the offloading server ("tcp vs h3", side a) and on the
+    other one ("h3 vs tcp", side b); Jain's index from the shares."""
+    def jain(share: float) -> float:
+        return 1 / (2 * (share**2 + (1 - share) ** 2))
+
+    rows = []
+    for f in SPREAD:
+        narrow = 1 + (f - 1) / 4  # shares within 1%: Jain's index moves less than the band
+        with_tso, without = tcp_share_with * narrow, tcp_share_without * narrow
+        rows.append({"pair": "tcp vs h3", "share_a": with_tso, "share_b": 1 - with_tso, "jain": jain(with_tso)})
+        rows.append({"pair": "h3 vs tcp", "share_a": 1 - without, "share_b": without, "jain": jain(without)})
+    return rows
+
+
+def test_004_offload_judges_the_influence_of_tso_on_fairness_within_one_spec() -> None:
+    # TCP at 0.63 with and without TSO: a little influence (none), and TCP still above half.
+    assert _verdicts("004-fig13-15", _offload_pairs(0.63, 0.63)) == [REPRODUCED, REPRODUCED, NOT_JUDGEABLE]
+    # TSO makes TCP take 0.8 against 0.6 without: Jain's index falls by a quarter, more than a little.
+    assert _verdicts("004-fig13-15", _offload_pairs(0.8, 0.6))[:2] == [NOT_REPRODUCED, REPRODUCED]
+    # QUIC takes the larger share against the offloading TCP.
+    assert _verdicts("004-fig13-15", _offload_pairs(0.4, 0.4))[1] == NOT_REPRODUCED
+
+
 def _cubic_rows(goodput: dict[float, float], kept: dict[float, float], cv: dict[float, float]) -> list[dict[str, Any]]:
     """Eight runs per (c, beta) cell of cubic-tuning-004; the dicts are keyed by beta (c = 0.4)
     and, for `cv`, by c at beta 0.7."""

@@ -34,7 +34,7 @@ from protolab.run.runner import (
     plan,
     run_experiment,
 )
-from protolab.run.session import LabExecutor
+from protolab.run.session import LabExecutor, lab_topology
 from protolab.scenarios import SCENARIOS, Condition
 from protolab.results.generated.load_result import LoadResult
 from protolab.results.record import RunRecord
@@ -153,6 +153,13 @@ BAD_SPECS: list[tuple[str, dict[str, str], str]] = [
     ("repetitions", {"repetitions = 2": "repetitions = 0"}, "spec.toml: repetitions: "),
     ("timeout", {"[axes]": "timeout_s = -1\n[axes]"}, "spec.toml: timeout_s: "),
     ("toml", {"[axes]": "[axes"}, "spec.toml: not valid TOML"),
+    ("lab offload", {"[axes]": '[lab]\noffload = "on"\n[axes]'}, "spec.toml: lab.offload: Input should be a valid boolean"),
+    ("lab key", {"[axes]": "[lab]\noffloads = true\n[axes]"},
+     "spec.toml: lab.offloads: unknown key (known: offload, host_offload)"),
+    ("host offload host", {"[axes]": "[lab.host_offload]\nservr = true\n[axes]"},
+     'spec.toml: lab.host_offload.servr: scenario "wifi-loss" has no host "servr" (its hosts: client, server)'),
+    ("host offload value", {"[axes]": "[lab.host_offload]\nserver = 1\n[axes]"},
+     "spec.toml: lab.host_offload.server: Input should be a valid boolean"),
 ]
 
 
@@ -177,6 +184,23 @@ def test_bad_ecmp_params_and_axis() -> None:
             parse_spec(f'schema_version = 1\nscenario = "ecmp-congestion"\n[params]\ncross_load = {bad}\n')
     paced = parse_spec('schema_version = 1\nscenario = "ecmp-congestion"\n[params]\ncross_load = 0.9\n')
     assert paced.params.cross_load == 0.9
+
+
+def test_lab_offloads_per_host_win_over_the_flag_and_the_flag_over_the_spec() -> None:
+    fairness = ('schema_version = 1\nscenario = "fairness"\n[params]\nworkload = "bulk"\n'
+                '[axes]\nmode = ["tcp vs h3"]\n[lab]\noffload = false\n[lab.host_offload]\nserver = true\n')
+    experiment = parse_spec(fairness)
+    assert experiment.spec.lab.offload_for("server", False) is True
+    assert experiment.spec.lab.offload_for("client", None) is False
+    assert experiment.spec.lab.offload_for("client", True) is True
+    topology, lab_offload = lab_topology(experiment, "x", [], None)
+    assert {h["name"]: h.get("offload") for h in topology["hosts"]} == {
+        "client": None, "client2": None, "server": True, "server2": None}
+    assert lab_offload is False
+    assert lab_topology(experiment, "x", [], True)[1] is True
+    plain = parse_spec(fairness.split("[lab]")[0])
+    assert plain.spec.lab.offload_for("server") is None and lab_topology(plain, "x", [], None)[1] is None
+    assert all("offload" not in h for h in lab_topology(plain, "x", [], None)[0]["hosts"])
 
 
 def test_spec_file_errors_name_the_file(tmp_path: Path) -> None:

@@ -302,7 +302,8 @@ enum EmuCommand {
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=99))]
         rt_priority: i32,
         /// Segmentation offloads on the TUN devices: read and write 64 KB GSO super-packets, the
-        /// model still sees every wire segment (docs/emulator.md).
+        /// model still sees every wire segment (docs/emulator.md). A host's own `offload` in the
+        /// topology wins over this.
         #[arg(long, default_value = "off", value_parser = ["on", "off"])]
         offload: String,
     },

@@ -122,7 +122,8 @@ pub struct RunOptions {
     pub spin_us: u64,
     /// SCHED_FIFO priority of the packet loop (0: normal scheduling).
     pub rt_priority: i32,
-    /// Segmentation offloads on the TUN devices (docs/emulator.md, "Segmentation offloads").
+    /// Segmentation offloads on the TUN devices (docs/emulator.md, "Segmentation offloads"):
+    /// every host's unless its topology entry says otherwise (`offload`).
     pub offload: bool,
     /// Stop as on SIGTERM when this process ends (the runner that started the lab), so that a
     /// SIGKILLed runner leaves no lab behind.
@@ -149,7 +150,12 @@ fn watch_owner(pid: i32) -> Result<(), EmuError> {
 
 /// Builds the lab, prints the ready line, forwards packets until stopped, then removes the lab.
 pub fn run(options: &RunOptions) -> Result<(), EmuError> {
-    let (topology, network) = check(&options.topology)?;
+    let (mut topology, network) = check(&options.topology)?;
+    // Every host's offloads as in force, so the state's topology.json and `info` say what each
+    // device got.
+    for host in &mut topology.hosts {
+        host.offload = Some(host.offload_or(options.offload));
+    }
     if !rustix::process::geteuid().is_root() {
         return Err(EmuError::NotRoot);
     }
@@ -191,15 +197,16 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
             ("net.ipv4.ping_group_range".to_string(), "0 2147483647".to_string()),
         ];
         sysctls.extend(host.sysctls.iter().map(|(k, v)| (k.clone(), v.to_string())));
-        let setup = HostSetup { namespace: &ns, addresses: &host.addresses, sysctls, offload: options.offload };
-        tuns.push(HostIo::new(system::setup_host(&setup)?, options.offload));
+        let offload = host.offload_or(options.offload);
+        let setup = HostSetup { namespace: &ns, addresses: &host.addresses, sysctls, offload };
+        tuns.push(HostIo::new(system::setup_host(&setup)?, offload));
         namespaces.insert(host.name.clone(), ns);
         if interrupted(&signal) {
             return Err(EmuError::Interrupted);
         }
     }
 
-    if options.offload {
+    if tuns.iter().any(HostIo::offload) {
         crate::realtime::keep_freed_heap();
     }
     let wake = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|e| io("eventfd")(e.into()))?);

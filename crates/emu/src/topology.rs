@@ -92,9 +92,20 @@ pub struct Host {
     /// Extra sysctls.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sysctls: BTreeMap<String, SysctlValue>,
+    /// Segmentation offloads on this host's TUN device (docs/emulator.md, "Segmentation
+    /// offloads"); absent: the lab's (`emu run --offload`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offload: Option<bool>,
     /// Access link.
     #[serde(default)]
     pub access: Access,
+}
+
+impl Host {
+    /// Whether this host's TUN device gets segmentation offloads: its own setting, else the lab's.
+    pub fn offload_or(&self, lab_offload: bool) -> bool {
+        self.offload.unwrap_or(lab_offload)
+    }
 }
 
 /// A bottleneck path.
@@ -460,5 +471,21 @@ forward = { rate = "7mbit", queue = { kind = "droptail", bytes = 45000 } }
         assert_eq!(field_of(&no_path), "paths");
         let err = parse(&GOOD.replace("\"10mbit\"", "\"-5mbit\"")).unwrap_err().to_string();
         assert!(err.starts_with("t.toml: hosts[0].access.up.rate: invalid rate \"-5mbit\""), "{err}");
+        assert_eq!(field_of(&GOOD.replace("side = \"left\"", "side = \"left\"\noffload = \"on\"")), "hosts[0].offload");
+    }
+
+    #[test]
+    fn a_host_offload_overrides_the_labs() {
+        let t = parse(&GOOD.replace("side = \"right\"", "side = \"right\"\noffload = true")).unwrap();
+        let (client, server) = (&t.hosts[0], &t.hosts[1]);
+        assert_eq!((client.offload, server.offload), (None, Some(true)));
+        assert_eq!((client.offload_or(false), server.offload_or(false)), (false, true));
+        assert!(client.offload_or(true));
+        let off = parse(&GOOD.replace("side = \"right\"", "side = \"right\"\noffload = false")).unwrap();
+        assert!(!off.hosts[1].offload_or(true), "a host's own false wins over the lab's offloads");
+        // Kept in the normalized form (the state directory's topology.json), left out when absent.
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(json.matches("\"offload\"").count(), 1, "{json}");
+        assert_eq!(Topology::parse(&json, "t.json", Path::new(".")).unwrap(), t);
     }
 }

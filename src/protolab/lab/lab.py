@@ -154,7 +154,8 @@ class Lab:
         """`emu_args` go to `protolab-net emu run` as they are (e.g. `["--spin-us", "0"]`);
         every process run in the lab's hosts gets `nice` (docs/emulator.md, "Under load");
         `offload` turns the TUN devices' segmentation offloads on or off (None: the binary's
-        default; docs/emulator.md, "Segmentation offloads")."""
+        default; docs/emulator.md, "Segmentation offloads"); a host's own `offload` in the
+        topology (`host(..., offload=...)`) wins over it."""
         self._topology_input = topology
         self.nice = nice
         self.delay_floor_ms: float | None = None  # the measured path latency (calibrate_delay)

@@ -109,10 +109,15 @@ def host(
     down: Mapping[str, Any] | None = None,
     sysctls: Mapping[str, str] | None = None,
     tcp_congestion: str | None = None,
+    offload: bool | None = None,
 ) -> dict[str, Any]:
+    """One host; `offload` sets its TUN device's segmentation offloads (None: the lab's,
+    docs/emulator.md "Segmentation offloads")."""
     entry: dict[str, Any] = {"name": name, "side": side, "addresses": list(addresses)}
     if tcp_congestion is not None:
         entry["tcp_congestion"] = tcp_congestion
+    if offload is not None:
+        entry["offload"] = offload
     if sysctls:
         entry["sysctls"] = dict(sysctls)
     access = {k: dict(v) for k, v in (("up", up), ("down", down)) if v}

@@ -360,9 +360,22 @@ def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
         scenario.check(params, axes)
     except ValueError as exc:
         raise SpecError(f"{source}: {exc}") from exc
+    _check_lab(source, spec, scenario, params, pages)
     name = spec.name or (path.stem if path is not None else spec.scenario)
     return Experiment(spec=spec, path=path, name=name, scenario=scenario, params=params, axes=axes, pages=pages,
                       sweeps=sweeps)
+
+
+def _check_lab(source: str, spec: Spec, scenario: Scenario, params: BaseModel, pages: Mapping[str, Page]) -> None:
+    """Per-host lab settings name hosts of the scenario's topology."""
+    if not spec.lab.host_offload:
+        return
+    addresses = sorted({address for page in pages.values() for address in page.addresses})
+    hosts = [entry["name"] for entry in scenario.topology("check", params, addresses, spec.seed)["hosts"]]
+    for name in spec.lab.host_offload:
+        if name not in hosts:
+            raise SpecError(f"{source}: lab.host_offload.{name}: scenario {quoted(scenario.name)} has no host "
+                            f"{quoted(name)} (its hosts: {', '.join(hosts)})")
 
 
 def _check_shared_origins(source: str, pages: Mapping[str, Page]) -> None:

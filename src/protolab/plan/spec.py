@@ -26,6 +26,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationError,
 )
 
@@ -283,6 +284,30 @@ class Artifacts(BaseModel):
     qlog: bool = False  # qlog of every QUIC connection, both ends (runs/<key>/qlog/)
 
 
+class LabSettings(BaseModel):
+    """The lab every run of the spec shares (docs/spec.md, "Lab").
+
+    Offloads are strict booleans: a string or number (`offload = "on"`, `1`) is refused, not
+    read as one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The TUN devices' segmentation offloads in every host (docs/emulator.md, "Segmentation
+    # offloads"); None: the emulator's default (off). `protolab run --offload/--no-offload`
+    # overrides it.
+    offload: StrictBool | None = None
+    # Per host, by the scenario's host names (checked in stage 2): wins over `offload` and over
+    # the command line's flag (004 Figs. 13/15: offloads on the TCP server only).
+    host_offload: dict[str, StrictBool] = {}
+
+    def offload_for(self, host: str, override: bool | None = None) -> bool | None:
+        """A host's offloads: its own setting, else `override` (the command line), else the
+        spec's lab-wide one; None leaves it to the emulator."""
+        if host in self.host_offload:
+            return self.host_offload[host]
+        return override if override is not None else self.offload
+
+
 class Spec(BaseModel):
     """An experiment spec as written in TOML (docs/spec.md)."""
 
@@ -303,6 +328,7 @@ class Spec(BaseModel):
     transport: Transport = Transport()
     params: dict[str, Any] = {}
     artifacts: Artifacts = Artifacts()
+    lab: LabSettings = LabSettings()
 
 
 # ---------------------------------------------------------------------- error formatting

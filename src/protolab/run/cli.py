@@ -161,9 +161,8 @@ def execute(experiment: Experiment, results_dir: Path, console: Console, *, bina
     """Run the experiment (resuming); `needed` keeps only the planned runs it accepts (not with a
     cluster); `retry_failed` runs the runs recorded as failed again."""
     events = RichEvents(console)
-    emu_args = [] if offload is None else ["--offload", "on" if offload else "off"]
     executor = LabExecutor(workloads=EXECUTORS, binary=binary, lab_name=lab, delay_compensation=delay_compensation,
-                           emu_args=emu_args)
+                           offload=offload)
     try:
         if cluster is not None:
             from protolab.run.cluster import run_on_cluster
@@ -214,8 +213,10 @@ def run_command(
                           "machine, each with a lab of its own.")] = None,
     retry_failed: RetryFailedOption = False,
     offload: Annotated[bool | None, typer.Option(
-        "--offload/--no-offload", help="The emulator's TUN segmentation offloads (default: the emulator's; "
-                                       "RESULTS/calibration.json records the choice; not with --cluster).")] = None,
+        "--offload/--no-offload", help="The emulator's TUN segmentation offloads in every host, over the spec's "
+                                       "[lab] offload (a host in [lab.host_offload] keeps its own; default: the "
+                                       "spec's, else the emulator's; RESULTS/calibration.json records each host's; "
+                                       "not with --cluster).")] = None,
 ) -> None:
     """Run an experiment spec: every run of its matrix, recorded in RESULTS/results.duckdb (resumes)."""
     if cluster is not None and offload is not None:

@@ -124,6 +124,7 @@ def plan(experiment: Experiment) -> list[PlannedRun]:
     scenario, scenario_params = experiment.scenario, experiment.params
     params_json = scenario_params.model_dump(mode="json")
     transport_axes = experiment.transport_axes
+    lab_key = spec.lab.model_dump(mode="json", exclude_defaults=True)
     blocks: dict[Condition, list[tuple[str, Page | None, dict[str, Any]]]] = {}
     for sweep in experiment.sweeps:
         pages: list[Page | None] = [experiment.pages[ref] for ref in sweep["page"]] or [None]
@@ -152,6 +153,8 @@ def plan(experiment: Experiment) -> list[PlannedRun]:
                     "spec_seed": spec.seed,
                     "repetition": repetition,
                 }
+                if lab_key:  # only when set, so runs keep the keys they had before [lab] existed
+                    key_params["lab"] = lab_key
                 params = {
                     "scenario": scenario.name,
                     **condition_params,

@@ -302,16 +302,36 @@ class LabSession:
                 self._stop_server(server)
 
 
+def lab_topology(experiment: Experiment, lab_name: str, addresses: Sequence[str],
+                 offload_flag: bool | None = None) -> tuple[dict[str, Any], bool | None]:
+    """The scenario's topology for the spec, and the lab-wide offloads to start it with.
+
+    The lab-wide setting (`offload_flag`, the command line's, over the spec's `[lab] offload`)
+    goes to the emulator's --offload; a host's own (`[lab.host_offload]`) into its topology
+    entry, where it wins: a spec without per-host settings runs on any emulator build."""
+    spec = experiment.spec
+    topology = experiment.scenario.topology(lab_name, experiment.params, addresses, spec.seed)
+    topology["tcp_congestion"] = spec.transport.tcp_cc
+    for entry in topology["hosts"]:
+        if entry["name"] in spec.lab.host_offload:
+            entry["offload"] = spec.lab.host_offload[entry["name"]]
+    return topology, offload_flag if offload_flag is not None else spec.lab.offload
+
+
 class LabExecutor:
     """Runs an experiment in one real lab: the scenario's topology, its servers; each run by its
     workload's executor in `workloads` (`protolab.run.executors.EXECUTORS`)."""
 
     def __init__(self, *, workloads: Mapping[str, WorkloadExecutor], binary: str | Path | None = None,
-                 lab_name: str | None = None, emu_args: Sequence[str] = (), delay_compensation: bool = True) -> None:
+                 lab_name: str | None = None, emu_args: Sequence[str] = (), delay_compensation: bool = True,
+                 offload: bool | None = None) -> None:
         self.workloads = workloads
         self._binary_arg = binary
         self.lab_name = lab_name or "pr" + secrets.token_hex(3)
         self.emu_args = list(emu_args)
+        # The command line's --offload/--no-offload: overrides the spec's lab-wide `[lab] offload`,
+        # not its per-host settings (docs/spec.md, "Lab").
+        self.offload = offload
         # Measure the lab's own path latency at start and deduct it (docs/emulator.md).
         self.delay_compensation = delay_compensation
 
@@ -320,10 +340,12 @@ class LabExecutor:
         return find_binary(self._binary_arg)
 
     def provenance(self) -> dict[str, Any]:
-        return provenance.environment({
+        env = provenance.environment({
             "protolab-net": [str(self.binary), "--version"],
             "iperf3": ["iperf3", "--version"],
         })
+        env["offload_flag"] = self.offload  # --offload/--no-offload (None: not given)
+        return env
 
     @contextlib.contextmanager
     def session(self, experiment: Experiment, results_dir: Path) -> Iterator[LabSession]:
@@ -335,15 +357,19 @@ class LabExecutor:
         if mptcp:
             addresses.append(MPTCP_SIGNAL_ADDRESS)
         spec = experiment.spec
-        topology = scenario.topology(self.lab_name, experiment.params, addresses, spec.seed)
-        topology["tcp_congestion"] = spec.transport.tcp_cc
+        topology, lab_offload = lab_topology(experiment, self.lab_name, addresses, self.offload)
         workdir = Path(tempfile.mkdtemp(prefix="protolab-run-"))
         try:
-            with Lab(topology, binary=binary, emu_args=self.emu_args) as lab:
+            with Lab(topology, binary=binary, emu_args=self.emu_args, offload=lab_offload) as lab:
                 # Links are as the topology made them (ideal) until the first run configures them.
                 calibration: dict[str, Any] = {"delay_compensation": self.delay_compensation}
                 if self.emu_args:
                     calibration["emu_args"] = self.emu_args
+                # Each host's offloads as the emulator reports them in force (an emulator that
+                # does not report them: as asked, None for the emulator's default).
+                calibration["offload"] = {
+                    entry["name"]: entry.get("offload", spec.lab.offload_for(entry["name"], self.offload))
+                    for entry in lab.topology.get("hosts", [])}
                 if self.delay_compensation:
                     floor = lab.calibrate_delay(scenario.client, scenario.server)
                     calibration.update(floor_rtt_ms=floor, compensation_ns=lab.info().get("delay_compensation_ns"),
