@@ -141,5 +141,4 @@ ack = ip_packet(False, 6, struct.pack(">HHIIBBHHH", 5201, 40000, 7, 5000, 0x50, 
 put("vnet_gro", batch(0, tcp_segments(4, 1448)[:2] + [ack] + tcp_segments(4, 1448)[2:]))
 put("vnet_gro", batch(0, tcp_segments(6, 1436, timestamps=True)))
 put("vnet_gro", batch(0, [tcp_segments(3, 1448)[i] for i in (1, 0, 2)]))
-put("vnet_gro", batch(0, tcp_segments(3, 1428, v6=True)))
 put("vnet_gro", batch(1, [ip_packet(False, 17, udp(data[i * 1200:(i + 1) * 1200]), 0x200 + i, True) for i in range(3)] + [ip_packet(False, 17, udp(data[:300]), 0x203, True)]))
