@@ -95,3 +95,50 @@ put("ipv4_packet", bytes.fromhex("450000280001400040110000") + bytes([10, 77, 0,
 # units, controller specs
 for u in ["10mbit", "1.5gbit", "100kbit", "unlimited", "25ms", "1.5ms", "500us", "2s", "0", "100ns", "12Mbps"]: put("units", u)
 for s in ["cubic", "reno", "cubic:c=0.4,beta=0.7", "bbr", "fixed:window=10", "sprout"]: put("cc_spec", s)
+# TUN reads with segmentation offloads (no fixture holds one): what the kernel hands the emulator,
+# a virtio-net header (host byte order: little-endian on x86) then the packet. TCP and UDP GSO
+# super-packets as Linux sends them (MSS 1448, 1436 with timestamps, QUIC-sized UDP), a pure ACK
+# left to checksum (CHECKSUM_PARTIAL) and a plain datagram.
+def fold(b: bytes, seed: int = 0) -> int:
+    s = seed + sum(struct.unpack(f">{len(b) // 2}H", b[:len(b) // 2 * 2])) + (b[-1] << 8 if len(b) % 2 else 0)
+    while s > 0xffff: s = (s >> 16) + (s & 0xffff)
+    return s
+def ip_packet(v6: bool, proto: int, transport: bytes, ident: int = 0x1234, full: bool = False) -> bytes:
+    """The kernel leaves the pseudo-header's sum (not inverted) in the transport checksum field
+    of what it hands a device with checksum offload; `full`: the whole checksum, as on a wire."""
+    a, b = (bytes(15) + b"\1", bytes(15) + b"\2") if v6 else (bytes([10, 77, 0, 1]), bytes([10, 77, 1, 1]))
+    at = 16 if proto == 6 else 6
+    pseudo = fold(a + b + struct.pack(">HH", proto, len(transport)))
+    check = 0xffff ^ fold(transport, pseudo) if full else pseudo
+    transport = transport[:at] + struct.pack(">H", check or 0xffff) + transport[at + 2:]
+    if v6: return struct.pack(">IHBB", 0x60000000, len(transport), proto, 64) + a + b + transport
+    h = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(transport), ident, 0x4000, 64, proto, 0, a, b)
+    return h[:10] + struct.pack(">H", 0xffff ^ fold(h)) + h[12:] + transport
+def tcp(payload: bytes, flags: int = 0x18, timestamps: bool = False, seq: int = 1000) -> bytes:
+    opts = bytes([1, 1, 8, 10]) + struct.pack(">II", 7, 9) if timestamps else b""
+    return struct.pack(">HHIIBBHHH", 40000, 5201, seq, 7, (5 + len(opts) // 4) << 4, flags, 65535, 0, 0) + opts + payload
+def udp(payload: bytes) -> bytes:
+    return struct.pack(">HHHH", 50000, 4433, 8 + len(payload), 0) + payload
+def vnet(gso_type: int, gso_size: int, csum_start: int, csum_offset: int, packet: bytes, flags: int = 1) -> bytes:
+    return struct.pack("<BBHHHH", flags, gso_type, 0, gso_size, csum_start, csum_offset) + packet
+data = bytes(i * 7 % 251 for i in range(65000))
+put("vnet_super_packet", vnet(1, 1448, 20, 16, ip_packet(False, 6, tcp(data[:3000]))))
+put("vnet_super_packet", vnet(1, 1436, 20, 16, ip_packet(False, 6, tcp(data[:14360], 0x19, True))))
+put("vnet_super_packet", vnet(1, 1448, 20, 16, ip_packet(False, 6, tcp(data[:65535 - 40]))))
+put("vnet_super_packet", vnet(0x81, 1448, 20, 16, ip_packet(False, 6, tcp(data[:2896], 0x98))))  # ECN, CWR
+put("vnet_super_packet", vnet(5, 1200, 20, 6, ip_packet(False, 17, udp(data[:3600]))))
+put("vnet_super_packet", vnet(4, 1428, 40, 16, ip_packet(True, 6, tcp(data[:4000]))))
+put("vnet_super_packet", vnet(0, 0, 20, 16, ip_packet(False, 6, tcp(b"", 0x10))))
+put("vnet_super_packet", vnet(0, 0, 0, 0, ip_packet(False, 17, udp(data[:100])), flags=0))
+# GRO on the write side (vnet_gro): a flags byte (1: UDP GRO), then the packets the model delivers
+# in one pass, each behind its length: a TCP flow's wire segments (the last with PSH) among an ACK
+# of the other direction, out of order once; QUIC-sized UDP datagrams of one flow.
+def batch(flags: int, packets: list[bytes]) -> bytes:
+    return bytes([flags]) + b"".join(struct.pack(">H", len(p)) + p for p in packets)
+def tcp_segments(n: int, mss: int, v6: bool = False, timestamps: bool = False) -> list[bytes]:
+    return [ip_packet(v6, 6, tcp(data[i * mss:(i + 1) * mss], 0x18 if i == n - 1 else 0x10, timestamps, 1000 + i * mss), 0x100 + i, True) for i in range(n)]
+ack = ip_packet(False, 6, struct.pack(">HHIIBBHHH", 5201, 40000, 7, 5000, 0x50, 0x10, 65535, 0, 0), 9, True)
+put("vnet_gro", batch(0, tcp_segments(4, 1448)[:2] + [ack] + tcp_segments(4, 1448)[2:]))
+put("vnet_gro", batch(0, tcp_segments(6, 1436, timestamps=True)))
+put("vnet_gro", batch(0, [tcp_segments(3, 1448)[i] for i in (1, 0, 2)]))
+put("vnet_gro", batch(1, [ip_packet(False, 17, udp(data[i * 1200:(i + 1) * 1200]), 0x200 + i, True) for i in range(3)] + [ip_packet(False, 17, udp(data[:300]), 0x203, True)]))

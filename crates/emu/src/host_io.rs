@@ -4,44 +4,34 @@
 //! kernel accepts them; tun-rs sets them up) the host's kernel hands the emulator GSO
 //! super-packets of up to 64 KB with a virtio-net header instead of one 1500-byte packet per
 //! read. Reading splits a super-packet into its wire segments (sequence numbers, IP ids, lengths
-//! and checksums as the kernel would have sent them: tun-rs's `gso_split`), so the model, the
-//! capture and the event log still see one packet per wire segment. Writing queues the packets
-//! the model delivers and hands each host's batch to tun-rs's GRO, which coalesces consecutive
-//! segments of a flow back into one super-packet per write.
-
-use std::io;
+//! and checksums as the kernel would have sent them: [`crate::vnet`], pure, around tun-rs's
+//! `gso_split`), so the model, the capture and the event log still see one packet per wire
+//! segment. Writing queues the packets the model delivers and hands each host's batch to
+//! tun-rs's GRO, which coalesces consecutive segments of a flow back into one super-packet per
+//! write.
 
 use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
 
-/// The largest datagram a TUN read returns with offloads: a 64 KB GSO packet and its header.
-const MAX_SUPER_PACKET: usize = 65_536 + VIRTIO_NET_HDR_LEN;
-/// Room per wire segment after splitting: the MTU (1500) with margin.
-const SEGMENT_ROOM: usize = 2048;
-/// Segments one super-packet may split into: 64 KB at TCP's smallest MSS (88 bytes) is 745.
-const MAX_SEGMENTS: usize = 1024;
+use crate::vnet::{Segments, MAX_DATAGRAM};
+
 /// Delivered packets queued per host before they are written (GRO works within a batch).
-const WRITE_BATCH: usize = 128;
+pub const WRITE_BATCH: usize = 128;
 /// Capacity of a queued packet's buffer: GRO coalesces a flow's segments into the first one's
 /// buffer only when it can hold a whole super-packet (and leaves it alone otherwise). Pages are
 /// touched only as far as they are written, so at most WRITE_BATCH * 64 KB per host is resident.
-const WRITE_ROOM: usize = 2 * VIRTIO_NET_HDR_LEN + 65_536;
+pub const WRITE_ROOM: usize = 2 * VIRTIO_NET_HDR_LEN + 65_536;
 
 /// Reusable buffers for reading, shared by every host (the loop reads one host at a time).
 pub struct ReadBuffers {
     raw: Vec<u8>,
-    segments: Vec<Vec<u8>>,
-    sizes: Vec<usize>,
+    segments: Segments,
 }
 
 impl ReadBuffers {
-    /// Buffers for the largest read: a whole super-packet, and its segments without offloads
-    /// (then the first segment buffer takes the packet itself).
+    /// Buffers for the largest read (a whole super-packet) and, with offloads, its segments.
     pub fn new(offload: bool) -> ReadBuffers {
-        let (raw, count) = if offload { (MAX_SUPER_PACKET, MAX_SEGMENTS) } else { (0, 1) };
-        let mut segments = vec![vec![0u8; SEGMENT_ROOM]; count];
-        // A non-GSO read is copied whole into the first buffer.
-        segments[0] = vec![0u8; MAX_SUPER_PACKET];
-        ReadBuffers { raw: vec![0u8; raw], segments, sizes: vec![0; count] }
+        let segments = if offload { Segments::new() } else { Segments::none() };
+        ReadBuffers { raw: vec![0u8; MAX_DATAGRAM], segments }
     }
 }
 
@@ -90,27 +80,20 @@ impl HostIo {
 
     /// Reads one datagram and hands each of its wire segments to `each`.
     pub fn read(&self, buffers: &mut ReadBuffers, mut each: impl FnMut(&[u8])) -> Read {
-        let ReadBuffers { raw, segments, sizes } = buffers;
-        let result = if self.offload.is_some() {
-            self.device.recv_multiple(raw, segments, sizes, 0)
-        } else {
-            self.device.recv(&mut segments[0]).map(|n| {
-                sizes[0] = n;
-                1
-            })
-        };
-        match result {
+        let ReadBuffers { raw, segments } = buffers;
+        // Would block, interrupted, or the device failed: nothing was consumed.
+        let Ok(len) = self.device.recv(raw) else { return Read::Empty };
+        if self.offload.is_none() {
+            each(&raw[..len]);
+            return Read::Segments(1);
+        }
+        match segments.split(&mut raw[..len]) {
             Ok(count) => {
-                for (segment, &size) in segments.iter().zip(sizes.iter()).take(count) {
-                    each(&segment[..size]);
-                }
+                segments.iter(count).for_each(each);
                 Read::Segments(count)
             }
-            Err(e) if is_would_block(&e) => Read::Empty,
-            // tun-rs reports malformed headers and super-packets as InvalidInput or Other;
-            // the datagram has been consumed either way.
-            Err(_) if self.offload.is_some() => Read::Malformed,
-            Err(_) => Read::Empty,
+            // The datagram has been consumed; the model never sees it.
+            Err(_) => Read::Malformed,
         }
     }
 
@@ -123,11 +106,7 @@ impl HostIo {
         if batch.queued == batch.packets.len() {
             batch.packets.push(Vec::with_capacity(WRITE_ROOM));
         }
-        let buffer = &mut batch.packets[batch.queued];
-        buffer.clear();
-        // A zero header: no offload asked for; GRO rewrites it for what it coalesces.
-        buffer.resize(VIRTIO_NET_HDR_LEN, 0);
-        buffer.extend_from_slice(packet);
+        queue_for_write(&mut batch.packets[batch.queued], packet);
         batch.queued += 1;
         if batch.queued >= WRITE_BATCH {
             batch.write(&self.device);
@@ -145,6 +124,14 @@ impl HostIo {
     }
 }
 
+/// Puts `packet` in a write buffer (of [`WRITE_ROOM`] capacity) as tun-rs's GRO expects it:
+/// behind a zero virtio-net header (no offload asked for; GRO rewrites it for what it coalesces).
+pub fn queue_for_write(buffer: &mut Vec<u8>, packet: &[u8]) {
+    buffer.clear();
+    buffer.resize(VIRTIO_NET_HDR_LEN, 0);
+    buffer.extend_from_slice(packet);
+}
+
 impl WriteBatch {
     fn write(&mut self, device: &SyncDevice) {
         if self.queued == 0 {
@@ -154,8 +141,4 @@ impl WriteBatch {
         self.queued = 0;
         self.failed_writes += u64::from(result.is_err());
     }
-}
-
-fn is_would_block(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
 }

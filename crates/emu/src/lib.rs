@@ -17,6 +17,7 @@ pub mod system;
 #[cfg(test)]
 mod testkit;
 pub mod topology;
+pub mod vnet;
 pub mod writer;
 
 use std::io::{Read, Write};

@@ -1,0 +1,135 @@
+//! TUN reads with segmentation offloads: a virtio-net header and an IP packet or GSO
+//! super-packet, split into wire segments exactly as the emulator's read does (`emu::vnet`, into
+//! the buffers the emulator uses). Where the split succeeds: every segment fits the segment room;
+//! a packet that is not a super-packet comes out whole (only its checksum field may change); a
+//! super-packet's segments are each a valid IPv4/IPv6 TCP/UDP packet per etherparse with valid
+//! IP and transport checksums, consecutive TCP sequence numbers, FIN/PSH on the last segment
+//! only, and together carry exactly the super-packet's payload; IPv4 segments parse in the model.
+#![no_main]
+use std::cell::RefCell;
+
+use emu::vnet::{Segments, SEGMENT_ROOM};
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use libfuzzer_sys::fuzz_target;
+use netmodel::Packet;
+use tun_rs::VIRTIO_NET_HDR_LEN;
+
+thread_local! {
+    /// Reused like the emulator's, which also keeps what earlier reads left in them.
+    static SEGMENTS: RefCell<Segments> = RefCell::new(Segments::new());
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut datagram = data.to_vec();
+    SEGMENTS.with_borrow_mut(|segments| {
+        let Ok(count) = segments.split(&mut datagram) else { return };
+        let split: Vec<&[u8]> = segments.iter(count).collect();
+        assert!(!split.is_empty());
+        for segment in &split {
+            assert!(segment.len() <= SEGMENT_ROOM, "segment of {} bytes", segment.len());
+        }
+        let (header, packet) = data.split_at(VIRTIO_NET_HDR_LEN);
+        if header[1] == 0 {
+            check_whole(header, packet, &split);
+        } else {
+            check_segments(packet, &split);
+        }
+    });
+});
+
+/// A packet without GSO: one segment, equal to the packet outside its checksum field.
+fn check_whole(header: &[u8], packet: &[u8], split: &[&[u8]]) {
+    assert_eq!(split.len(), 1);
+    let segment = split[0];
+    assert_eq!(segment.len(), packet.len());
+    let field = if header[0] & 1 != 0 {
+        let at = usize::from(u16::from_ne_bytes([header[6], header[7]])) + usize::from(u16::from_ne_bytes([header[8], header[9]]));
+        at..at + 2
+    } else {
+        0..0
+    };
+    for (i, (a, b)) in segment.iter().zip(packet).enumerate() {
+        assert!(a == b || field.contains(&i), "byte {i} changed outside the checksum field {field:?}");
+    }
+}
+
+/// A super-packet's segments.
+fn check_segments(packet: &[u8], split: &[&[u8]]) {
+    let mut payload = Vec::new();
+    let mut next_seq = None;
+    for (i, segment) in split.iter().enumerate() {
+        let last = i + 1 == split.len();
+        let sliced = SlicedPacket::from_ip(segment).unwrap_or_else(|e| panic!("segment {i}: {e}"));
+        let addresses = match &sliced.net {
+            Some(NetSlice::Ipv4(ip)) => {
+                let h = ip.header();
+                assert_eq!(usize::from(h.total_len()), segment.len(), "segment {i}: IPv4 total length");
+                // Summed over the header's bytes: etherparse's header type drops the reserved flag.
+                assert_eq!(ones_complement_sum(h.slice()), 0xffff, "segment {i}: IPv4 checksum");
+                assert!(!ip.is_payload_fragmented(), "segment {i}: a fragment");
+                assert!(Packet::from_ipv4(segment.to_vec()).is_ok(), "segment {i}: the model's parse");
+                Addresses::V4(h.source(), h.destination())
+            }
+            Some(NetSlice::Ipv6(ip)) => {
+                let h = ip.header();
+                assert_eq!(usize::from(h.payload_length()) + 40, segment.len(), "segment {i}: IPv6 payload length");
+                Addresses::V6(h.source(), h.destination())
+            }
+            _ => panic!("segment {i}: not IP"),
+        };
+        match &sliced.transport {
+            Some(TransportSlice::Tcp(tcp)) => {
+                let sum = match addresses {
+                    Addresses::V4(s, d) => tcp.calc_checksum_ipv4(s, d),
+                    Addresses::V6(s, d) => tcp.calc_checksum_ipv6(s, d),
+                };
+                assert_eq!(sum.ok(), Some(tcp.checksum()), "segment {i}: TCP checksum");
+                if let Some(seq) = next_seq {
+                    assert_eq!(tcp.sequence_number(), seq, "segment {i}: sequence number");
+                }
+                assert!(last || !(tcp.fin() || tcp.psh()), "segment {i}: FIN/PSH before the last segment");
+                next_seq = Some(tcp.sequence_number().wrapping_add(tcp.payload().len() as u32));
+                payload.extend_from_slice(tcp.payload());
+            }
+            Some(TransportSlice::Udp(udp)) => {
+                assert_eq!(usize::from(udp.length()), udp.slice().len(), "segment {i}: UDP length");
+                let header = udp.to_header();
+                let sum = match addresses {
+                    Addresses::V4(s, d) => header.calc_checksum_ipv4_raw(s, d, udp.payload()),
+                    Addresses::V6(s, d) => header.calc_checksum_ipv6_raw(s, d, udp.payload()),
+                };
+                assert_eq!(sum.ok(), Some(udp.checksum()), "segment {i}: UDP checksum");
+                payload.extend_from_slice(udp.payload());
+            }
+            _ => panic!("segment {i}: neither TCP nor UDP"),
+        }
+    }
+    assert!(!payload.is_empty(), "segments without payload");
+    assert_eq!(payload.as_slice(), &packet[packet.len() - payload.len()..], "payload differs from the super-packet's");
+    assert_eq!(packet.len() - payload.len(), split[0].len() - first_payload_len(split[0]), "headers differ");
+}
+
+/// The payload length of a segment already checked to parse.
+fn first_payload_len(segment: &[u8]) -> usize {
+    match SlicedPacket::from_ip(segment).ok().and_then(|s| s.transport) {
+        Some(TransportSlice::Tcp(tcp)) => tcp.payload().len(),
+        Some(TransportSlice::Udp(udp)) => udp.payload().len(),
+        _ => 0,
+    }
+}
+
+/// A segment's source and destination, for its transport checksum.
+#[derive(Clone, Copy)]
+enum Addresses {
+    V4([u8; 4], [u8; 4]),
+    V6([u8; 16], [u8; 16]),
+}
+
+/// The one's complement sum of 16-bit words (RFC 1071); 0xffff over a header with a valid checksum.
+fn ones_complement_sum(bytes: &[u8]) -> u16 {
+    let mut sum: u32 = bytes.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]))).sum();
+    while sum > 0xffff {
+        sum = (sum >> 16) + (sum & 0xffff);
+    }
+    sum as u16
+}
