@@ -155,3 +155,32 @@ def test_a_cellular_and_a_wifi_fleet_test_with_the_event_log(emu_binary: Path, t
         (true_rate, recovered_rate), = metrics["download capacity"].pairs
         assert 0 < recovered_rate <= 1.3 * true_rate, kind
         assert len(metrics["download loss bursts"].pairs) == 1, kind  # the event log's truth beside the qlogs'
+
+
+def test_a_failed_test_is_recorded_and_the_fleet_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextlib import contextmanager
+
+    from protolab.live import fleet
+
+    @contextmanager
+    def no_lab(settings: object, workdir: Path):  # type: ignore[no-untyped-def]
+        yield object(), tmp_path / "ca.pem"
+
+    def one(lab: object, ca: Path, settings: object, conditions: fleet.Conditions, workdir: Path) -> dict[str, object]:
+        if conditions.index == 1:
+            raise fleet.FleetTestFailed(f"fleet test {conditions.index}: the client exited with 1: timed out")
+        return {"index": conditions.index, "token": f"t{conditions.index}", "seed": 1, "wall_s": 1.0}
+
+    monkeypatch.setattr(fleet, "fleet_lab", no_lab)
+    monkeypatch.setattr(fleet, "run_one", one)
+    settings = fleet.FleetSettings(data_dir=tmp_path / "data", tests=3, seed=1)
+    said: list[str] = []
+    entries = fleet.run_fleet(settings, tmp_path / "work", say=said.append)
+    assert [e["index"] for e in entries] == [0, 2]
+    failed = fleet.read_failed_log(tmp_path / "data" / fleet.FAILED_FILE)
+    assert [(e["index"], e["error"].endswith("timed out")) for e in failed] == [(1, True)]
+    assert any("test 1 failed" in line for line in said)
+    # Resumed: nothing left to run, the failed test is not retried.
+    said.clear()
+    assert [e["index"] for e in fleet.run_fleet(settings, tmp_path / "work", say=said.append)] == [0, 2]
+    assert said == ["fleet: 2 of 3 tests done, 1 failed, 0 to run"]

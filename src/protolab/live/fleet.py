@@ -40,6 +40,7 @@ from protolab.live.fleet_links import (
 )
 
 FLEET_FILE = "fleet.jsonl"
+FAILED_FILE = "fleet-failed.jsonl"
 FLEET_CLIENT = "protolab-fleet"
 CLIENT_ADDRESS, SERVER_ADDRESS = "10.78.0.1", "10.78.1.1"
 HOSTNAME = "speed.fleet.test"
@@ -71,6 +72,11 @@ BROWSERS: tuple[tuple[str, str, float], ...] = (
 
 class FleetError(ProtolabError):
     """The fleet cannot go on: the lab or a server did not start, a test failed, its log is unreadable."""
+
+
+class FleetTestFailed(FleetError):
+    """One test's client failed (as a wild client can: a cellular outage outlasting its upload's
+    time-out); the fleet records it in DATA/fleet-failed.jsonl and goes on."""
 
 
 @dataclass(frozen=True)
@@ -244,7 +250,7 @@ def run_one(lab: Any, ca: Path, settings: FleetSettings, conditions: Conditions,
     wall_s = time.monotonic() - started
     drops = _event_log_drops(lab, events, origin_ns) if settings.event_log else {}
     if done.returncode != 0:
-        raise FleetError(f"fleet test {conditions.index}: the client exited with {done.returncode}: {done.stderr[-2000:]}")
+        raise FleetTestFailed(f"fleet test {conditions.index}: the client exited with {done.returncode}: {done.stderr[-2000:]}")
     answer = json.loads(done.stdout)
     return {**asdict(conditions), "token": answer["token"], "stored": answer.get("stored"),
             "qlogs": answer.get("qlogs"), **link_truth(counters), **true_rates(conditions, wall_s), **drops,
@@ -294,6 +300,30 @@ def _event_log_drops(lab: Any, events: Path, origin_ns: int) -> dict[str, Any]:
     return {"down_drop_ms": drops, "event_log_bytes": size, "events_dropped": int(summary.get("dropped", 0))}
 
 
+def _append_line(path: Path, entry: dict[str, Any]) -> None:
+    with path.open("a") as log:
+        log.write(json.dumps(entry) + "\n")
+        log.flush()
+
+
+def read_failed_log(path: Path) -> list[dict[str, Any]]:
+    """DATA/fleet-failed.jsonl: one line per failed test (its conditions and the error)."""
+    if not path.exists():
+        return []
+    entries = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            entry = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError as exc:
+            raise FleetError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+        if entry is None:
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("index"), int):
+            raise FleetError(f"{path}: line {number}: a failed-test entry needs an integer `index`")
+        entries.append(entry)
+    return entries
+
+
 def run_fleet(settings: FleetSettings, workdir: Path, say: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Runs the tests of the design that DATA/fleet.jsonl does not have yet; every entry, in order."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -304,17 +334,24 @@ def run_fleet(settings: FleetSettings, workdir: Path, say: Callable[[str], None]
         raise FleetError(f"{log_path}: written with seed {sorted(seeds, key=str)}, not {settings.seed}; "
                          "use another --data or the same --seed")
     finished = {e["index"] for e in done}
-    todo = [c for c in draw_conditions(settings.tests, settings.seed) if c.index not in finished]
-    say(f"fleet: {len(finished)} of {settings.tests} tests done, {len(todo)} to run")
+    failed_path = settings.data_dir / FAILED_FILE
+    # A failed test is not rerun on resume: its conditions failed it once and would again.
+    failed = {e["index"] for e in read_failed_log(failed_path)}
+    todo = [c for c in draw_conditions(settings.tests, settings.seed) if c.index not in finished | failed]
+    say(f"fleet: {len(finished)} of {settings.tests} tests done, {len(failed)} failed, {len(todo)} to run")
     if not todo:
         return done
     started = time.monotonic()
     with fleet_lab(settings, workdir) as (lab, ca):
         for count, conditions in enumerate(todo, start=1):
-            entry = run_one(lab, ca, settings, conditions, workdir)
-            with log_path.open("a") as log:
-                log.write(json.dumps(entry) + "\n")
-                log.flush()
+            try:
+                entry = run_one(lab, ca, settings, conditions, workdir)
+            except FleetTestFailed as exc:
+                _append_line(failed_path, {**asdict(conditions), "error": str(exc), "seed": settings.seed})
+                failed.add(conditions.index)
+                say(f"[{len(done)}/{settings.tests}] test {conditions.index} failed (recorded in {failed_path.name}): {exc}")
+                continue
+            _append_line(log_path, entry)
             done.append(entry)
             elapsed = time.monotonic() - started
             say(f"[{len(done)}/{settings.tests}] test {conditions.index}: {conditions.rate_bps / 1e6:.1f} Mbit/s, "
