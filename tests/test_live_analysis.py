@@ -275,4 +275,4 @@ def test_a_small_fleet_end_to_end(emu_binary: Path, tmp_path: Path) -> None:
     assert all(t.quic_share == (1.0 if by_token[t.token].protocol == "h3" else 0.0) for t in loaded.tests)
     # Resumed: nothing left to run, no lab started.
     again = run_fleet(settings, tmp_path / "work", say=lines.append)
-    assert again == entries and lines[-1] == "fleet: 2 of 2 tests done, 0 to run"
+    assert again == entries and lines[-1] == "fleet: 2 of 2 tests done, 0 failed, 0 to run"
