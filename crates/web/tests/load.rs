@@ -322,13 +322,16 @@ async fn warm_loads_resume_tls_and_send_0rtt() {
         check_ok(&warm, &manifest, &format!("{mode} warm"));
         let warm_of = |r: &web::load::LoadResult| matches!(&r.config, contract::load::ClientConfig::Engine(c) if c.warm);
         assert!(!warm_of(&cold) && warm_of(&warm));
-        // A cold load's first connection to each origin has no session to resume (later ones
-        // may resume the first one's, as browsers' do) and never sends 0-RTT.
-        let mut first = std::collections::BTreeSet::new();
+        // A cold load starts with no session: at least one connection to each origin did a full
+        // handshake. Later ones may resume an earlier one's session, as browsers' do, and which
+        // one finishes first is a race (h1 opens six at once), so the test does not name it.
+        // No cold connection sends 0-RTT.
+        let origins: std::collections::BTreeSet<_> = cold.connections.iter().map(|c| c.origin.clone()).collect();
+        for origin in &origins {
+            let full = cold.connections.iter().filter(|c| &c.origin == origin && c.resumed == Some(false)).count();
+            assert!(full >= 1, "{mode} cold: every connection to {origin} resumed a session: {:?}", cold.connections);
+        }
         for c in &cold.connections {
-            if first.insert(c.origin.clone()) {
-                assert_eq!(c.resumed, Some(false), "{mode} cold: first connection {} to {}", c.id, c.origin);
-            }
             assert_eq!(c.zero_rtt, None, "{mode} cold: connection {}", c.id);
         }
         for c in &warm.connections {
