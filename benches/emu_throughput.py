@@ -53,6 +53,7 @@ from protolab import __version__
 from protolab.errors import ProtolabError, ToolError
 from protolab.files import write_text_atomically
 from protolab.lab import Lab, dumbbell, ideal_link, mbps_to_bps, ms_to_ns
+from protolab.measure.proc import machine_ticks, process_cpu_ticks, status_bytes
 from protolab.measure.tools import IperfResult, parse_iperf3
 from protolab.run import provenance
 
@@ -132,50 +133,6 @@ class CpuSample:
     machine_busy_ticks: int
     machine_total_ticks: int
     process_ticks: int | None = None
-
-
-def process_cpu_ticks(stat_text: str, source: str) -> int:
-    """utime + stime (clock ticks, all the process's threads) from a /proc/PID/stat line."""
-    # comm (field 2) may hold spaces and parentheses: the fields after the last ')' start at
-    # state (field 3), so utime and stime (fields 14 and 15) are the 12th and 13th of them.
-    closing = stat_text.rfind(")")
-    fields = stat_text[closing + 1:].split() if closing >= 0 else []
-    try:
-        return int(fields[11]) + int(fields[12])
-    except (IndexError, ValueError) as exc:
-        raise ToolError(f"{source}: no utime and stime (fields 14 and 15) in {stat_text[:120]!r}") from exc
-
-
-def machine_ticks(proc_stat_text: str, source: str = "/proc/stat") -> tuple[int, int]:
-    """(busy, total) clock ticks of all CPUs from /proc/stat's `cpu` line: user nice system idle
-    iowait irq softirq steal. Idle counts idle and iowait; guest time is already inside user and
-    nice, so the total stops at steal."""
-    for line in proc_stat_text.splitlines():
-        fields = line.split()
-        if not fields or fields[0] != "cpu":
-            continue
-        try:
-            values = [int(value) for value in fields[1:9]]
-        except ValueError as exc:
-            raise ToolError(f"{source}: the `cpu` line has a field that is not a number: {line!r}") from exc
-        if len(values) < 5:
-            raise ToolError(f"{source}: the `cpu` line has {len(values)} fields, fewer than the 5 up to iowait")
-        total = sum(values)
-        return total - values[3] - values[4], total
-    raise ToolError(f"{source}: no `cpu` line")
-
-
-def status_bytes(status_text: str, field: str, source: str) -> int:
-    """A memory field of /proc/PID/status (`VmRSS:    1234 kB`) in bytes."""
-    for line in status_text.splitlines():
-        key, _, value = line.partition(":")
-        if key != field:
-            continue
-        parts = value.split()
-        if len(parts) != 2 or parts[1] != "kB" or not parts[0].isdigit():
-            raise ToolError(f"{source}: {field} is {value.strip()!r}, not a number of kB")
-        return int(parts[0]) * 1024
-    raise ToolError(f"{source}: no {field} line")
 
 
 def transfer_accounting(before: CpuSample, after: CpuSample, delivered_bytes: int | None,

@@ -1,5 +1,5 @@
-"""The pure parts of benches/emu_throughput.py on fixed text: reading /proc/PID/stat, /proc/stat
-and /proc/PID/status, the CPU-per-Gbit arithmetic, the rows' status and the row selection."""
+"""The pure parts of benches/emu_throughput.py on fixed data: the CPU-per-Gbit arithmetic, the
+rows' status and the row selection (its /proc readers: tests/test_measure_proc.py)."""
 
 from __future__ import annotations
 
@@ -27,52 +27,6 @@ def _load_bench() -> ModuleType:
 
 
 bench = _load_bench()
-
-# A real line's shape, with a comm holding a space and a ')' (fields 14/15: utime 1234, stime 567).
-PROCESS_STAT = ("4242 (protolab-net x)) S 1 4242 4242 0 -1 4194560 2917 0 0 0 1234 567 0 0 20 0 3 0 "
-                "4615863 80330752 9000 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n")
-MACHINE_STAT = """cpu  4284877 661615 1301047 2819397 42716 0 19409 5053 0 0
-cpu0 2142438 330807 650523 1409698 21358 0 9704 2526 0 0
-cpu1 2142439 330808 650524 1409699 21358 0 9705 2527 0 0
-intr 1 2 3
-"""
-STATUS = "Name:\tprotolab-net\nVmPeak:\t  300000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   20480 kB\nThreads:\t3\n"
-
-
-def test_process_ticks_are_utime_plus_stime_after_the_last_parenthesis() -> None:
-    assert bench.process_cpu_ticks(PROCESS_STAT, "/proc/4242/stat") == 1234 + 567
-
-
-@pytest.mark.parametrize("text", ["", "4242 (emu S 1 2", "4242 (emu) S 1 2 3", "4242 (emu) S 1 2 3 4 5 6 7 8 9 10 x 5"])
-def test_a_stat_line_without_times_is_an_error_naming_the_file(text: str) -> None:
-    with pytest.raises(ToolError, match=r"/proc/4242/stat: no utime and stime"):
-        bench.process_cpu_ticks(text, "/proc/4242/stat")
-
-
-def test_machine_ticks_count_idle_and_iowait_as_idle_and_stop_at_steal() -> None:
-    busy, total = bench.machine_ticks(MACHINE_STAT)
-    assert total == 4284877 + 661615 + 1301047 + 2819397 + 42716 + 0 + 19409 + 5053
-    assert busy == total - 2819397 - 42716
-
-
-@pytest.mark.parametrize(("text", "message"), [
-    ("cpu0 1 2 3 4 5\n", "no `cpu` line"),
-    ("cpu 1 2 x 4 5\n", "not a number"),
-    ("cpu 1 2 3 4\n", "fewer than the 5"),
-])
-def test_a_bad_proc_stat_is_an_error_naming_the_file(text: str, message: str) -> None:
-    with pytest.raises(ToolError, match=rf"^/proc/stat: .*{message}"):
-        bench.machine_ticks(text)
-
-
-def test_status_fields_are_read_in_bytes_and_bad_ones_named() -> None:
-    assert bench.status_bytes(STATUS, "VmHWM", "/proc/1/status") == 51200 * 1024
-    assert bench.status_bytes(STATUS, "VmRSS", "/proc/1/status") == 20480 * 1024
-    with pytest.raises(ToolError, match=r"/proc/1/status: no VmSwap line"):
-        bench.status_bytes(STATUS, "VmSwap", "/proc/1/status")
-    with pytest.raises(ToolError, match=r"/proc/1/status: VmHWM is '12 MB'"):
-        bench.status_bytes("VmHWM:\t12 MB\n", "VmHWM", "/proc/1/status")
-
 
 def test_accounting_divides_the_emulators_cpu_by_the_delivered_gbit() -> None:
     before = bench.CpuSample(at_s=100.0, machine_busy_ticks=1000, machine_total_ticks=5000, process_ticks=300)

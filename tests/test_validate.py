@@ -156,6 +156,18 @@ def test_irtt_delays_split_at_the_emulator(report: ValidationReport) -> None:
     assert tail.details["tail_emulator_excess_ms"] >= -0.001
 
 
+def test_the_contention_run_records_the_hypervisors_steal(report: ValidationReport) -> None:
+    # /proc/stat read every 100 ms during the contention run: the share of CPU time taken by the
+    # host (0 on bare metal), over the run and at its worst interval, reported beside the checks.
+    (steal,) = _checks(report, "contention.host.steal")
+    assert steal.status == "info"
+    shares = steal.details["cpu_shares"]
+    assert steal.details["readings"] >= 3
+    assert 0 <= shares["steal"] <= steal.details["steal_peak_share"] <= 1
+    # Two CPU hogs keep the machine busy through the run.
+    assert shares["busy"] >= 0.5
+
+
 def test_wifi_retries_hide_losses_as_delay_and_aggregation_raises_the_rate(report: ValidationReport) -> None:
     # The residual loss is the seeded model's (binomial CI) and a retry always costs a TXOP:
     # exact on a busy machine. The rates depend on the machine (make validate judges them), but

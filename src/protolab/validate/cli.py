@@ -61,6 +61,9 @@ def validate_emulator_command(
                                         "(then the mean RTT limit is 0.5 ms).")] = False,
     offload: Annotated[bool | None, typer.Option(
         "--offload/--no-offload", help="TUN segmentation offloads on or off (default: the emulator's).")] = None,
+    group: Annotated[list[str] | None, typer.Option(
+        "--group", help="Run only this check group (repeatable): delay, jitter, loss, rate, ecmp, contention, "
+                        "wifi. Default: all.")] = None,
     decompose: Annotated[bool, typer.Option(
         "--decompose", help="Capture each delay level's irtt run and split its RTT error into the emulator's "
                             "share and the hosts' (docs/validation.md).")] = False,
@@ -68,11 +71,15 @@ def validate_emulator_command(
     """Measure the emulator with real tools (irtt, ping, iperf3) against its configured links."""
     from protolab.validate.attribution import failure_summary
     from protolab.validate.emulator import run_validation
-    from protolab.validate.report import ValidationConfig, write_report
+    from protolab.validate.report import GROUP_NAMES, ValidationConfig, write_report
 
+    unknown = [name for name in group or [] if name not in GROUP_NAMES]
+    if unknown:
+        raise typer.BadParameter(f"{', '.join(unknown)}: choose from {', '.join(GROUP_NAMES)}", param_hint="--group")
     try:
         config = ValidationConfig.for_mode(quick=quick, lab=lab, delay_compensation=not no_delay_compensation,
-                                           offload=offload, decompose=decompose)
+                                           offload=offload, decompose=decompose,
+                                           **({"groups": group} if group else {}))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),

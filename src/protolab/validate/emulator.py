@@ -24,7 +24,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,18 @@ from protolab.validate.plumbing import CLIENT, SERVER, StepCallback, environment
 from protolab.validate.report import SCHEMA, Check, ValidationConfig, ValidationReport
 from protolab.validate.timing import contention_checks, delay_checks, jitter_checks
 from protolab.validate.traffic import ecmp_checks, loss_checks, rate_checks, wifi_checks
+
+CheckGroup = Callable[[Lab, ValidationConfig, Path, StepCallback], list[Check]]
+# What runs each group (report.GROUP_NAMES names them, in order).
+CHECK_GROUPS: dict[str, CheckGroup] = {
+    "delay": delay_checks,
+    "jitter": jitter_checks,
+    "loss": loss_checks,
+    "rate": rate_checks,
+    "ecmp": ecmp_checks,
+    "contention": contention_checks,
+    "wifi": wifi_checks,
+}
 
 
 # ---------------------------------------------------------------------- entry point
@@ -62,16 +74,8 @@ def run_validation(
         if config.delay_compensation:
             lab.calibrate_delay(CLIENT, SERVER)
         start_servers(lab, workdir)
-        for group, run_group in (
-            ("delay", delay_checks),
-            ("jitter", jitter_checks),
-            ("loss", loss_checks),
-            ("rate", rate_checks),
-            ("ecmp", ecmp_checks),
-            ("contention", contention_checks),
-            ("wifi", wifi_checks),
-        ):
-            checks += run_group(lab, config, workdir, step)
+        for group in config.groups:
+            checks += CHECK_GROUPS[group](lab, config, workdir, step)
             counters[group] = lab.counters()
         topology = lab.topology
         env = environment(lab.binary)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from typing import Any, Literal
 
 from protolab.errors import ToolError
 from protolab.lab import Lab, dumbbell, host, ideal_link, ms_to_ns
+from protolab.measure.proc import MachineCpu, machine_cpu
 from protolab.measure.tools import (
     IperfResult,
     IrttResult,
@@ -48,6 +50,30 @@ TCP_BUFFER_SYSCTLS = {
 }
 
 StepCallback = Callable[[str], None]
+# /proc/stat readings this often while a contention run lasts: short enough to see a vCPU held
+# off for tens of ms (the lateness the contention checks look for), cheap (one small read).
+CPU_SAMPLE_INTERVAL_S = 0.1
+
+
+@contextmanager
+def sampled_cpu(interval_s: float = CPU_SAMPLE_INTERVAL_S) -> Iterator[list[MachineCpu]]:
+    """The machine's CPU accounting (/proc/stat) read every interval while the block runs, and
+    once at each end: the list fills in as it goes and is complete after the block."""
+    readings: list[MachineCpu] = [machine_cpu(Path("/proc/stat").read_text())]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(interval_s):
+            readings.append(machine_cpu(Path("/proc/stat").read_text()))
+
+    sampler = threading.Thread(target=sample, name="cpu-sampler", daemon=True)
+    sampler.start()
+    try:
+        yield readings
+    finally:
+        stop.set()
+        sampler.join()
+        readings.append(machine_cpu(Path("/proc/stat").read_text()))
 
 
 # ---------------------------------------------------------------------- topology and servers

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from protolab import __version__
 from protolab.files import write_text_atomically
@@ -17,6 +17,9 @@ SCHEMA = "protolab.emulator_validation"
 # 2: checks name the emulator check of their level (`emulator_check`) and say where a failure
 # lies (`attribution`); the report counts them (`attribution`).
 SCHEMA_VERSION = 2
+
+# The check groups, in the order they run (protolab.validate.emulator holds what runs each).
+GROUP_NAMES = ("delay", "jitter", "loss", "rate", "ecmp", "contention", "wifi")
 
 Status = Literal["pass", "fail", "info"]
 # Where a failed check's error lies: the emulator (its own ground truth missed its limit), or the
@@ -52,6 +55,8 @@ class ValidationConfig(BaseModel):
 
     quick: bool = False
     lab: str = Field("plvalidate", pattern=r"^[a-z0-9]{1,10}$")
+    # The groups to run (GROUP_NAMES; all by default), always in GROUP_NAMES' order.
+    groups: list[str] = list(GROUP_NAMES)
     seed: int = 1
     delays_ms: list[float] = [0, 5, 10, 25]
     delay_probes: int = 10_000
@@ -104,9 +109,20 @@ class ValidationConfig(BaseModel):
             }
         return cls(quick=quick, **{**reduced, **overrides})
 
+    @field_validator("groups")
+    @classmethod
+    def _known_groups(cls, groups: list[str]) -> list[str]:
+        unknown = [name for name in groups if name not in GROUP_NAMES]
+        if unknown or not groups:
+            raise ValueError(f"groups: {', '.join(unknown) or 'none given'}: choose from {', '.join(GROUP_NAMES)}")
+        return [name for name in GROUP_NAMES if name in groups]
+
     def step_count(self) -> int:
-        return (len(self.delays_ms) + len(self.jitter_std_ms) + len(self.loss_percent) + len(self.rates_mbit) + 3
-                + len(self.wifi_ampdu_frames) + len(self.wifi_retries))
+        """The progress steps of the selected groups (one per level a group measures)."""
+        steps = {"delay": len(self.delays_ms) + 1, "jitter": len(self.jitter_std_ms), "loss": len(self.loss_percent),
+                 "rate": len(self.rates_mbit), "ecmp": 1, "contention": 1,
+                 "wifi": len(self.wifi_ampdu_frames) + len(self.wifi_retries)}
+        return sum(steps[name] for name in self.groups)
 
 
 class Check(BaseModel):
