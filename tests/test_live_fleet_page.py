@@ -117,10 +117,10 @@ def test_recovered_vs_true_per_client_kind_and_the_quic_share() -> None:
     # A forced-h3 page whose Resource Timing saw 25% over h2 is 25 points off.
     mixed = dataclasses.replace(page_h3, quic_share=0.75)
     assert {r.metric: r for r in recovered_vs_true([mixed])}["requests over HTTP/3 (Fig. 7.1)"].errors == [-25.0]
-    groups = recovered_vs_true_by_client_and_link([cli, page_h3, page_h2])
-    assert list(groups) == [(PAGE, "wired"), (CLI, "cellular")]
+    groups = recovered_vs_true_by_client_and_link([cli, page_h2, page_h3, dataclasses.replace(cli, truth=None)])
+    assert list(groups) == [("page h3", "wired"), ("page h2", "wired"), ("cli h3", "cellular")]
     down = {k: {r.metric: r for r in v}["download capacity"] for k, v in groups.items()}
-    assert down[(PAGE, "wired")].pairs == ((10.0, 9.0), (10.0, 8.0)) and down[(CLI, "cellular")].pairs == ((10.0, 5.0),)
+    assert down[("page h2", "wired")].pairs == ((10.0, 8.0),) and down[("cli h3", "cellular")].pairs == ((10.0, 5.0),)
     # Fig. 7.1 reads the browser's tests when the store has any, else all of them.
     assert fig_7_1_tests([cli, page_h3, page_h2]) == [page_h3, page_h2] and fig_7_1_tests([cli]) == [cli]
     assert quic_usage_by_browser(fig_7_1_tests([cli, page_h3, page_h2])) == {"Chrome": {"none": 1, "some": 0, "all": 1}}

@@ -401,13 +401,24 @@ def recovered_vs_true(tests: Sequence[LiveTest]) -> list[Recovery]:
     ]
 
 
+def client_group(test: LiveTest) -> str:
+    """A test's client kind with the protocol it was given (`page h3`, `cli h2`; the kind alone
+    without a truth's protocol): over TCP a probe on a loaded connection also waits behind the
+    server's send buffer, which the network's truth does not hold, so the two differ."""
+    protocol = test.truth.protocol if test.truth is not None else None
+    return f"{test.client_kind} {protocol}" if protocol else test.client_kind
+
+
 def recovered_vs_true_by_client_and_link(tests: Sequence[LiveTest]) -> dict[tuple[str, str], list[Recovery]]:
-    """recovered_vs_true per client kind (page, then CLI) and, within it, access-link kind: the
-    page measures with a browser's self probes only and its own timers, so its errors are its own."""
+    """recovered_vs_true per client group (`client_group`: page before CLI, h3 before h2) and,
+    within it, access-link kind: the page measures with a browser's self probes only and its own
+    timers, so its errors are its own."""
+    groups = sorted({client_group(t) for t in tests},
+                    key=lambda g: (g.split(" ")[0] != PAGE, g.split(" ")[-1] != "h3", g))
     out: dict[tuple[str, str], list[Recovery]] = {}
-    for client in (PAGE, CLI):
-        for link, recoveries in recovered_vs_true_by_link([t for t in tests if t.client_kind == client]).items():
-            out[(client, link)] = recoveries
+    for group in groups:
+        for link, recoveries in recovered_vs_true_by_link([t for t in tests if client_group(t) == group]).items():
+            out[(group, link)] = recoveries
     return out
 
 
