@@ -49,7 +49,8 @@ CLI, PAGE = "cli", "page"
 # The protocol Chromium is allowed per the design's drawn protocol: h3 forces QUIC on the lab's
 # origins (003 Fig. 7.1b: recent Chrome and Firefox took QUIC every time), h2 disables QUIC (as
 # Safari without its experimental flag). Chromium refuses QUIC through Alt-Svc to the lab's
-# self-made root (docs/live.md, "Certificates"), so QUIC is forced rather than discovered.
+# self-made root even when pinned by SPKI (docs/live.md, "Certificates"; checked: all h2), so
+# QUIC is forced rather than discovered.
 PAGE_MODES = {"h3": "h3", "h2": "h2"}
 CLIENT_ADDRESS, SERVER_ADDRESS = "10.78.0.1", "10.78.1.1"
 HOSTNAME = "speed.fleet.test"
