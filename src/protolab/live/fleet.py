@@ -1,15 +1,16 @@
 """A lab fleet for the live service (issue 23; docs/live.md, "Analyses (003 ch. 7)"): N tests (the
-wild client, or for a seeded share the speed-test page in headless Chromium) against the coordinator and measurement server inside the lab, each through an access link
-drawn from a seeded space-filling design over rate, RTT, buffer and loss, so every test of the
-store has a known truth.
+wild client, or for a seeded share the speed-test page in headless Chromium) against the
+coordinator and measurement server inside the lab, each through an access link drawn from a
+seeded space-filling design over rate, RTT, buffer and loss, so every test of the store has a
+known truth.
 
 One lab, two hosts: the server host runs `protolab-net serve` (the speed-test manifest, qlogs on)
 and `protolab serve-live` (with `--qlog-dir` on the server's qlogs); the client host runs one
 test at a time, `protolab live fleet-client` (an RPM test over `protolab-net rpm`, both
 directions, under a token whose metadata names the test's "browser") or, for a page test, the
 speed-test page in headless Chromium (`protolab.live.page.drive`), which takes its token and
-uploads its result itself. Before each test the
-emulator's `client.up`/`client.down` get the drawn conditions and their counters are reset;
+uploads its result itself. Before each test the emulator's `client.up`/`client.down` get the
+drawn conditions and their counters are reset;
 after it the download direction's arrivals and drops are read. Each finished test is one line
 of `DATA/fleet.jsonl` (its conditions, token, the counters, its wall time), which the analysis
 joins by token; a fleet started again on the same DATA with the same seed skips the tests
