@@ -12,7 +12,8 @@ go out as numbers; no I/O, tested on fixed data.
   frames, so a packet declared lost and later acknowledged cannot be told); for a fleet's tests
   a lower bound comes from the emulator's drop count (`LiveTest.spurious_lower_bound`).
 - Recovered against true: for tests whose access link is known (the lab fleet,
-  `live.fleet`), each recovered metric against the configured or emulator-counted value.
+  `live.fleet`), each recovered metric against the configured or emulator-counted value, per
+  client kind (the speed-test page in a browser, or a CLI client) and access-link kind.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from protolab.measure.losses import bursts
 from protolab.measure.qlog import QlogTrace, header_of
 
 DIRECTIONS = ("download", "upload")
-RPM_SCHEMAS = ("protolab.rpm", "protolab.rpm.browser")
+PAGE_SCHEMA = "protolab.rpm.browser"
+RPM_SCHEMAS = ("protolab.rpm", PAGE_SCHEMA)
+# Client kinds: the speed-test page in a browser (its results' schema), or a CLI client.
+PAGE, CLI = "page", "cli"
 Z_SCORE_LIMIT = 3.0  # 003 §7.3: outliers with a z-score above 3 removed [its ref. 16]
 HIGH_FACTOR = 5.0  # 003 §7.2: "for 30% of the tests, the latency increase by a factor bigger than 5"
 
@@ -81,6 +85,12 @@ class Truth:
     link_kind: str = "wired"
     up_rate_bps: float | None = None  # when it differs from rate_bps (a cellular trace's up direction)
     down_drop_ms: tuple[float, ...] | None = None  # the emulator's drops of the server's packets (event log)
+    protocol: str | None = None  # the HTTP version the client was given (a page test: what Chromium was allowed)
+
+    @property
+    def quic_share(self) -> float | None:
+        """The share of requests that should have gone over HTTP/3: 1 for h3, 0 otherwise."""
+        return None if self.protocol is None else (1.0 if self.protocol == "h3" else 0.0)
 
     @property
     def down_loss_rate(self) -> float | None:
@@ -105,6 +115,11 @@ class LiveTest:
     directions: Mapping[str, Direction] = field(default_factory=dict)
     connections: tuple[ConnectionLosses, ...] = ()
     truth: Truth | None = None
+
+    @property
+    def client_kind(self) -> str:
+        """PAGE for the speed-test page's results (a browser), CLI for the wild client's."""
+        return PAGE if self.schema == PAGE_SCHEMA else CLI
 
     def factor(self, direction: str) -> float | None:
         stage = self.directions.get(direction)
@@ -163,7 +178,7 @@ def factor_of_increase(idle_rpm: float | None, loaded_rpm: float | None) -> floa
 
 _BROWSERS = (  # order matters: Edge and Opera say Chrome too, Chrome says Safari
     ("Edge", re.compile(r"\bEdg(e|A|iOS)?/")), ("Opera", re.compile(r"\bOPR/")),
-    ("Firefox", re.compile(r"\bFirefox/")), ("Chrome", re.compile(r"\b(Chrome|Chromium|CriOS)/")),
+    ("Firefox", re.compile(r"\bFirefox/")), ("Chrome", re.compile(r"\b(HeadlessChrome|Chrome|Chromium|CriOS)/")),
     ("Safari", re.compile(r"\bVersion/[\d.]+.*\bSafari/")),
 )
 _EMBEDDED = re.compile(r"\b(FBAN|FBAV|Instagram|LinkedInApp|Twitter)\b")
@@ -285,6 +300,13 @@ def summary(tests: Sequence[LiveTest]) -> dict[str, Any]:
     return out
 
 
+def fig_7_1_tests(tests: Sequence[LiveTest]) -> list[LiveTest]:
+    """The tests Fig. 7.1 is drawn from: the page's (a browser's choice of protocol, read from its
+    Resource Timing) when the store has any, else all (a CLI test's protocol is its user's)."""
+    pages = [t for t in tests if t.client_kind == PAGE]
+    return pages or list(tests)
+
+
 def quic_usage_by_browser(tests: Sequence[LiveTest]) -> dict[str, dict[str, int]]:
     """Per browser family: tests with no HTTP/3 request, some, and only HTTP/3 (Fig. 7.1b)."""
     out: dict[str, dict[str, int]] = {}
@@ -335,7 +357,7 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
 def recovered_vs_true(tests: Sequence[LiveTest]) -> list[Recovery]:
     """Each metric the analyses recover against what the fleet configured or the emulator counted."""
     rows: dict[str, list[tuple[float, float]]] = {k: [] for k in ("down", "up", "rtt", "loss", "factor", "bursts",
-                                                                  "burst_size")}
+                                                                  "burst_size", "h3")}
     for t in tests:
         truth = t.truth
         if truth is None:
@@ -352,6 +374,8 @@ def recovered_vs_true(tests: Sequence[LiveTest]) -> list[Recovery]:
         stage = t.directions.get("download")
         if stage and stage.loaded_latency_ms is not None and t.idle_latency_ms:
             rows["factor"].append((truth.full_buffer_factor, stage.loaded_latency_ms / t.idle_latency_ms))
+        if truth.quic_share is not None and t.quic_share is not None:
+            rows["h3"].append((100 * truth.quic_share, 100 * t.quic_share))
         true_bursts = t.true_burst_sizes
         if true_bursts is not None and t.connections:
             recovered = t.burst_sizes
@@ -371,7 +395,31 @@ def recovered_vs_true(tests: Sequence[LiveTest]) -> list[Recovery]:
                  "(event log), 003 annex C's rule and threshold for both"),
         Recovery("mean download burst size", "losses", tuple(rows["burst_size"]),
                  "the same bursts' mean size, tests with bursts on both sides"),
+        Recovery("requests over HTTP/3 (Fig. 7.1)", "%", tuple(rows["h3"]),
+                 "the page's Resource Timing protocols (a CLI test: its protocol) against the protocol the client "
+                 "was given (a page test: QUIC forced or disabled in Chromium)"),
     ]
+
+
+def client_group(test: LiveTest) -> str:
+    """A test's client kind with the protocol it was given (`page h3`, `cli h2`; the kind alone
+    without a truth's protocol): over TCP a probe on a loaded connection also waits behind the
+    server's send buffer, which the network's truth does not hold, so the two differ."""
+    protocol = test.truth.protocol if test.truth is not None else None
+    return f"{test.client_kind} {protocol}" if protocol else test.client_kind
+
+
+def recovered_vs_true_by_client_and_link(tests: Sequence[LiveTest]) -> dict[tuple[str, str], list[Recovery]]:
+    """recovered_vs_true per client group (`client_group`: page before CLI, h3 before h2) and,
+    within it, access-link kind: the page measures with a browser's self probes only and its own
+    timers, so its errors are its own."""
+    groups = sorted({client_group(t) for t in tests},
+                    key=lambda g: (g.split(" ")[0] != PAGE, g.split(" ")[-1] != "h3", g))
+    out: dict[tuple[str, str], list[Recovery]] = {}
+    for group in groups:
+        for link, recoveries in recovered_vs_true_by_link([t for t in tests if client_group(t) == group]).items():
+            out[(group, link)] = recoveries
+    return out
 
 
 def recovered_vs_true_by_link(tests: Sequence[LiveTest]) -> dict[str, list[Recovery]]:

@@ -57,7 +57,8 @@ def _truth(entry: Mapping[str, Any] | None) -> Truth | None:
                  float(entry["loss"]), entry.get("down_arrived"), entry.get("down_dropped"),
                  str(entry.get("link_kind", "wired")),
                  float(entry["true_up_bps"]) if entry.get("true_up_bps") is not None else None,
-                 tuple(float(t) for t in drops) if drops is not None else None)
+                 tuple(float(t) for t in drops) if drops is not None else None,
+                 str(entry.get("page_mode", entry.get("protocol"))) if entry.get("protocol") is not None else None)
 
 
 def load_test(test_dir: Path, fleet: Mapping[str, Mapping[str, Any]]) -> LiveTest | str:

@@ -1,6 +1,6 @@
 """`protolab live ...` (docs/live.md, "Analyses (003 ch. 7)"): `analyze` draws 003 ch. 7's
-analyses of a live store into a page; `fleet` runs a lab fleet of wild-client tests with known
-truth into a store; `fleet-client` is the fleet's one test, run inside the lab's client host."""
+analyses of a live store into a page; `fleet` runs a lab fleet of wild-client tests (and, for a
+share of them, the speed-test page in headless Chromium) with known truth into a store; `fleet-client` is the fleet's one test, run inside the lab's client host."""
 
 from __future__ import annotations
 
@@ -48,16 +48,23 @@ def fleet_command(
     binary: Annotated[Path | None, typer.Option("--binary", help="protolab-net (default: $PROTOLAB_NET, the build).")] = None,
     event_log: Annotated[bool, typer.Option("--event-log", help="The emulator's event log per test, for the true loss "
                                                                "bursts (tens of MB per test while it runs).")] = False,
+    page_share: Annotated[float, typer.Option(
+        "--page-share", min=0.0, max=1.0,
+        help="The share of tests (seeded, drawn on a stream of their own) that load the speed-test page in headless "
+             "Chromium instead of running the CLI client; QUIC forced for a drawn h3, off for h2. A resumed fleet "
+             "needs the same.")] = 0.0,
 ) -> None:
-    """N wild-client RPM tests through access links drawn from a seeded design; resumable."""
-    from protolab.live.fleet import FleetSettings, run_fleet
+    """N RPM tests (the wild client, or the speed-test page in Chromium for --page-share of them)
+    through access links drawn from a seeded design; resumable."""
+    from protolab.live.fleet import CLI, PAGE, FleetSettings, run_fleet
 
-    settings = FleetSettings(data, tests, seed, max_duration_s, binary, event_log)
+    settings = FleetSettings(data, tests, seed, max_duration_s, binary, event_log, page_share=page_share)
     entries = run_fleet(settings, workdir or data / "fleet-work", say=console.print)
-    walls = sorted(e["wall_s"] for e in entries)
-    if walls:
-        console.print(f"fleet: {len(entries)} tests in {data}; wall time per test {walls[len(walls) // 2]:.0f} s median "
-                      f"({walls[0]:.0f}-{walls[-1]:.0f} s)")
+    for kind in (CLI, PAGE):
+        walls = sorted(e["wall_s"] for e in entries if e.get("client", CLI) == kind)
+        if walls:
+            console.print(f"fleet: {len(walls)} {kind} tests in {data}; wall time per test {walls[len(walls) // 2]:.0f} s "
+                          f"median ({walls[0]:.0f}-{walls[-1]:.0f} s)")
 
 
 @live_app.command("fleet-client", hidden=True)

@@ -1,13 +1,16 @@
-"""A lab fleet for the live service (issue 23; docs/live.md, "Analyses (003 ch. 7)"): N wild-client
-tests against the coordinator and measurement server inside the lab, each through an access link
-drawn from a seeded space-filling design over rate, RTT, buffer and loss, so every test of the
-store has a known truth.
+"""A lab fleet for the live service (issue 23; docs/live.md, "Analyses (003 ch. 7)"): N tests (the
+wild client, or for a seeded share the speed-test page in headless Chromium) against the
+coordinator and measurement server inside the lab, each through an access link drawn from a
+seeded space-filling design over rate, RTT, buffer and loss, so every test of the store has a
+known truth.
 
 One lab, two hosts: the server host runs `protolab-net serve` (the speed-test manifest, qlogs on)
 and `protolab serve-live` (with `--qlog-dir` on the server's qlogs); the client host runs one
 test at a time, `protolab live fleet-client` (an RPM test over `protolab-net rpm`, both
-directions, under a token whose metadata names the test's "browser"). Before each test the
-emulator's `client.up`/`client.down` get the drawn conditions and their counters are reset;
+directions, under a token whose metadata names the test's "browser") or, for a page test, the
+speed-test page in headless Chromium (`protolab.live.page.drive`), which takes its token and
+uploads its result itself. Before each test the emulator's `client.up`/`client.down` get the
+drawn conditions and their counters are reset;
 after it the download direction's arrivals and drops are read. Each finished test is one line
 of `DATA/fleet.jsonl` (its conditions, token, the counters, its wall time), which the analysis
 joins by token; a fleet started again on the same DATA with the same seed skips the tests
@@ -42,6 +45,14 @@ from protolab.live.fleet_links import (
 FLEET_FILE = "fleet.jsonl"
 FAILED_FILE = "fleet-failed.jsonl"
 FLEET_CLIENT = "protolab-fleet"
+# The client kinds of a fleet test: the CLI wild client, or the speed-test page in Chromium.
+CLI, PAGE = "cli", "page"
+# The protocol Chromium is allowed per the design's drawn protocol: h3 forces QUIC on the lab's
+# origins (003 Fig. 7.1b: recent Chrome and Firefox took QUIC every time), h2 disables QUIC (as
+# Safari without its experimental flag). Chromium refuses QUIC through Alt-Svc to the lab's
+# self-made root even when pinned by SPKI (docs/live.md, "Certificates"; checked: all h2), so
+# QUIC is forced rather than discovered.
+PAGE_MODES = {"h3": "h3", "h2": "h2"}
 CLIENT_ADDRESS, SERVER_ADDRESS = "10.78.0.1", "10.78.1.1"
 HOSTNAME = "speed.fleet.test"
 COORDINATOR_PORT = 8090
@@ -99,6 +110,8 @@ class Conditions:
     trace_start_ms: int | None = None
     wifi_client: str | None = None
     up_queue_bytes: int | None = None
+    # CLI: `protolab live fleet-client`; PAGE: the speed-test page in headless Chromium.
+    client: str = CLI
 
     @property
     def access_link(self) -> AccessLink:
@@ -110,9 +123,22 @@ def _log_uniform(u: float, bounds: tuple[float, float]) -> float:
     return math.exp(math.log(low) + u * (math.log(high) - math.log(low)))
 
 
-def draw_conditions(n: int, seed: int) -> list[Conditions]:
+def draw_clients(n: int, seed: int, page_share: float) -> list[str]:
+    """N tests' client kinds: PAGE for a seeded share of them, CLI for the rest. A random stream of
+    its own (the seed and 61), so the design's other draws are the same whatever the share; and a
+    larger share keeps the smaller share's page tests (one uniform per test, below the share)."""
+    import numpy as np
+
+    if not 0.0 <= page_share <= 1.0:
+        raise ValueError(f"page share {page_share!r}: between 0 and 1 expected")
+    uniforms = np.random.default_rng([seed, 61]).random(n)
+    return [PAGE if u < page_share else CLI for u in uniforms]
+
+
+def draw_conditions(n: int, seed: int, page_share: float = 0.0) -> list[Conditions]:
     """N tests' conditions: a Latin hypercube (scipy's, seeded) over rate, RTT, buffer and loss,
-    and a browser and protocol per test from the same seed. The same (n, seed) gives the same list."""
+    a browser and protocol per test from the same seed, and the client kind (`draw_clients`).
+    The same (n, seed, page_share) gives the same list."""
     import numpy as np
     from scipy.stats import qmc
 
@@ -120,6 +146,7 @@ def draw_conditions(n: int, seed: int) -> list[Conditions]:
         return []
     points = qmc.LatinHypercube(d=4, seed=seed).random(n)
     rng = np.random.default_rng(seed)
+    clients = draw_clients(n, seed, page_share)
     out = []
     for index, ((u_rate, u_rtt, u_queue, u_loss), link) in enumerate(zip(points, draw_access_links(n, seed), strict=True)):
         rtt_ms = round(_log_uniform(float(u_rtt), RTT_MS), 1)
@@ -132,7 +159,7 @@ def draw_conditions(n: int, seed: int) -> list[Conditions]:
         protocol = "h3" if rng.random() < h3_chance else "h2"
         out.append(Conditions(index, round(down_bps), rtt_ms, queue_bytes, round(loss, 6), browser, user_agent, protocol,
                               link.kind, link.trace, link.trace_start_ms, link.wifi_client,
-                              None if link.kind == WIRED else up_queue_bytes))
+                              None if link.kind == WIRED else up_queue_bytes, clients[index]))
     return out
 
 
@@ -182,6 +209,8 @@ class FleetSettings:
     # The emulator's per-packet event log during each test, read for the download link's drops
     # (the true loss bursts) and then deleted: tens of MB per test (docs/live.md), hence an option.
     event_log: bool = False
+    # The share of tests that load the speed-test page in headless Chromium (draw_clients).
+    page_share: float = 0.0
     lab_name: str = field(default_factory=lambda: "fl" + secrets.token_hex(3))
 
 
@@ -232,8 +261,6 @@ def fleet_lab(settings: FleetSettings, workdir: Path) -> Iterator[tuple[Any, Pat
 
 def run_one(lab: Any, ca: Path, settings: FleetSettings, conditions: Conditions, workdir: Path) -> dict[str, Any]:
     """One test through its conditions; its fleet log entry."""
-    from protolab.lab import find_binary
-
     set_access_link(lab, conditions, seed=settings.seed * 100_003 + conditions.index)
     lab.reset_counters()
     out = workdir / f"test-{conditions.index:04d}"
@@ -241,20 +268,77 @@ def run_one(lab: Any, ca: Path, settings: FleetSettings, conditions: Conditions,
     if settings.event_log:
         lab.events_start(events)
     started, origin_ns = time.monotonic(), time.time_ns()
+    run_client = run_page_client if conditions.client == PAGE else run_cli_client
+    try:
+        answer = run_client(lab, ca, settings, conditions, out)
+    finally:
+        # The counters and the event log are read whether or not the client succeeded, so a
+        # failed test leaves no event log running into the next one.
+        counters = lab.counters()
+        wall_s = time.monotonic() - started
+        drops = _event_log_drops(lab, events, origin_ns) if settings.event_log else {}
+    return {**asdict(conditions), **answer, **link_truth(counters), **true_rates(conditions, wall_s), **drops,
+            "wall_s": round(wall_s, 1), "seed": settings.seed, "page_share": settings.page_share}
+
+
+def run_cli_client(lab: Any, ca: Path, settings: FleetSettings, conditions: Conditions, out: Path) -> dict[str, Any]:
+    """The wild client's RPM test (`protolab live fleet-client`) in the client host: its token,
+    where the coordinator stored it and how many server qlogs went with it."""
+    from protolab.lab import find_binary
+
     argv = [sys.executable, "-m", "protolab", "live", "fleet-client", "--coordinator",
             f"http://{SERVER_ADDRESS}:{COORDINATOR_PORT}", "--server", SERVER_ADDRESS, "--host", HOSTNAME, "--ca", ca,
             "--protocol", conditions.protocol, "--user-agent", conditions.user_agent, "--index", str(conditions.index),
             "--max-duration-s", f"{settings.max_duration_s:g}", "--out", out, "--binary", find_binary(settings.binary)]
     done = lab.run("client", argv, timeout=4 * settings.max_duration_s + 120, check=False)
-    counters = lab.counters()
-    wall_s = time.monotonic() - started
-    drops = _event_log_drops(lab, events, origin_ns) if settings.event_log else {}
     if done.returncode != 0:
         raise FleetTestFailed(f"fleet test {conditions.index}: the client exited with {done.returncode}: {done.stderr[-2000:]}")
     answer = json.loads(done.stdout)
-    return {**asdict(conditions), "token": answer["token"], "stored": answer.get("stored"),
-            "qlogs": answer.get("qlogs"), **link_truth(counters), **true_rates(conditions, wall_s), **drops,
-            "wall_s": round(wall_s, 1), "seed": settings.seed}
+    return {"token": answer["token"], "stored": answer.get("stored"), "qlogs": answer.get("qlogs")}
+
+
+def run_page_client(lab: Any, ca: Path, settings: FleetSettings, conditions: Conditions, out: Path) -> dict[str, Any]:
+    """The speed-test page in headless Chromium in the client host (`protolab.live.page.drive`):
+    it asks the coordinator for a token and uploads its result itself, as on the internet.
+    QUIC forced or disabled per the drawn protocol (PAGE_MODES); the lab's certificates pinned
+    by SPKI. Its token, and what Chromium used: its version and the result's protocols."""
+    from protolab.lab import find_binary
+    from protolab.live.page import page_url, resolver_maps
+
+    coordinator = f"http://{SERVER_ADDRESS}:{COORDINATOR_PORT}"
+    mode = PAGE_MODES[conditions.protocol]
+    spki = (ca.parent / "spki.txt").read_text().strip()
+    output = out.with_suffix(".page.json")
+    url = page_url(HOSTNAME, coordinator=coordinator, params={"max_duration_s": f"{settings.max_duration_s:g}"})
+    # The driver's --mode choices come from the binary's registry: it must find the same binary.
+    argv = ["env", f"PROTOLAB_NET={find_binary(settings.binary)}", sys.executable, "-m", "protolab.live.page.drive",
+            "--url", url, "--mode", mode, "--spki", spki,
+            *(arg for m in resolver_maps(HOSTNAME, SERVER_ADDRESS) for arg in ("--map", m)),
+            "--secure-origin", coordinator, "--out", output, "--timeout-s", f"{page_timeout_s(settings.max_duration_s):g}"]
+    done = lab.run("client", argv, timeout=page_timeout_s(settings.max_duration_s) + 60, check=False)
+    if done.returncode != 0 or not output.exists():
+        raise FleetTestFailed(f"fleet test {conditions.index}: the page's driver exited with {done.returncode}: "
+                              f"{done.stderr[-2000:]}")
+    return page_answer(json.loads(output.read_text()), conditions.index, mode)
+
+
+def page_timeout_s(max_duration_s: float) -> float:
+    """How long a page test may take: two directions at their limit, the idle probes, the token
+    (the page asks again for up to 30 s while a lock is held) and Chromium's start."""
+    return 2 * max_duration_s + 60
+
+
+def page_answer(driver: dict[str, Any], index: int, mode: str) -> dict[str, Any]:
+    """The fleet entry's client part from the page driver's output (pure): FleetTestFailed unless
+    the page finished and the coordinator took its upload."""
+    upload = driver.get("upload") or {}
+    result = driver.get("result") or {}
+    if driver.get("state") != "done" or not upload.get("ok") or not isinstance(upload.get("token"), str):
+        raise FleetTestFailed(f"fleet test {index}: the page ended {driver.get('state')!r} "
+                              f"(error {driver.get('error')!r}, upload {upload!r})")
+    return {"token": upload["token"], "stored": f"tests/{upload['token']}", "qlogs": None,
+            "chromium": driver.get("chromium_version"), "page_mode": mode,
+            "page_protocols": result.get("protocols"), "page_elapsed_s": driver.get("elapsed_s")}
 
 
 def set_access_link(lab: Any, conditions: Conditions, seed: int) -> None:
@@ -333,11 +417,16 @@ def run_fleet(settings: FleetSettings, workdir: Path, say: Callable[[str], None]
     if done and seeds != {settings.seed}:
         raise FleetError(f"{log_path}: written with seed {sorted(seeds, key=str)}, not {settings.seed}; "
                          "use another --data or the same --seed")
+    # A log from before page tests has no `page_share`: all its tests were the CLI's.
+    shares = {float(e.get("page_share", 0.0)) for e in done}
+    if done and shares != {settings.page_share}:
+        raise FleetError(f"{log_path}: written with page share {sorted(shares)}, not {settings.page_share:g}; "
+                         "use another --data or the same --page-share")
     finished = {e["index"] for e in done}
     failed_path = settings.data_dir / FAILED_FILE
     # A failed test is not rerun on resume: its conditions failed it once and would again.
     failed = {e["index"] for e in read_failed_log(failed_path)}
-    todo = [c for c in draw_conditions(settings.tests, settings.seed) if c.index not in finished | failed]
+    todo = [c for c in draw_conditions(settings.tests, settings.seed, settings.page_share) if c.index not in finished | failed]
     say(f"fleet: {len(finished)} of {settings.tests} tests done, {len(failed)} failed, {len(todo)} to run")
     if not todo:
         return done
@@ -355,9 +444,17 @@ def run_fleet(settings: FleetSettings, workdir: Path, say: Callable[[str], None]
             done.append(entry)
             elapsed = time.monotonic() - started
             say(f"[{len(done)}/{settings.tests}] test {conditions.index}: {conditions.rate_bps / 1e6:.1f} Mbit/s, "
-                f"{conditions.rtt_ms:g} ms, {conditions.queue_bytes} B, {conditions.link_kind}, loss {conditions.loss:.4%}, {conditions.browser} "
-                f"{conditions.protocol}: {entry['wall_s']:.0f} s; about {elapsed / count * (len(todo) - count):.0f} s left")
+                f"{conditions.rtt_ms:g} ms, {conditions.queue_bytes} B, {conditions.link_kind}, loss {conditions.loss:.4%}, "
+                f"{client_label(conditions)}: {entry['wall_s']:.0f} s; about {elapsed / count * (len(todo) - count):.0f} s left")
     return done
+
+
+def client_label(conditions: Conditions) -> str:
+    """How a test's client is named in the fleet's progress lines: `cli Chrome h3` (the CLI under a
+    browser's label) or `page Chromium h3` (the page in Chromium, QUIC forced or off)."""
+    if conditions.client == PAGE:
+        return f"page Chromium {PAGE_MODES[conditions.protocol]}"
+    return f"cli {conditions.browser} {conditions.protocol}"
 
 
 def fleet_entries_by_token(entries: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -17,13 +17,16 @@ from matplotlib.figure import Figure
 
 from protolab.files import write_text_atomically
 from protolab.live.analysis import (
+    CLI,
     DIRECTIONS,
+    PAGE,
     SEED_003,
     LiveTest,
     factors,
+    fig_7_1_tests,
     quic_usage_by_browser,
     recovered_vs_true,
-    recovered_vs_true_by_link,
+    recovered_vs_true_by_client_and_link,
     summary,
     without_outliers,
 )
@@ -58,6 +61,8 @@ def _cdf(ax: Axes, values: Sequence[float], label: str, color: str) -> None:
 
 
 def quic_usage_figure(tests: Sequence[LiveTest]) -> Figure:
+    """Fig. 7.1 from the page's tests when there are any (`fig_7_1_tests`)."""
+    tests = fig_7_1_tests(tests)
     fig, (left, right) = _figure(10, 3.2, 2)
     shares = [100 * t.quic_share for t in tests if t.quic_share is not None]
     left.hist(shares, bins=np.linspace(0, 100, 11), color=PALETTE[0], edgecolor="black")
@@ -214,17 +219,40 @@ def _ours_vs_003(stats: dict[str, Any]) -> str:
                  numeric_from=1, css="data")
 
 
+def _by_client_table(tests: Sequence[LiveTest]) -> str:
+    """The chapter's medians per client kind: the page in a browser beside the CLI client."""
+    kinds = [(kind, [t for t in tests if t.client_kind == kind]) for kind in (PAGE, CLI)]
+    kinds = [(kind, group) for kind, group in kinds if group]
+    stats = {kind: summary(group) for kind, group in kinds}
+    idle = {kind: [ms for t in group if (ms := t.idle_latency_ms) is not None] for kind, group in kinds}
+    rows = [["tests", *(str(stats[k]["tests"]) for k, _ in kinds)],
+            ["median idle latency (ms)", *(num(_median_or_none(idle[k]), 1) for k, _ in kinds)],
+            *([f"median factor of increase, {d}", *(f"{num(stats[k][f'median_factor_{d}'], 2)} "
+                                                     f"(n={stats[k][f'n_factor_{d}']})" for k, _ in kinds)]
+              for d in DIRECTIONS),
+            ["median loss rate, server qlogs (%)", *(f"{num(stats[k]['median_loss_pct'], 2)} (n={stats[k]['n_loss']})"
+                                                    for k, _ in kinds)],
+            ["tests with all requests over HTTP/3", *(_pct(stats[k]["share_tests_all_h3"]) for k, _ in kinds)]]
+    return table(["quantity", *(esc(k) for k, _ in kinds)], rows, numeric_from=1, css="data")
+
+
+def _median_or_none(values: Sequence[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
 def _recovery_table(tests: Sequence[LiveTest]) -> str:
-    """Per access-link kind (wired, cellular trace, WiFi), each metric's errors over its tests."""
+    """Per client kind (page, CLI) and access-link kind (wired, cellular trace, WiFi), each
+    metric's errors over its tests."""
     rows = []
-    for kind, recoveries in recovered_vs_true_by_link(tests).items():
+    for (client, kind), recoveries in recovered_vs_true_by_client_and_link(tests).items():
         for r in recoveries:
             s = r.stats()
-            rows.append([esc(kind), esc(r.metric), esc(r.unit), str(s["n"]), num(s["median_error"], 2),
+            rows.append([esc(client), esc(kind), esc(r.metric), esc(r.unit), str(s["n"]), num(s["median_error"], 2),
                          num(s["median_abs_error"], 2), _pct(s["median_relative_error"]),
                          _pct(s["p90_abs_relative_error"]), esc(r.how)])
-    return table(["link", "metric", "unit", "tests", "median error", "median |error|", "median relative error",
-                  "P90 |relative error|", "recovered against"], rows, numeric_from=3, css="data")
+    return table(["client", "link", "metric", "unit", "tests", "median error", "median |error|",
+                  "median relative error", "P90 |relative error|", "recovered against"], rows, numeric_from=4,
+                 css="data")
 
 
 class _Page:
@@ -248,10 +276,13 @@ class _Page:
 
 
 def _sections(page: _Page, tests: Sequence[LiveTest], stats: dict[str, Any]) -> None:
+    quic = summary(fig_7_1_tests(tests))
+    source = ("the speed-test page's tests (a browser's protocols, from its Resource Timing)"
+              if any(t.client_kind == PAGE for t in tests) else "all tests (no page tests: each CLI test's protocol)")
     figures: list[tuple[str, str, str, Callable[[Sequence[LiveTest]], Figure]]] = [
-        ("Fig. 7.1: QUIC usage", "fig7-1-quic-usage", f"Tests with all their requests over HTTP/3: "
-         f"{_pct(stats['share_tests_all_h3'])}; with none: {_pct(stats['share_tests_no_h3'])}. 003 §7.1: usage is "
-         "on/off; recent Chrome and Firefox use QUIC every time.", quic_usage_figure),
+        ("Fig. 7.1: QUIC usage", "fig7-1-quic-usage", f"From {source}, {quic['tests']} tests. With all their "
+         f"requests over HTTP/3: {_pct(quic['share_tests_all_h3'])}; with none: {_pct(quic['share_tests_no_h3'])}. "
+         "003 §7.1: usage is on/off; recent Chrome and Firefox use QUIC every time.", quic_usage_figure),
         ("Fig. 7.2: the factor of increase R_U/R_L", "fig7-2-factor", f"Median download "
          f"{num(stats['median_factor_download'], 2)} (n={stats['n_factor_download']}), upload "
          f"{num(stats['median_factor_upload'], 2)} (n={stats['n_factor_upload']}); above 5: download "
@@ -314,6 +345,11 @@ def write_page(loaded: LoadedStore, out: Path, source: str) -> Path:
         page.add("<p>Left out (--skip-bad):</p><ul>" + "".join(f"<li>{esc(s)}</li>" for s in loaded.skipped) + "</ul>")
     page.add("<h2>Ours beside 003's</h2>")
     page.add(_ours_vs_003(stats))
+    if len({t.client_kind for t in tests}) > 1:
+        page.add("<h2>The page beside the CLI client</h2>")
+        page.text("The speed-test page (headless Chromium: self probes only, its own timers) and the CLI client "
+                  "(protolab-net rpm: foreign and self probes) measure differently; their medians apart.")
+        page.add(_by_client_table(tests))
     _sections(page, tests, stats)
     if any(t.truth for t in tests):
         page.add("<h2>Recovered against true (the lab fleet)</h2>")
