@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import lab_namespaces
 
-from protolab.live.analysis import ConnectionLosses, Direction, LiveTest, Truth, recovered_vs_true_by_link
+from protolab.live.analysis import ConnectionLosses, Direction, LiveTest, Truth, recovered_vs_true, recovered_vs_true_by_link
 from protolab.live.analyze import load_store
 from protolab.live.fleet import FleetSettings, draw_conditions, run_fleet, true_rates
 from protolab.live.fleet_links import (
@@ -116,7 +116,7 @@ def test_bursts_and_errors_per_link_kind() -> None:
                   link_kind=CELLULAR, up_rate_bps=1e6, down_drop_ms=(10.0, 20.0, 500.0, 900.0))
     cellular = LiveTest("c", "protolab.rpm", "Chrome", 1.0, idle_latency_ms=41.0,
                         directions={"download": Direction(4e6, 300.0, 100.0), "upload": Direction(1.2e6, 300.0, 100.0)},
-                        connections=(ConnectionLosses(1000, 3, (12.0, 30.0, 505.0), 50.0),), truth=truth)
+                        connections=(ConnectionLosses(1000, 3, (12.0, 30.0, 505.0), 50.0, 1.7e12),), truth=truth)
     assert cellular.true_burst_sizes == [2, 1, 1] and cellular.burst_sizes == [2, 1]
     wired = LiveTest("w", "protolab.rpm", "Chrome", 1.0, idle_latency_ms=40.0,
                      directions={"download": Direction(9e6, 300.0, 100.0)},
@@ -130,6 +130,30 @@ def test_bursts_and_errors_per_link_kind() -> None:
     assert cell["download capacity"].stats()["median_relative_error"] == pytest.approx(-0.2)
     assert {r.metric: len(r.pairs) for r in by_link["wired"]}["download capacity"] == 1
     assert not {r.metric: r.pairs for r in by_link["wired"]}["download loss bursts"]  # no event log: no truth
+
+
+def test_losses_of_several_connections_in_one_overflow_are_one_link_burst() -> None:
+    # One overflow of the shared queue at about t = 1000 ms (test clock) drops a packet of each of
+    # three connections, which started at different moments (their qlogs' times are their own).
+    # Per connection (Fig. 7.5, 003's way) that is three bursts of one; on one clock it is one
+    # burst of three, which is what the link's drops are: the comparison uses that.
+    start = 1.7e12
+    connections = tuple(ConnectionLosses(500, 1, (1000.0 - offset,), 40.0, start + offset)
+                        for offset in (0.0, 200.0, 450.0))
+    truth = Truth(rate_bps=5e6, rtt_ms=40.0, queue_bytes=50_000, loss=0.0, down_arrived=1500, down_dropped=3,
+                  down_drop_ms=(1001.0, 1003.5, 1006.0))
+    test = LiveTest("t", "protolab.rpm", "Chrome", 1.0, idle_latency_ms=41.0,
+                    directions={"download": Direction(4e6, 300.0, 100.0)}, connections=connections, truth=truth)
+    assert test.burst_sizes == [1, 1, 1]
+    assert test.link_burst_sizes == [3] == test.true_burst_sizes
+    rows = {r.metric: r for r in recovered_vs_true([test])}
+    assert rows["download loss bursts"].pairs == ((1, 1),)
+    assert rows["mean download burst size"].pairs == ((3.0, 3.0),)
+    # A lossy connection without a reference time cannot be put on the clock: no comparison.
+    undated = LiveTest("u", "protolab.rpm", "Chrome", 1.0, idle_latency_ms=41.0, directions={},
+                       connections=(ConnectionLosses(500, 1, (10.0,), 40.0),), truth=truth)
+    assert undated.link_burst_sizes is None
+    assert not {r.metric: r.pairs for r in recovered_vs_true([undated])}["download loss bursts"]
 
 
 @pytest.mark.lab
