@@ -4,44 +4,48 @@
 //! kernel accepts them; tun-rs sets them up) the host's kernel hands the emulator GSO
 //! super-packets of up to 64 KB with a virtio-net header instead of one 1500-byte packet per
 //! read. Reading splits a super-packet into its wire segments (sequence numbers, IP ids, lengths
-//! and checksums as the kernel would have sent them: tun-rs's `gso_split`), so the model, the
-//! capture and the event log still see one packet per wire segment. Writing queues the packets
-//! the model delivers and hands each host's batch to tun-rs's GRO, which coalesces consecutive
-//! segments of a flow back into one super-packet per write.
+//! as the kernel would have sent them: [`crate::gso`]) straight into pooled buffers that become
+//! the model's packets, so the model, the capture and the event log still see one packet per
+//! wire segment. Writing queues the packets the model delivers per host and writes each run of
+//! consecutive segments of a flow as one super-packet with one vectored write (the headers
+//! built once, the segments' payloads written from their own buffers), then returns the
+//! buffers to the pool.
+//!
+//! Transport checksums the sending kernel left partial stay partial (the receiving device is
+//! asked to complete them, which for a local receiver means they are trusted as a NIC's would
+//! be); they are completed for a host without offloads and in captures.
 
-use std::io;
+use std::io::IoSlice;
 
-use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
+use tun_rs::SyncDevice;
+
+use crate::frame::{Frame, FramePool};
+use crate::gso::{self, VnetHeader, VNET_HEADER_LEN};
 
 /// The largest datagram a TUN read returns with offloads: a 64 KB GSO packet and its header.
-const MAX_SUPER_PACKET: usize = 65_536 + VIRTIO_NET_HDR_LEN;
-/// Room per wire segment after splitting: the MTU (1500) with margin.
-const SEGMENT_ROOM: usize = 2048;
-/// Segments one super-packet may split into: 64 KB at TCP's smallest MSS (88 bytes) is 745.
-const MAX_SEGMENTS: usize = 1024;
-/// Delivered packets queued per host before they are written (GRO works within a batch).
+const MAX_DATAGRAM: usize = 65_536 + VNET_HEADER_LEN;
+/// Delivered packets queued per host before they are written (runs coalesce within a batch).
 const WRITE_BATCH: usize = 128;
-/// Capacity of a queued packet's buffer: GRO coalesces a flow's segments into the first one's
-/// buffer only when it can hold a whole super-packet (and leaves it alone otherwise). Pages are
-/// touched only as far as they are written, so at most WRITE_BATCH * 64 KB per host is resident.
-const WRITE_ROOM: usize = 2 * VIRTIO_NET_HDR_LEN + 65_536;
 
-/// Reusable buffers for reading, shared by every host (the loop reads one host at a time).
-pub struct ReadBuffers {
+/// Buffers shared by every host (the loop serves one host at a time): the read buffer, and the
+/// pool the packets' buffers come from and return to.
+#[derive(Debug)]
+pub struct Buffers {
     raw: Vec<u8>,
-    segments: Vec<Vec<u8>>,
-    sizes: Vec<usize>,
+    /// Packet buffers, recycled after each write.
+    pub pool: FramePool,
 }
 
-impl ReadBuffers {
-    /// Buffers for the largest read: a whole super-packet, and its segments without offloads
-    /// (then the first segment buffer takes the packet itself).
-    pub fn new(offload: bool) -> ReadBuffers {
-        let (raw, count) = if offload { (MAX_SUPER_PACKET, MAX_SEGMENTS) } else { (0, 1) };
-        let mut segments = vec![vec![0u8; SEGMENT_ROOM]; count];
-        // A non-GSO read is copied whole into the first buffer.
-        segments[0] = vec![0u8; MAX_SUPER_PACKET];
-        ReadBuffers { raw: vec![0u8; raw], segments, sizes: vec![0; count] }
+impl Buffers {
+    /// Room for the largest read.
+    pub fn new() -> Buffers {
+        Buffers { raw: vec![0u8; MAX_DATAGRAM], pool: FramePool::default() }
+    }
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Buffers::new()
     }
 }
 
@@ -63,18 +67,24 @@ pub struct HostIo {
     offload: Option<WriteBatch>,
 }
 
-/// Delivered packets waiting to be written, each behind room for the virtio-net header.
+/// Delivered packets waiting to be written, and room for a super-packet's headers.
 struct WriteBatch {
-    gro: GROTable,
-    packets: Vec<Vec<u8>>,
-    queued: usize,
-    failed_writes: u64,
+    frames: Vec<Frame>,
+    headers: Vec<u8>,
+    /// Whether the device takes UDP super-packets (USO).
+    udp: bool,
+    failed_packets: u64,
 }
 
 impl HostIo {
     /// The device; `offload` must be what it was built with.
     pub fn new(device: SyncDevice, offload: bool) -> HostIo {
-        let batch = offload.then(|| WriteBatch { gro: GROTable::default(), packets: Vec::new(), queued: 0, failed_writes: 0 });
+        let batch = offload.then(|| WriteBatch {
+            frames: Vec::with_capacity(WRITE_BATCH),
+            headers: Vec::with_capacity(VNET_HEADER_LEN + 120),
+            udp: device.udp_gso(),
+            failed_packets: 0,
+        });
         HostIo { device, offload: batch }
     }
 
@@ -89,73 +99,76 @@ impl HostIo {
     }
 
     /// Reads one datagram and hands each of its wire segments to `each`.
-    pub fn read(&self, buffers: &mut ReadBuffers, mut each: impl FnMut(&[u8])) -> Read {
-        let ReadBuffers { raw, segments, sizes } = buffers;
-        let result = if self.offload.is_some() {
-            self.device.recv_multiple(raw, segments, sizes, 0)
-        } else {
-            self.device.recv(&mut segments[0]).map(|n| {
-                sizes[0] = n;
-                1
-            })
+    pub fn read(&self, buffers: &mut Buffers, mut each: impl FnMut(Frame)) -> Read {
+        let Buffers { raw, pool } = buffers;
+        let length = match self.device.recv(raw) {
+            Ok(n) => n.min(raw.len()),
+            // Would block, interrupted, or the device failed: nothing more now either way.
+            Err(_) => return Read::Empty,
         };
-        match result {
-            Ok(count) => {
-                for (segment, &size) in segments.iter().zip(sizes.iter()).take(count) {
-                    each(&segment[..size]);
-                }
-                Read::Segments(count)
-            }
-            Err(e) if is_would_block(&e) => Read::Empty,
-            // tun-rs reports malformed headers and super-packets as InvalidInput or Other;
-            // the datagram has been consumed either way.
-            Err(_) if self.offload.is_some() => Read::Malformed,
-            Err(_) => Read::Empty,
+        let datagram = &raw[..length];
+        if self.offload.is_none() {
+            let mut bytes = pool.take();
+            bytes.extend_from_slice(datagram);
+            each(Frame::complete(bytes));
+            return Read::Segments(1);
+        }
+        match gso::split(datagram, pool, each) {
+            Ok(count) => Read::Segments(count),
+            Err(_) => Read::Malformed,
         }
     }
 
-    /// Sends `packet`: without offloads at once (false: the write failed), with them at the next
-    /// [`HostIo::flush`] or when the batch is full (true).
-    pub fn send(&mut self, packet: &[u8]) -> bool {
+    /// Sends `frame`: without offloads at once (false: the write failed), with them at the next
+    /// [`HostIo::flush`] or when the batch is full (true). Its buffer goes back to `pool`.
+    pub fn send(&mut self, mut frame: Frame, pool: &mut FramePool) -> bool {
         let Some(batch) = &mut self.offload else {
-            return self.device.send(packet).is_ok();
+            // No device to finish the checksum here: a wire packet needs it whole.
+            frame.complete_checksum();
+            let written = self.device.send(&frame.bytes).is_ok();
+            pool.give(frame.bytes);
+            return written;
         };
-        if batch.queued == batch.packets.len() {
-            batch.packets.push(Vec::with_capacity(WRITE_ROOM));
-        }
-        let buffer = &mut batch.packets[batch.queued];
-        buffer.clear();
-        // A zero header: no offload asked for; GRO rewrites it for what it coalesces.
-        buffer.resize(VIRTIO_NET_HDR_LEN, 0);
-        buffer.extend_from_slice(packet);
-        batch.queued += 1;
-        if batch.queued >= WRITE_BATCH {
-            batch.write(&self.device);
+        batch.frames.push(frame);
+        if batch.frames.len() >= WRITE_BATCH {
+            batch.write(&self.device, pool);
         }
         true
     }
 
     /// Writes the queued packets, coalescing consecutive segments of a flow; returns how many
-    /// batches failed since the last flush (tun-rs reports a batch's last error only, so a
-    /// failed batch counts once).
-    pub fn flush(&mut self) -> u64 {
+    /// packets were in writes that failed since the last flush.
+    pub fn flush(&mut self, pool: &mut FramePool) -> u64 {
         let Some(batch) = &mut self.offload else { return 0 };
-        batch.write(&self.device);
-        std::mem::take(&mut batch.failed_writes)
+        batch.write(&self.device, pool);
+        std::mem::take(&mut batch.failed_packets)
     }
 }
 
 impl WriteBatch {
-    fn write(&mut self, device: &SyncDevice) {
-        if self.queued == 0 {
-            return;
+    fn write(&mut self, device: &SyncDevice, pool: &mut FramePool) {
+        let mut start = 0;
+        while start < self.frames.len() {
+            let rest = &self.frames[start..];
+            let count = gso::coalescible(rest, self.udp);
+            let result = if count == 1 {
+                let header = VnetHeader::for_single(&rest[0]).encode();
+                device.send_vectored(&[IoSlice::new(&header), IoSlice::new(&rest[0].bytes)])
+            } else {
+                let run = &rest[..count];
+                let payload_at = gso::super_packet_headers(run, &mut self.headers);
+                let mut slices = Vec::with_capacity(count + 1);
+                slices.push(IoSlice::new(&self.headers));
+                slices.extend(run.iter().map(|f| IoSlice::new(f.bytes.get(payload_at..).unwrap_or_default())));
+                device.send_vectored(&slices)
+            };
+            if result.is_err() {
+                self.failed_packets += count as u64;
+            }
+            start += count;
         }
-        let result = device.send_multiple(&mut self.gro, &mut self.packets[..self.queued], VIRTIO_NET_HDR_LEN);
-        self.queued = 0;
-        self.failed_writes += u64::from(result.is_err());
+        for frame in self.frames.drain(..) {
+            pool.give(frame.bytes);
+        }
     }
-}
-
-fn is_would_block(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
 }

@@ -1,0 +1,363 @@
+//! Segmentation offloads without a copy too many: the virtio-net header, splitting a host's GSO
+//! super-packet into its wire segments (straight into pooled buffers, checksums left partial as
+//! the host's kernel left them), and finding the delivered segments that one super-packet can
+//! carry back (written with one vectored write: no coalescing copy, no checksum pass).
+//!
+//! Pure functions on bytes: unit-tested here without devices. Every length and offset read
+//! from a datagram is checked before use; a datagram that does not add up is [`Malformed`].
+
+use crate::frame::{
+    checksum_layout, complete_checksum_at, pseudo_header_sum, set_ipv4_header_checksum, Frame, FramePool,
+    TCP_CHECKSUM_OFFSET, UDP_CHECKSUM_OFFSET,
+};
+
+/// Length of the virtio-net header in front of every datagram on a TUN with offloads.
+pub const VNET_HEADER_LEN: usize = 10;
+const _: () = assert!(VNET_HEADER_LEN == tun_rs::VIRTIO_NET_HDR_LEN);
+
+const F_NEEDS_CSUM: u8 = 1;
+const GSO_NONE: u8 = 0;
+const GSO_TCPV4: u8 = 1;
+const GSO_UDP_L4: u8 = 5;
+/// Set with TCPv4 when the first segment carries CWR (it stays on the first segment only).
+const GSO_ECN: u8 = 0x80;
+
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+const TCP_ACK: u8 = 0x10;
+const TCP_PSH: u8 = 0x08;
+const TCP_FIN: u8 = 0x01;
+const TCP_CWR: u8 = 0x80;
+/// Segments one super-packet may split into: 64 KB at TCP's smallest MSS (88 bytes) is 745.
+const MAX_SEGMENTS: usize = 1024;
+/// Segments one written super-packet carries at most (45 full-sized ones fill 64 KB).
+const MAX_COALESCED: usize = 64;
+const MAX_IP_PACKET: usize = 65_535;
+
+/// The legacy virtio-net header a TUN device with `IFF_VNET_HDR` reads and writes, in the host's
+/// byte order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VnetHeader {
+    /// `NEEDS_CSUM`: complete the checksum at `csum_start + csum_offset`.
+    pub flags: u8,
+    /// None, TCPv4 or UDP (USO), possibly with the ECN bit.
+    pub gso_type: u8,
+    /// Length of the headers every segment repeats.
+    pub hdr_len: u16,
+    /// Payload bytes per segment.
+    pub gso_size: u16,
+    /// Where the checksummed region starts (the transport header).
+    pub csum_start: u16,
+    /// Where in it the checksum field sits.
+    pub csum_offset: u16,
+}
+
+impl VnetHeader {
+    /// The header at the start of `bytes`, if they are long enough.
+    pub fn parse(bytes: &[u8]) -> Option<VnetHeader> {
+        let b = bytes.get(..VNET_HEADER_LEN)?;
+        let u16_at = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
+        Some(VnetHeader {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u16_at(2),
+            gso_size: u16_at(4),
+            csum_start: u16_at(6),
+            csum_offset: u16_at(8),
+        })
+    }
+
+    /// The header's bytes.
+    pub fn encode(&self) -> [u8; VNET_HEADER_LEN] {
+        let mut b = [0u8; VNET_HEADER_LEN];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        for (i, value) in [self.hdr_len, self.gso_size, self.csum_start, self.csum_offset].into_iter().enumerate() {
+            b[2 + 2 * i..4 + 2 * i].copy_from_slice(&value.to_ne_bytes());
+        }
+        b
+    }
+
+    /// The header for writing one packet: asks the receiving device to complete a partial
+    /// checksum, or nothing at all.
+    pub fn for_single(frame: &Frame) -> VnetHeader {
+        match checksum_layout(&frame.bytes) {
+            Some((start, offset)) if frame.partial_checksum => VnetHeader {
+                flags: F_NEEDS_CSUM,
+                gso_type: GSO_NONE,
+                hdr_len: (start + offset + 2) as u16,
+                gso_size: 0,
+                csum_start: start as u16,
+                csum_offset: offset as u16,
+            },
+            _ => VnetHeader::default(),
+        }
+    }
+}
+
+/// Why a datagram read with offloads could not be turned into wire segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Malformed(pub &'static str);
+
+/// Turns one datagram read from a device with offloads (virtio-net header first) into its wire
+/// segments, each handed to `each` in a pooled buffer; returns how many. Nothing is handed on
+/// for a malformed datagram.
+pub fn split(datagram: &[u8], pool: &mut FramePool, each: impl FnMut(Frame)) -> Result<usize, Malformed> {
+    let header = VnetHeader::parse(datagram).ok_or(Malformed("shorter than a virtio-net header"))?;
+    let packet = datagram.get(VNET_HEADER_LEN..).ok_or(Malformed("shorter than a virtio-net header"))?;
+    match header.gso_type & !GSO_ECN {
+        GSO_NONE => single(header, packet, pool).map(|frame| {
+            let mut each = each;
+            each(frame);
+            1
+        }),
+        GSO_TCPV4 | GSO_UDP_L4 => split_super_packet(header, packet, pool, each),
+        _ => Err(Malformed("GSO type other than TCPv4 and UDP")),
+    }
+}
+
+/// A datagram that is one packet already; its checksum stays partial if the kernel left it so
+/// at the usual place, and is completed now otherwise (as the device would).
+fn single(header: VnetHeader, packet: &[u8], pool: &mut FramePool) -> Result<Frame, Malformed> {
+    if header.flags & F_NEEDS_CSUM == 0 {
+        let mut bytes = pool.take();
+        bytes.extend_from_slice(packet);
+        return Ok(Frame::complete(bytes));
+    }
+    let (start, offset) = (usize::from(header.csum_start), usize::from(header.csum_offset));
+    if start + offset + 2 > packet.len() {
+        return Err(Malformed("checksum field beyond the packet"));
+    }
+    let mut bytes = pool.take();
+    bytes.extend_from_slice(packet);
+    if checksum_layout(&bytes) == Some((start, offset)) {
+        return Ok(Frame { bytes, partial_checksum: true });
+    }
+    complete_checksum_at(&mut bytes, start, offset);
+    Ok(Frame::complete(bytes))
+}
+
+/// The shape of a super-packet, checked against its bytes.
+struct SuperPacket {
+    ip_header: usize,
+    /// IP and transport headers: what every segment repeats.
+    headers: usize,
+    proto: u8,
+    gso_size: usize,
+}
+
+impl SuperPacket {
+    fn check(header: VnetHeader, packet: &[u8]) -> Result<SuperPacket, Malformed> {
+        if packet.len() > MAX_IP_PACKET {
+            return Err(Malformed("super-packet longer than an IP packet"));
+        }
+        let ip = packet.get(..20).ok_or(Malformed("shorter than an IPv4 header"))?;
+        if ip[0] >> 4 != 4 {
+            return Err(Malformed("GSO packet is not IPv4"));
+        }
+        let ip_header = usize::from(ip[0] & 0x0f) * 4;
+        if ip_header < 20 || usize::from(header.csum_start) != ip_header {
+            return Err(Malformed("checksum start is not the transport header"));
+        }
+        if ip[6] & 0x3f != 0 || ip[7] != 0 {
+            return Err(Malformed("GSO packet is a fragment"));
+        }
+        let (proto, offset) = if header.gso_type & !GSO_ECN == GSO_TCPV4 {
+            (PROTO_TCP, TCP_CHECKSUM_OFFSET)
+        } else {
+            (PROTO_UDP, UDP_CHECKSUM_OFFSET)
+        };
+        if ip[9] != proto || usize::from(header.csum_offset) != offset {
+            return Err(Malformed("GSO type, protocol and checksum offset disagree"));
+        }
+        let transport_header = if proto == PROTO_TCP {
+            let data_offset = packet.get(ip_header + 12).ok_or(Malformed("TCP header cut short"))?;
+            usize::from(data_offset >> 4) * 4
+        } else {
+            8
+        };
+        if transport_header < 8 || (proto == PROTO_TCP && !(20..=60).contains(&transport_header)) {
+            return Err(Malformed("invalid TCP header length"));
+        }
+        let headers = ip_header + transport_header;
+        if packet.len() <= headers {
+            return Err(Malformed("GSO packet without payload"));
+        }
+        let gso_size = usize::from(header.gso_size);
+        if gso_size == 0 || (packet.len() - headers).div_ceil(gso_size) > MAX_SEGMENTS {
+            return Err(Malformed("segment size zero or too many segments"));
+        }
+        Ok(SuperPacket { ip_header, headers, proto, gso_size })
+    }
+}
+
+/// Splits a GSO super-packet as the kernel's software segmentation would: each segment gets the
+/// headers with its own IP total length, IP id (counting up) and header checksum, TCP sequence
+/// number (FIN and PSH on the last segment only, CWR on the first only) or UDP length, and a
+/// partial transport checksum (the pseudo-header sum of its own length).
+fn split_super_packet(
+    header: VnetHeader,
+    packet: &[u8],
+    pool: &mut FramePool,
+    mut each: impl FnMut(Frame),
+) -> Result<usize, Malformed> {
+    let SuperPacket { ip_header, headers, proto, gso_size } = SuperPacket::check(header, packet)?;
+    let first_id = u16::from_be_bytes([packet[4], packet[5]]);
+    let transport = &packet[ip_header..];
+    let first_seq = u32::from_be_bytes([transport[4], transport[5], transport[6], transport[7]]);
+    let mut addresses = [0u8; 8];
+    addresses.copy_from_slice(&packet[12..20]);
+    let payload = &packet[headers..];
+    let count = payload.len().div_ceil(gso_size);
+    for (i, data) in payload.chunks(gso_size).enumerate() {
+        let mut bytes = pool.take();
+        bytes.extend_from_slice(&packet[..headers]);
+        bytes.extend_from_slice(data);
+        // At most the super-packet's length, which was checked to fit an IP packet.
+        let total = bytes.len() as u16;
+        let transport_len = total - ip_header as u16;
+        let (ip, transport) = bytes.split_at_mut(ip_header);
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[4..6].copy_from_slice(&first_id.wrapping_add(i as u16).to_be_bytes());
+        set_ipv4_header_checksum(ip);
+        let offset = if proto == PROTO_TCP {
+            let seq = first_seq.wrapping_add((i * gso_size) as u32);
+            transport[4..8].copy_from_slice(&seq.to_be_bytes());
+            if i > 0 {
+                transport[13] &= !TCP_CWR;
+            }
+            if i + 1 < count {
+                transport[13] &= !(TCP_FIN | TCP_PSH);
+            }
+            TCP_CHECKSUM_OFFSET
+        } else {
+            transport[4..6].copy_from_slice(&transport_len.to_be_bytes());
+            UDP_CHECKSUM_OFFSET
+        };
+        let pseudo = pseudo_header_sum(&addresses, proto, transport_len);
+        transport[offset..offset + 2].copy_from_slice(&pseudo.to_be_bytes());
+        each(Frame { bytes, partial_checksum: true });
+    }
+    Ok(count)
+}
+
+/// A packet that could open or join a written super-packet: IPv4 without options, not a
+/// fragment, TCP carrying data with ACK (PSH allowed: it ends the run), or UDP with data.
+#[derive(Clone, Copy)]
+struct Candidate<'a> {
+    bytes: &'a [u8],
+    headers: usize,
+    payload: usize,
+    proto: u8,
+    ends_run: bool,
+}
+
+impl<'a> Candidate<'a> {
+    fn of(frame: &'a Frame, udp: bool) -> Option<Candidate<'a>> {
+        let bytes = frame.bytes.as_slice();
+        let ip = bytes.get(..20)?;
+        let length_ok = usize::from(u16::from_be_bytes([ip[2], ip[3]])) == bytes.len();
+        if ip[0] != 0x45 || !length_ok || ip[6] & 0x3f != 0 || ip[7] != 0 {
+            return None;
+        }
+        let (headers, ends_run) = match ip[9] {
+            PROTO_TCP => {
+                let transport_header = usize::from(bytes.get(32)? >> 4) * 4;
+                let flags = *bytes.get(33)?;
+                if !(20..=60).contains(&transport_header) || (flags != TCP_ACK && flags != TCP_ACK | TCP_PSH) {
+                    return None;
+                }
+                (20 + transport_header, flags & TCP_PSH != 0)
+            }
+            PROTO_UDP if udp => (28, false),
+            _ => return None,
+        };
+        let payload = bytes.len().checked_sub(headers).filter(|&n| n > 0)?;
+        Some(Candidate { bytes, headers, payload, proto: ip[9], ends_run })
+    }
+
+    fn seq(&self) -> u32 {
+        u32::from_be_bytes([self.bytes[24], self.bytes[25], self.bytes[26], self.bytes[27]])
+    }
+
+    /// Same flow and headers a receiver's GRO would demand alike: TOS (ECN marks included), DF,
+    /// TTL, protocol, addresses, ports, and for TCP the acknowledgement and the options.
+    fn joins(&self, first: &Candidate<'_>) -> bool {
+        let (a, b) = (self.bytes, first.bytes);
+        let same_ip = a[1] == b[1] && a[6] >> 5 == b[6] >> 5 && a[8] == b[8] && a[9] == b[9] && a[12..20] == b[12..20];
+        let same_transport = if self.proto == PROTO_TCP {
+            self.headers == first.headers && a[20..24] == b[20..24] && a[28..32] == b[28..32] && a[40..self.headers] == b[40..first.headers]
+        } else {
+            a[20..24] == b[20..24]
+        };
+        same_ip && same_transport
+    }
+}
+
+/// How many of `frames`, from the first, one written super-packet carries (at least 1): the
+/// consecutive segments of one flow, in sequence, all of the first one's payload size but the
+/// last (which may be shorter), the TCP ones with ACK only but the last (which may add PSH),
+/// at most 64 KB in all. UDP segments coalesce only if the device takes USO (`udp`).
+pub fn coalescible(frames: &[Frame], udp: bool) -> usize {
+    let Some(first) = frames.first().and_then(|f| Candidate::of(f, udp)) else {
+        return 1;
+    };
+    let (gso_size, mut total, mut previous) = (first.payload, first.bytes.len(), first);
+    let mut count = 1;
+    for frame in frames.iter().skip(1).take(MAX_COALESCED - 1) {
+        if previous.ends_run || previous.payload < gso_size {
+            break;
+        }
+        let Some(next) = Candidate::of(frame, udp) else { break };
+        let in_sequence = next.proto != PROTO_TCP || next.seq() == previous.seq().wrapping_add(previous.payload as u32);
+        if !next.joins(&first) || !in_sequence || next.payload > gso_size || total + next.payload > MAX_IP_PACKET {
+            break;
+        }
+        total += next.payload;
+        previous = next;
+        count += 1;
+    }
+    count
+}
+
+/// Writes into `out` the virtio-net header and packet headers of the super-packet carrying
+/// `run` (a run [`coalescible`] found, at least two frames): the first packet's headers with
+/// the total length, IP checksum, PSH of the last segment, and the partial transport checksum
+/// of the whole; the segments' payloads follow it in the write. Returns the headers' length in
+/// the frames (where their payloads start).
+pub fn super_packet_headers(run: &[Frame], out: &mut Vec<u8>) -> usize {
+    out.clear();
+    let Some(first) = run.first().and_then(|f| Candidate::of(f, true)) else { return 0 };
+    let headers = first.headers;
+    let total: usize = headers + run.iter().map(|f| f.bytes.len().saturating_sub(headers)).sum::<usize>();
+    let (gso_type, offset) = if first.proto == PROTO_TCP { (GSO_TCPV4, TCP_CHECKSUM_OFFSET) } else { (GSO_UDP_L4, UDP_CHECKSUM_OFFSET) };
+    let vnet = VnetHeader {
+        flags: F_NEEDS_CSUM,
+        gso_type,
+        hdr_len: headers as u16,
+        gso_size: first.payload as u16,
+        csum_start: 20,
+        csum_offset: offset as u16,
+    };
+    out.extend_from_slice(&vnet.encode());
+    out.extend_from_slice(&first.bytes[..headers]);
+    let packet = &mut out[VNET_HEADER_LEN..];
+    // `coalescible` keeps the total within an IP packet.
+    let (total, transport_len) = (total as u16, (total - 20) as u16);
+    packet[2..4].copy_from_slice(&total.to_be_bytes());
+    set_ipv4_header_checksum(&mut packet[..20]);
+    if first.proto == PROTO_TCP {
+        let last_flags = run.last().and_then(|f| f.bytes.get(33)).copied().unwrap_or(0);
+        packet[33] |= last_flags & TCP_PSH;
+    } else {
+        packet[24..26].copy_from_slice(&transport_len.to_be_bytes());
+    }
+    let mut addresses = [0u8; 8];
+    addresses.copy_from_slice(&packet[12..20]);
+    let pseudo = pseudo_header_sum(&addresses, first.proto, transport_len);
+    packet[20 + offset..22 + offset].copy_from_slice(&pseudo.to_be_bytes());
+    headers
+}
+
+#[cfg(test)]
+mod tests;
