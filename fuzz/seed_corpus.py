@@ -127,12 +127,13 @@ put("vnet_super_packet", vnet(1, 1436, 20, 16, ip_packet(False, 6, tcp(data[:143
 put("vnet_super_packet", vnet(1, 1448, 20, 16, ip_packet(False, 6, tcp(data[:65535 - 40]))))
 put("vnet_super_packet", vnet(0x81, 1448, 20, 16, ip_packet(False, 6, tcp(data[:2896], 0x98))))  # ECN, CWR
 put("vnet_super_packet", vnet(5, 1200, 20, 6, ip_packet(False, 17, udp(data[:3600]))))
-put("vnet_super_packet", vnet(4, 1428, 40, 16, ip_packet(True, 6, tcp(data[:4000]))))
+put("vnet_super_packet", vnet(4, 1428, 40, 16, ip_packet(True, 6, tcp(data[:4000]))))  # IPv6: refused, not split
 put("vnet_super_packet", vnet(0, 0, 20, 16, ip_packet(False, 6, tcp(b"", 0x10))))
 put("vnet_super_packet", vnet(0, 0, 0, 0, ip_packet(False, 17, udp(data[:100])), flags=0))
-# GRO on the write side (vnet_gro): a flags byte (1: UDP GRO), then the packets the model delivers
-# in one pass, each behind its length: a TCP flow's wire segments (the last with PSH) among an ACK
-# of the other direction, out of order once; QUIC-sized UDP datagrams of one flow.
+# The write side (vnet_gro): a flags byte (1: the device takes UDP super-packets; 2: checksums
+# left partial), then the packets the model delivers in one pass, each behind its length: a TCP
+# flow's wire segments (the last with PSH) among an ACK of the other direction, out of order once;
+# QUIC-sized UDP datagrams of one flow.
 def batch(flags: int, packets: list[bytes]) -> bytes:
     return bytes([flags]) + b"".join(struct.pack(">H", len(p)) + p for p in packets)
 def tcp_segments(n: int, mss: int, v6: bool = False, timestamps: bool = False) -> list[bytes]:
@@ -140,5 +141,6 @@ def tcp_segments(n: int, mss: int, v6: bool = False, timestamps: bool = False) -
 ack = ip_packet(False, 6, struct.pack(">HHIIBBHHH", 5201, 40000, 7, 5000, 0x50, 0x10, 65535, 0, 0), 9, True)
 put("vnet_gro", batch(0, tcp_segments(4, 1448)[:2] + [ack] + tcp_segments(4, 1448)[2:]))
 put("vnet_gro", batch(0, tcp_segments(6, 1436, timestamps=True)))
+put("vnet_gro", batch(2, tcp_segments(6, 1436, timestamps=True)))
 put("vnet_gro", batch(0, [tcp_segments(3, 1448)[i] for i in (1, 0, 2)]))
 put("vnet_gro", batch(1, [ip_packet(False, 17, udp(data[i * 1200:(i + 1) * 1200]), 0x200 + i, True) for i in range(3)] + [ip_packet(False, 17, udp(data[:300]), 0x203, True)]))

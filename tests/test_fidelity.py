@@ -37,7 +37,7 @@ def test_late_packets_wrong_loss_and_emulator_drops_are_flagged() -> None:
     assert fid.flags == [
         "delay error p99.9 up to 2 ms (limit 1)",
         "delay error max 21.0 ms (limit 5)",
-        "3 TUN write errors",
+        "3 packets lost to failed TUN writes",
         "7 event-log records dropped",
         "p0.forward: random loss 4.000% outside the 99.9% interval of the configured 2%",
     ]

@@ -1,38 +1,47 @@
 //! TUN reads with segmentation offloads: a virtio-net header and an IP packet or GSO
-//! super-packet, split into wire segments exactly as the emulator's read does (`emu::vnet`, into
-//! the buffers the emulator uses). Where the split succeeds: every segment fits the segment room;
-//! a packet that is not a super-packet comes out whole (only its checksum field may change); a
-//! super-packet's segments are each a valid IPv4/IPv6 TCP/UDP packet per etherparse with valid
-//! IP and transport checksums, consecutive TCP sequence numbers, FIN/PSH on the last segment
-//! only, and together carry exactly the super-packet's payload; IPv4 segments parse in the model.
+//! super-packet, split into wire segments by the emulator's own read path (`emu::vnet::split`,
+//! into buffers from a pool reused as the emulator reuses it). Where the split succeeds: every
+//! segment fits the segment room and a partial checksum is one the frame can place; a packet
+//! that is not a super-packet comes out whole (only its checksum field may change); a
+//! super-packet's segments, as a wire carries them (checksums completed), are each a valid IPv4
+//! TCP/UDP packet per etherparse with valid IP and transport checksums, consecutive TCP sequence
+//! numbers, FIN/PSH on the last segment only, parse in the model, and together carry exactly
+//! the super-packet's payload.
 #![no_main]
 use std::cell::RefCell;
 
-use emu::vnet::{Segments, SEGMENT_ROOM};
+use emu::frame::{checksum_layout, FramePool, SEGMENT_ROOM};
+use emu::vnet::{self, VNET_HEADER_LEN};
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use libfuzzer_sys::fuzz_target;
 use netmodel::Packet;
-use tun_rs::VIRTIO_NET_HDR_LEN;
 
 thread_local! {
-    /// Reused like the emulator's, which also keeps what earlier reads left in them.
-    static SEGMENTS: RefCell<Segments> = RefCell::new(Segments::new());
+    /// Reused like the emulator's, which recycles the buffers of earlier reads.
+    static POOL: RefCell<FramePool> = RefCell::new(FramePool::default());
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut datagram = data.to_vec();
-    SEGMENTS.with_borrow_mut(|segments| {
-        let Ok(count) = segments.split(&mut datagram) else { return };
-        let split: Vec<&[u8]> = segments.iter(count).collect();
-        assert!(!split.is_empty());
-        for segment in &split {
-            assert!(segment.len() <= SEGMENT_ROOM, "segment of {} bytes", segment.len());
+    POOL.with_borrow_mut(|pool| {
+        let mut frames = Vec::new();
+        let Ok(count) = vnet::split(data, pool, |frame| frames.push(frame)) else { return };
+        assert_eq!(count, frames.len());
+        assert!(!frames.is_empty());
+        for frame in &frames {
+            assert!(frame.bytes.len() <= SEGMENT_ROOM, "segment of {} bytes", frame.bytes.len());
+            assert!(!frame.partial_checksum || checksum_layout(&frame.bytes).is_some(), "a partial checksum with no place");
         }
-        let (header, packet) = data.split_at(VIRTIO_NET_HDR_LEN);
+        let split: Vec<Vec<u8>> = frames.iter().map(|f| f.wire_copy()).collect();
+        let (header, packet) = data.split_at(VNET_HEADER_LEN);
         if header[1] == 0 {
-            check_whole(header, packet, &split);
+            let bytes: Vec<&[u8]> = frames.iter().map(|f| f.bytes.as_slice()).collect();
+            check_whole(header, packet, &bytes);
         } else {
+            let split: Vec<&[u8]> = split.iter().map(Vec::as_slice).collect();
             check_segments(packet, &split);
+        }
+        for frame in frames {
+            pool.give(frame.bytes);
         }
     });
 });
@@ -68,21 +77,14 @@ fn check_segments(packet: &[u8], split: &[&[u8]]) {
                 assert_eq!(ones_complement_sum(h.slice()), 0xffff, "segment {i}: IPv4 checksum");
                 assert!(!ip.is_payload_fragmented(), "segment {i}: a fragment");
                 assert!(Packet::from_ipv4(segment.to_vec()).is_ok(), "segment {i}: the model's parse");
-                Addresses::V4(h.source(), h.destination())
+                Addresses(h.source(), h.destination())
             }
-            Some(NetSlice::Ipv6(ip)) => {
-                let h = ip.header();
-                assert_eq!(usize::from(h.payload_length()) + 40, segment.len(), "segment {i}: IPv6 payload length");
-                Addresses::V6(h.source(), h.destination())
-            }
-            _ => panic!("segment {i}: not IP"),
+            _ => panic!("segment {i}: not IPv4"),
         };
         match &sliced.transport {
             Some(TransportSlice::Tcp(tcp)) => {
-                let sum = match addresses {
-                    Addresses::V4(s, d) => tcp.calc_checksum_ipv4(s, d),
-                    Addresses::V6(s, d) => tcp.calc_checksum_ipv6(s, d),
-                };
+                let Addresses(s, d) = addresses;
+                let sum = tcp.calc_checksum_ipv4(s, d);
                 assert_eq!(sum.ok(), Some(tcp.checksum()), "segment {i}: TCP checksum");
                 if let Some(seq) = next_seq {
                     assert_eq!(tcp.sequence_number(), seq, "segment {i}: sequence number");
@@ -94,10 +96,8 @@ fn check_segments(packet: &[u8], split: &[&[u8]]) {
             Some(TransportSlice::Udp(udp)) => {
                 assert_eq!(usize::from(udp.length()), udp.slice().len(), "segment {i}: UDP length");
                 let header = udp.to_header();
-                let sum = match addresses {
-                    Addresses::V4(s, d) => header.calc_checksum_ipv4_raw(s, d, udp.payload()),
-                    Addresses::V6(s, d) => header.calc_checksum_ipv6_raw(s, d, udp.payload()),
-                };
+                let Addresses(s, d) = addresses;
+                let sum = header.calc_checksum_ipv4_raw(s, d, udp.payload());
                 assert_eq!(sum.ok(), Some(udp.checksum()), "segment {i}: UDP checksum");
                 payload.extend_from_slice(udp.payload());
             }
@@ -120,10 +120,7 @@ fn first_payload_len(segment: &[u8]) -> usize {
 
 /// A segment's source and destination, for its transport checksum.
 #[derive(Clone, Copy)]
-enum Addresses {
-    V4([u8; 4], [u8; 4]),
-    V6([u8; 16], [u8; 16]),
-}
+struct Addresses([u8; 4], [u8; 4]);
 
 /// The one's complement sum of 16-bit words (RFC 1071); 0xffff over a header with a valid checksum.
 fn ones_complement_sum(bytes: &[u8]) -> u16 {

@@ -409,7 +409,7 @@ pub struct EmulatorCounters {
     pub unroutable: u64,
     /// IPv6 and other packets, dropped.
     pub non_ipv4: u64,
-    /// Failed TUN writes (with offloads: failed write batches).
+    /// Packets whose TUN write failed (with offloads: every segment of a failed super-packet write).
     pub tx_errors: u64,
     /// Latest the loop woke after a packet was due, ns.
     pub timer_late_ns_max: u64,

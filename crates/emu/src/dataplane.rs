@@ -8,6 +8,7 @@
 use contract::control::EmulatorCounters;
 use netmodel::{Delivered, Event, HostId, LinkConfig, LinkCounters, LinkId, Nanos, Network, Packet, PathId, PathSelection};
 
+use crate::frame::Frame;
 use crate::lateness::Lateness;
 use crate::writer::{CapturedPacket, PendingSummary, Writer};
 
@@ -85,18 +86,18 @@ pub struct LoopCounters {
 
 /// The model and everything the loop writes to.
 pub struct DataPlane {
-    net: Network<Vec<u8>>,
+    net: Network<Frame>,
     start_unix_ns: u64,
     counters: LoopCounters,
     pcaps: Vec<Option<Writer<CapturedPacket>>>,
     events: Option<Writer<Vec<Event>>>,
-    delivered: Vec<Delivered<Vec<u8>>>,
+    delivered: Vec<Delivered<Frame>>,
     stopping: bool,
 }
 
 impl DataPlane {
     /// The state over `net`; model time 0 is Unix time `start_unix_ns`.
-    pub fn new(net: Network<Vec<u8>>, start_unix_ns: u64) -> DataPlane {
+    pub fn new(net: Network<Frame>, start_unix_ns: u64) -> DataPlane {
         let pcaps = net.host_names().map(|_| None).collect();
         DataPlane {
             net,
@@ -110,7 +111,7 @@ impl DataPlane {
     }
 
     /// The model (read only: it changes through commands and packets).
-    pub fn network(&self) -> &Network<Vec<u8>> {
+    pub fn network(&self) -> &Network<Frame> {
         &self.net
     }
 
@@ -129,15 +130,16 @@ impl DataPlane {
         self.stopping = true;
     }
 
-    /// A packet read from `host` at model time `now`.
-    pub fn ingest(&mut self, now: Nanos, host: usize, bytes: &[u8]) {
+    /// A packet read from `host` at model time `now` (its buffer becomes the model's packet).
+    pub fn ingest(&mut self, now: Nanos, host: usize, frame: Frame) {
         self.counters.rx_packets += 1;
-        let bytes = bytes.to_vec();
         if let Some(Some(w)) = self.pcaps.get_mut(host) {
-            w.offer((self.start_unix_ns + now, bytes.clone()), 1);
+            w.offer((self.start_unix_ns + now, frame.wire_copy()), 1);
         }
+        let Frame { bytes, partial_checksum } = frame;
         match Packet::from_ipv4(bytes) {
             Ok(packet) => {
+                let packet = packet.map(|bytes| Frame { bytes, partial_checksum });
                 if !self.net.send(now, HostId(host as u32), packet) {
                     self.counters.unroutable += 1;
                 }
@@ -148,15 +150,15 @@ impl DataPlane {
 
     /// Delivers every packet due by `now` through `send(host, packet)` (false: the write failed)
     /// and hands the recorded events to the event writer.
-    pub fn forward_due(&mut self, now: Nanos, mut send: impl FnMut(usize, &[u8]) -> bool) {
+    pub fn forward_due(&mut self, now: Nanos, mut send: impl FnMut(usize, Frame) -> bool) {
         self.net.poll(now, &mut self.delivered);
         for d in self.delivered.drain(..) {
             self.counters.delivery_lateness.record(now.saturating_sub(d.time));
             let host = d.host.0 as usize;
             if let Some(Some(w)) = self.pcaps.get_mut(host) {
-                w.offer((self.start_unix_ns + now, d.packet.payload.clone()), 1);
+                w.offer((self.start_unix_ns + now, d.packet.payload.wire_copy()), 1);
             }
-            if send(host, &d.packet.payload) {
+            if send(host, d.packet.payload) {
                 self.counters.tx_packets += 1;
             } else {
                 self.counters.tx_errors += 1;

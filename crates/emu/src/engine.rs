@@ -15,7 +15,8 @@ use rustix::event::{epoll, Timespec};
 use crate::clock::Clock;
 use crate::control::Envelope;
 use crate::dataplane::DataPlane;
-use crate::host_io::{HostIo, Read, ReadBuffers};
+use crate::frame::Frame;
+use crate::host_io::{Buffers, HostIo, Read};
 
 const TOKEN_WAKE: u64 = u64::MAX - 1;
 const TOKEN_SIGNAL: u64 = u64::MAX - 2;
@@ -95,6 +96,8 @@ impl LoopLoad {
 pub struct Engine {
     plane: DataPlane,
     tuns: Vec<HostIo>,
+    /// The read buffer and the packet buffers' pool, shared by every host.
+    buffers: Buffers,
     epoll: OwnedFd,
     wake: Arc<OwnedFd>,
     signal: OwnedFd,
@@ -128,6 +131,7 @@ impl Engine {
         Ok(Engine {
             plane,
             tuns,
+            buffers: Buffers::new(),
             epoll,
             wake,
             signal,
@@ -143,7 +147,7 @@ impl Engine {
     }
 
     /// The model the loop moves packets through.
-    pub fn network(&self) -> &netmodel::Network<Vec<u8>> {
+    pub fn network(&self) -> &netmodel::Network<Frame> {
         self.plane.network()
     }
 
@@ -196,7 +200,6 @@ impl Engine {
         // The default 50 us timer slack would blur every wake-up; ask for the precise timer.
         let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
         let mut ready = Vec::with_capacity(64);
-        let mut buffers = ReadBuffers::new(self.tuns.iter().any(HostIo::offload));
         while !self.plane.stopping() {
             let due = self.plane.next_wakeup();
             let before = self.clock.now();
@@ -242,7 +245,7 @@ impl Engine {
                         let _ = rustix::io::read(self.signal.as_fd(), &mut byte);
                         self.plane.stop();
                     }
-                    i => self.read_host(i as usize, &mut buffers),
+                    i => self.read_host(i as usize),
                 }
             }
             self.forward_due();
@@ -250,13 +253,13 @@ impl Engine {
         Ok(())
     }
 
-    fn read_host(&mut self, host: usize, buffers: &mut ReadBuffers) {
+    fn read_host(&mut self, host: usize) {
         let Some(tun) = self.tuns.get(host) else { return };
         for _ in 0..READ_BATCH {
             // Every segment of a super-packet arrived at the same moment.
             let now = self.clock.now();
             let plane = &mut self.plane;
-            match tun.read(buffers, |segment| plane.ingest(now, host, segment)) {
+            match tun.read(&mut self.buffers, |frame| plane.ingest(now, host, frame)) {
                 Read::Empty => return,
                 Read::Segments(n) => plane.count_read(n),
                 Read::Malformed => plane.count_malformed(),
@@ -265,10 +268,10 @@ impl Engine {
     }
 
     fn forward_due(&mut self) {
-        let tuns = &mut self.tuns;
-        self.plane.forward_due(self.clock.now(), |host, packet| tuns.get_mut(host).is_some_and(|t| t.send(packet)));
-        let failed_batches: u64 = tuns.iter_mut().map(HostIo::flush).sum();
-        self.plane.count_tx_errors(failed_batches);
+        let (tuns, pool) = (&mut self.tuns, &mut self.buffers.pool);
+        self.plane.forward_due(self.clock.now(), |host, frame| tuns.get_mut(host).is_some_and(|t| t.send(frame, pool)));
+        let failed_packets: u64 = tuns.iter_mut().map(|t| t.flush(pool)).sum();
+        self.plane.count_tx_errors(failed_packets);
     }
 
     fn serve_requests(&mut self) {

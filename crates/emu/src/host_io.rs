@@ -4,34 +4,44 @@
 //! kernel accepts them; tun-rs sets them up) the host's kernel hands the emulator GSO
 //! super-packets of up to 64 KB with a virtio-net header instead of one 1500-byte packet per
 //! read. Reading splits a super-packet into its wire segments (sequence numbers, IP ids, lengths
-//! and checksums as the kernel would have sent them: [`crate::vnet`], pure, around tun-rs's
-//! `gso_split`), so the model, the capture and the event log still see one packet per wire
-//! segment. Writing queues the packets the model delivers and hands each host's batch to
-//! tun-rs's GRO, which coalesces consecutive segments of a flow back into one super-packet per
-//! write.
+//! as the kernel would have sent them: [`crate::vnet::split`]) straight into pooled buffers that become
+//! the model's packets, so the model, the capture and the event log still see one packet per
+//! wire segment. Writing queues the packets the model delivers per host and writes each run of
+//! consecutive segments of a flow as one super-packet with one vectored write (the headers
+//! built once, the segments' payloads written from their own buffers), then returns the
+//! buffers to the pool.
+//!
+//! Transport checksums the sending kernel left partial stay partial (the receiving device is
+//! asked to complete them, which for a local receiver means they are trusted as a NIC's would
+//! be); they are completed for a host without offloads and in captures.
 
-use tun_rs::{GROTable, SyncDevice, VIRTIO_NET_HDR_LEN};
+use tun_rs::SyncDevice;
 
-use crate::vnet::{Segments, MAX_DATAGRAM};
+use crate::frame::{Frame, FramePool};
+use crate::vnet::{self, MAX_DATAGRAM, VNET_HEADER_LEN};
 
-/// Delivered packets queued per host before they are written (GRO works within a batch).
+/// Delivered packets queued per host before they are written (runs coalesce within a batch).
 pub const WRITE_BATCH: usize = 128;
-/// Capacity of a queued packet's buffer: GRO coalesces a flow's segments into the first one's
-/// buffer only when it can hold a whole super-packet (and leaves it alone otherwise). Pages are
-/// touched only as far as they are written, so at most WRITE_BATCH * 64 KB per host is resident.
-pub const WRITE_ROOM: usize = 2 * VIRTIO_NET_HDR_LEN + 65_536;
 
-/// Reusable buffers for reading, shared by every host (the loop reads one host at a time).
-pub struct ReadBuffers {
+/// Buffers shared by every host (the loop serves one host at a time): the read buffer, and the
+/// pool the packets' buffers come from and return to.
+#[derive(Debug)]
+pub struct Buffers {
     raw: Vec<u8>,
-    segments: Segments,
+    /// Packet buffers, recycled after each write.
+    pub pool: FramePool,
 }
 
-impl ReadBuffers {
-    /// Buffers for the largest read (a whole super-packet) and, with offloads, its segments.
-    pub fn new(offload: bool) -> ReadBuffers {
-        let segments = if offload { Segments::new() } else { Segments::none() };
-        ReadBuffers { raw: vec![0u8; MAX_DATAGRAM], segments }
+impl Buffers {
+    /// Room for the largest read.
+    pub fn new() -> Buffers {
+        Buffers { raw: vec![0u8; MAX_DATAGRAM], pool: FramePool::default() }
+    }
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Buffers::new()
     }
 }
 
@@ -53,18 +63,24 @@ pub struct HostIo {
     offload: Option<WriteBatch>,
 }
 
-/// Delivered packets waiting to be written, each behind room for the virtio-net header.
+/// Delivered packets waiting to be written, and room for a super-packet's headers.
 struct WriteBatch {
-    gro: GROTable,
-    packets: Vec<Vec<u8>>,
-    queued: usize,
-    failed_writes: u64,
+    frames: Vec<Frame>,
+    headers: Vec<u8>,
+    /// Whether the device takes UDP super-packets (USO).
+    udp: bool,
+    failed_packets: u64,
 }
 
 impl HostIo {
     /// The device; `offload` must be what it was built with.
     pub fn new(device: SyncDevice, offload: bool) -> HostIo {
-        let batch = offload.then(|| WriteBatch { gro: GROTable::default(), packets: Vec::new(), queued: 0, failed_writes: 0 });
+        let batch = offload.then(|| WriteBatch {
+            frames: Vec::with_capacity(WRITE_BATCH),
+            headers: Vec::with_capacity(VNET_HEADER_LEN + 120),
+            udp: device.udp_gso(),
+            failed_packets: 0,
+        });
         HostIo { device, offload: batch }
     }
 
@@ -79,66 +95,62 @@ impl HostIo {
     }
 
     /// Reads one datagram and hands each of its wire segments to `each`.
-    pub fn read(&self, buffers: &mut ReadBuffers, mut each: impl FnMut(&[u8])) -> Read {
-        let ReadBuffers { raw, segments } = buffers;
-        // Would block, interrupted, or the device failed: nothing was consumed.
-        let Ok(len) = self.device.recv(raw) else { return Read::Empty };
+    pub fn read(&self, buffers: &mut Buffers, mut each: impl FnMut(Frame)) -> Read {
+        let Buffers { raw, pool } = buffers;
+        let length = match self.device.recv(raw) {
+            Ok(n) => n.min(raw.len()),
+            // Would block, interrupted, or the device failed: nothing more now either way.
+            Err(_) => return Read::Empty,
+        };
+        let datagram = &raw[..length];
         if self.offload.is_none() {
-            each(&raw[..len]);
+            let mut bytes = pool.take();
+            bytes.extend_from_slice(datagram);
+            each(Frame::complete(bytes));
             return Read::Segments(1);
         }
-        match segments.split(&mut raw[..len]) {
-            Ok(count) => {
-                segments.iter(count).for_each(each);
-                Read::Segments(count)
-            }
-            // The datagram has been consumed; the model never sees it.
+        match vnet::split(datagram, pool, each) {
+            Ok(count) => Read::Segments(count),
             Err(_) => Read::Malformed,
         }
     }
 
-    /// Sends `packet`: without offloads at once (false: the write failed), with them at the next
-    /// [`HostIo::flush`] or when the batch is full (true).
-    pub fn send(&mut self, packet: &[u8]) -> bool {
+    /// Sends `frame`: without offloads at once (false: the write failed), with them at the next
+    /// [`HostIo::flush`] or when the batch is full (true). Its buffer goes back to `pool`.
+    pub fn send(&mut self, mut frame: Frame, pool: &mut FramePool) -> bool {
         let Some(batch) = &mut self.offload else {
-            return self.device.send(packet).is_ok();
+            // No device to finish the checksum here: a wire packet needs it whole.
+            frame.complete_checksum();
+            let written = self.device.send(&frame.bytes).is_ok();
+            pool.give(frame.bytes);
+            return written;
         };
-        if batch.queued == batch.packets.len() {
-            batch.packets.push(Vec::with_capacity(WRITE_ROOM));
-        }
-        queue_for_write(&mut batch.packets[batch.queued], packet);
-        batch.queued += 1;
-        if batch.queued >= WRITE_BATCH {
-            batch.write(&self.device);
+        batch.frames.push(frame);
+        if batch.frames.len() >= WRITE_BATCH {
+            batch.write(&self.device, pool);
         }
         true
     }
 
     /// Writes the queued packets, coalescing consecutive segments of a flow; returns how many
-    /// batches failed since the last flush (tun-rs reports a batch's last error only, so a
-    /// failed batch counts once).
-    pub fn flush(&mut self) -> u64 {
+    /// packets were in writes that failed since the last flush.
+    pub fn flush(&mut self, pool: &mut FramePool) -> u64 {
         let Some(batch) = &mut self.offload else { return 0 };
-        batch.write(&self.device);
-        std::mem::take(&mut batch.failed_writes)
+        batch.write(&self.device, pool);
+        std::mem::take(&mut batch.failed_packets)
     }
 }
 
-/// Puts `packet` in a write buffer (of [`WRITE_ROOM`] capacity) as tun-rs's GRO expects it:
-/// behind a zero virtio-net header (no offload asked for; GRO rewrites it for what it coalesces).
-pub fn queue_for_write(buffer: &mut Vec<u8>, packet: &[u8]) {
-    buffer.clear();
-    buffer.resize(VIRTIO_NET_HDR_LEN, 0);
-    buffer.extend_from_slice(packet);
-}
-
 impl WriteBatch {
-    fn write(&mut self, device: &SyncDevice) {
-        if self.queued == 0 {
-            return;
+    fn write(&mut self, device: &SyncDevice, pool: &mut FramePool) {
+        let failed = &mut self.failed_packets;
+        vnet::for_each_write(&self.frames, self.udp, &mut self.headers, |pieces, packets| {
+            if device.send_vectored(pieces).is_err() {
+                *failed += packets as u64;
+            }
+        });
+        for frame in self.frames.drain(..) {
+            pool.give(frame.bytes);
         }
-        let result = device.send_multiple(&mut self.gro, &mut self.packets[..self.queued], VIRTIO_NET_HDR_LEN);
-        self.queued = 0;
-        self.failed_writes += u64::from(result.is_err());
     }
 }

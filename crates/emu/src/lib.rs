@@ -8,6 +8,7 @@ pub mod control;
 pub mod control_plane;
 pub mod dataplane;
 pub mod engine;
+pub mod frame;
 pub mod host_io;
 pub mod lateness;
 pub mod params;
@@ -34,6 +35,7 @@ use crate::control_plane::ControlPlane;
 use crate::dataplane::DataPlane;
 use crate::clock::Clock;
 use crate::engine::Engine;
+use crate::frame::Frame;
 use crate::host_io::HostIo;
 use crate::state::LabState;
 use crate::system::{HostSetup, SystemError};
@@ -72,7 +74,7 @@ fn io(what: &str) -> impl FnOnce(std::io::Error) -> SystemError + '_ {
 }
 
 /// Validates a topology file and builds its model, creating nothing.
-pub fn check(path: &Path) -> Result<(Topology, Network<Vec<u8>>), EmuError> {
+pub fn check(path: &Path) -> Result<(Topology, Network<Frame>), EmuError> {
     let topology = Topology::load(path)?;
     let err = |field: String, message: String| TopologyError { file: path.display().to_string(), field, message };
     let spec = topology.to_spec().map_err(|(f, m)| err(f, m))?;

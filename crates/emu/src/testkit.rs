@@ -33,7 +33,7 @@ pub fn topology(base_dir: &Path) -> Topology {
 }
 
 /// The model of a topology.
-pub fn network(topology: &Topology) -> Network<Vec<u8>> {
+pub fn network(topology: &Topology) -> Network<crate::frame::Frame> {
     Network::new(topology.to_spec().expect("the test topology converts")).expect("the test topology builds")
 }
 

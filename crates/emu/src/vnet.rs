@@ -1,36 +1,115 @@
-//! A datagram read from a TUN device with segmentation offloads (a virtio-net header, then an IP
-//! packet that may be a GSO super-packet) split into the wire segments the model sees.
+//! Segmentation offloads on bytes alone: the virtio-net header in front of every datagram a TUN
+//! device with offloads reads and writes, the split of a host's GSO super-packet into its wire
+//! segments (straight into pooled buffers, transport checksums left partial as the host's kernel
+//! left them), and the writes that carry delivered segments back (runs of one flow coalesced
+//! into one super-packet, written as one vectored write: no coalescing copy, no checksum pass).
 //!
-//! Pure (no device), so it is unit-tested and fuzzed (`fuzz/fuzz_targets/vnet_super_packet.rs`)
-//! on bytes alone; [`crate::host_io::HostIo::read`] reads the datagram and hands it here. The
-//! segmentation itself is tun-rs's `gso_split` (IP ids, lengths, sequence numbers, flags and
-//! checksums per segment); this module decides what reaches it. tun-rs's own read path
-//! (`recv_multiple`) is not used because it indexes past the packet when a checksum-only header
-//! points its checksum field beyond the packet (a panic), and lets through super-packets whose
-//! segments would not be the packets a 1500-byte wire carries (see [`Malformed`]).
+//! Pure (no device): unit-tested here and fuzzed on the very functions the emulator runs
+//! (`fuzz/fuzz_targets/vnet_super_packet.rs` for [`split`], `vnet_gro.rs` for [`for_each_write`]
+//! read back through [`split`]). Every length and offset read from a datagram is checked before
+//! use; a datagram that does not add up is [`Malformed`], never a panic. tun-rs only sets the
+//! devices up: its read path (`recv_multiple`) indexes past the packet when a checksum-only
+//! header points beyond it, and its split and GRO copy every segment twice and checksum it.
 
-use std::io;
+use std::io::IoSlice;
 
-use tun_rs::{VirtioNetHdr, VIRTIO_NET_HDR_GSO_TCPV4, VIRTIO_NET_HDR_GSO_TCPV6, VIRTIO_NET_HDR_GSO_UDP_L4, VIRTIO_NET_HDR_LEN};
+use crate::frame::{
+    checksum_layout, complete_checksum_at, pseudo_header_sum, set_ipv4_header_checksum, Frame, FramePool, SEGMENT_ROOM,
+    TCP_CHECKSUM_OFFSET, UDP_CHECKSUM_OFFSET,
+};
 
+/// Length of the virtio-net header in front of every datagram on a TUN with offloads.
+pub const VNET_HEADER_LEN: usize = 10;
+const _: () = assert!(VNET_HEADER_LEN == tun_rs::VIRTIO_NET_HDR_LEN);
 /// The largest datagram a TUN read returns with offloads: a 64 KB GSO packet and its header.
-pub const MAX_DATAGRAM: usize = 65_536 + VIRTIO_NET_HDR_LEN;
-/// Room per wire segment: the TUN devices' MTU (1500) with margin. No segment is longer.
-pub const SEGMENT_ROOM: usize = 2048;
-/// Segments one super-packet may split into: 64 KB at TCP's smallest MSS (88 bytes) is 745.
-pub const MAX_SEGMENTS: usize = 1024;
+pub const MAX_DATAGRAM: usize = 65_536 + VNET_HEADER_LEN;
 
-/// virtio-net header values tun-rs does not export (linux/virtio_net.h).
-const GSO_NONE: u8 = 0;
-const GSO_ECN: u8 = 0x80;
 const F_NEEDS_CSUM: u8 = 1;
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
+const GSO_NONE: u8 = 0;
+const GSO_TCPV4: u8 = 1;
+const GSO_UDP_L4: u8 = 5;
+/// Set with TCPv4 when the first segment carries CWR (it stays on the first segment only).
+const GSO_ECN: u8 = 0x80;
+const GSO_TCPV4_ECN: u8 = GSO_TCPV4 | GSO_ECN;
+
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+const TCP_ACK: u8 = 0x10;
+const TCP_PSH: u8 = 0x08;
+const TCP_FIN: u8 = 0x01;
+const TCP_CWR: u8 = 0x80;
+/// Segments one super-packet may split into: 64 KB at TCP's smallest MSS (88 bytes) is 745.
+const MAX_SEGMENTS: usize = 1024;
+/// Segments one written super-packet carries at most (45 full-sized ones fill 64 KB).
+const MAX_COALESCED: usize = 64;
+const MAX_IP_PACKET: usize = 65_535;
 /// IPv4 flags and fragment offset without DF: MF set or an offset means a fragment.
 const IPV4_FRAGMENT_MASK: u16 = 0x3fff;
 
+/// The legacy virtio-net header a TUN device with `IFF_VNET_HDR` reads and writes, in the host's
+/// byte order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VnetHeader {
+    /// `NEEDS_CSUM`: complete the checksum at `csum_start + csum_offset`.
+    pub flags: u8,
+    /// None, TCPv4 or UDP (USO), possibly with the ECN bit.
+    pub gso_type: u8,
+    /// Length of the headers every segment repeats (the kernel's may cover more: not trusted).
+    pub hdr_len: u16,
+    /// Payload bytes per segment.
+    pub gso_size: u16,
+    /// Where the checksummed region starts (the transport header).
+    pub csum_start: u16,
+    /// Where in it the checksum field sits.
+    pub csum_offset: u16,
+}
+
+impl VnetHeader {
+    /// The header at the start of `bytes`, if they are long enough.
+    pub fn parse(bytes: &[u8]) -> Option<VnetHeader> {
+        let b = bytes.get(..VNET_HEADER_LEN)?;
+        let u16_at = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
+        Some(VnetHeader {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u16_at(2),
+            gso_size: u16_at(4),
+            csum_start: u16_at(6),
+            csum_offset: u16_at(8),
+        })
+    }
+
+    /// The header's bytes.
+    pub fn encode(&self) -> [u8; VNET_HEADER_LEN] {
+        let mut b = [0u8; VNET_HEADER_LEN];
+        b[0] = self.flags;
+        b[1] = self.gso_type;
+        for (i, value) in [self.hdr_len, self.gso_size, self.csum_start, self.csum_offset].into_iter().enumerate() {
+            b[2 + 2 * i..4 + 2 * i].copy_from_slice(&value.to_ne_bytes());
+        }
+        b
+    }
+
+    /// The header for writing one packet: asks the receiving device to complete a partial
+    /// checksum, or nothing at all.
+    pub fn for_single(frame: &Frame) -> VnetHeader {
+        match checksum_layout(&frame.bytes) {
+            // The layout lies within a packet, so within 64 KB.
+            Some((start, offset)) if frame.partial_checksum => VnetHeader {
+                flags: F_NEEDS_CSUM,
+                gso_type: GSO_NONE,
+                hdr_len: (start + offset + 2) as u16,
+                gso_size: 0,
+                csum_start: start as u16,
+                csum_offset: offset as u16,
+            },
+            _ => VnetHeader::default(),
+        }
+    }
+}
+
 /// Why a datagram could not be split; the emulator drops it and counts `rx_malformed`.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Malformed {
     #[error("datagram of {0} bytes carries no packet after the virtio-net header")]
     NoPacket(usize),
@@ -38,7 +117,7 @@ pub enum Malformed {
     ChecksumOutside { start: u16, offset: u16, len: usize },
     #[error("packet of {0} bytes is longer than a wire segment may be")]
     TooLong(usize),
-    #[error("GSO type {gso_type:#04x} does not fit an IPv{version} packet")]
+    #[error("GSO type {gso_type:#04x} does not fit an IPv{version} packet (only IPv4 TCP and UDP are split)")]
     GsoType { gso_type: u8, version: u8 },
     #[error("GSO size is zero")]
     ZeroGsoSize,
@@ -50,134 +129,106 @@ pub enum Malformed {
     NoPayload,
     #[error("segments of {0} bytes would be longer than a wire segment may be")]
     SegmentsTooLong(usize),
-    #[error("segmentation: {0}")]
-    Split(io::Error),
+    #[error("{0} segments are more than one super-packet may split into")]
+    TooManySegments(usize),
 }
 
-/// Where a read's wire segments go: one buffer per segment, reused read after read. Pages are
-/// touched only as far as segments are written.
-pub struct Segments {
-    buffers: Vec<Vec<u8>>,
-    sizes: Vec<usize>,
+/// Turns one datagram read from a device with offloads (virtio-net header first) into its wire
+/// segments, each handed to `each` in a buffer from `pool`; returns how many (at least 1).
+/// Nothing is handed on for a malformed datagram.
+pub fn split(datagram: &[u8], pool: &mut FramePool, mut each: impl FnMut(Frame)) -> Result<usize, Malformed> {
+    let (Some(header), Some(packet)) = (VnetHeader::parse(datagram), datagram.get(VNET_HEADER_LEN..)) else {
+        return Err(Malformed::NoPacket(datagram.len()));
+    };
+    if packet.is_empty() {
+        return Err(Malformed::NoPacket(datagram.len()));
+    }
+    if header.gso_type == GSO_NONE {
+        each(single(header, packet, pool)?);
+        return Ok(1);
+    }
+    let shape = SuperPacket::check(header, packet)?;
+    Ok(split_super_packet(&shape, packet, pool, each))
 }
 
-impl Segments {
-    /// Room for the largest super-packet.
-    pub fn new() -> Segments {
-        Segments { buffers: vec![vec![0u8; SEGMENT_ROOM]; MAX_SEGMENTS], sizes: vec![0; MAX_SEGMENTS] }
+/// A datagram that is one packet already; its checksum stays partial if the kernel left it so
+/// at the usual place, and is completed now otherwise (as the device would).
+fn single(header: VnetHeader, packet: &[u8], pool: &mut FramePool) -> Result<Frame, Malformed> {
+    if packet.len() > SEGMENT_ROOM {
+        return Err(Malformed::TooLong(packet.len()));
     }
-
-    /// No room at all (a loop whose devices run without offloads never splits).
-    pub fn none() -> Segments {
-        Segments { buffers: Vec::new(), sizes: Vec::new() }
+    let (start, offset) = (usize::from(header.csum_start), usize::from(header.csum_offset));
+    let needs_checksum = header.flags & F_NEEDS_CSUM != 0;
+    if needs_checksum && start + offset + 2 > packet.len() {
+        let (start, offset) = (header.csum_start, header.csum_offset);
+        return Err(Malformed::ChecksumOutside { start, offset, len: packet.len() });
     }
-
-    /// Splits `datagram` (virtio-net header and packet; a checksum the kernel left to the device
-    /// is completed in place) into wire segments; returns how many (at least 1).
-    pub fn split(&mut self, datagram: &mut [u8]) -> Result<usize, Malformed> {
-        if datagram.len() <= VIRTIO_NET_HDR_LEN {
-            return Err(Malformed::NoPacket(datagram.len()));
-        }
-        let (head, packet) = datagram.split_at_mut(VIRTIO_NET_HDR_LEN);
-        let header = VirtioNetHdr::decode(head).map_err(Malformed::Split)?;
-        if header.gso_type == GSO_NONE {
-            return self.single(header, packet);
-        }
-        let (header, is_v6) = gso_header(header, packet)?;
-        tun_rs::gso_split(packet, header, &mut self.buffers[..], &mut self.sizes[..], 0, is_v6).map_err(Malformed::Split)
+    let mut bytes = pool.take();
+    bytes.extend_from_slice(packet);
+    if !needs_checksum {
+        return Ok(Frame::complete(bytes));
     }
-
-    /// The segments of the last [`Segments::split`] that returned `count`.
-    pub fn iter(&self, count: usize) -> impl Iterator<Item = &[u8]> {
-        self.buffers.iter().zip(&self.sizes).take(count).map(|(buffer, &size)| &buffer[..size])
+    if checksum_layout(&bytes) == Some((start, offset)) {
+        return Ok(Frame { bytes, partial_checksum: true });
     }
+    complete_checksum_at(&mut bytes, start, offset);
+    Ok(Frame::complete(bytes))
+}
 
-    /// A packet that is not a super-packet: its checksum completed if asked, copied whole.
-    fn single(&mut self, header: VirtioNetHdr, packet: &mut [u8]) -> Result<usize, Malformed> {
-        if packet.len() > SEGMENT_ROOM {
+/// The shape of a super-packet, checked against its bytes.
+struct SuperPacket {
+    ip_header: usize,
+    /// IP and transport headers: what every segment repeats.
+    headers: usize,
+    proto: u8,
+    gso_size: usize,
+}
+
+impl SuperPacket {
+    /// Checks that every segment will be a valid IPv4 TCP/UDP packet no longer than a wire
+    /// segment: the GSO type that of the IP protocol, no fragment, the checksum at the transport
+    /// header's checksum field, whole headers, a payload, and not too many segments.
+    fn check(header: VnetHeader, packet: &[u8]) -> Result<SuperPacket, Malformed> {
+        if packet.len() > MAX_IP_PACKET {
             return Err(Malformed::TooLong(packet.len()));
         }
-        if header.flags & F_NEEDS_CSUM != 0 {
-            complete_checksum(packet, header.csum_start, header.csum_offset)?;
-        }
-        let room = self.buffers.first_mut().and_then(|buffer| buffer.get_mut(..packet.len()));
-        let (Some(room), Some(size)) = (room, self.sizes.first_mut()) else {
-            return Err(Malformed::TooLong(packet.len()));
+        // `split` hands on only a packet of at least one byte.
+        let version = packet.first().map_or(0, |b| b >> 4);
+        let (proto, checksum_offset) = match (header.gso_type, version) {
+            (GSO_TCPV4 | GSO_TCPV4_ECN, 4) => (PROTO_TCP, TCP_CHECKSUM_OFFSET),
+            (GSO_UDP_L4, 4) => (PROTO_UDP, UDP_CHECKSUM_OFFSET),
+            (gso_type, version) => return Err(Malformed::GsoType { gso_type, version }),
         };
-        room.copy_from_slice(packet);
-        *size = packet.len();
-        Ok(1)
-    }
-}
-
-impl Default for Segments {
-    fn default() -> Segments {
-        Segments::new()
-    }
-}
-
-/// Completes a checksum the kernel left to the device (CHECKSUM_PARTIAL): the one's complement
-/// sum from `start` to the end of the packet, seeded with the pseudo-header sum the kernel left
-/// in the field, written at `start + offset`.
-fn complete_checksum(packet: &mut [u8], start: u16, offset: u16) -> Result<(), Malformed> {
-    let from = usize::from(start);
-    let at = from + usize::from(offset);
-    let seed = match packet.get(at..at + 2) {
-        Some(&[high, low]) => u16::from_be_bytes([high, low]),
-        _ => return Err(Malformed::ChecksumOutside { start, offset, len: packet.len() }),
-    };
-    packet[at..at + 2].fill(0);
-    let sum = !tun_rs::checksum(&packet[from..], u64::from(seed));
-    // As the kernel does (CSUM_MANGLED_0): a zero UDP checksum would mean "none".
-    let sum = if sum == 0 { 0xffff } else { sum };
-    packet[at..at + 2].copy_from_slice(&sum.to_be_bytes());
-    Ok(())
-}
-
-/// Checks a GSO super-packet's headers and returns the virtio-net header with the header length
-/// tun-rs splits at (the IP and transport headers, from the packet itself: the kernel's may
-/// cover more) and whether the packet is IPv6.
-fn gso_header(mut header: VirtioNetHdr, packet: &[u8]) -> Result<(VirtioNetHdr, bool), Malformed> {
-    if header.gso_size == 0 {
-        return Err(Malformed::ZeroGsoSize);
-    }
-    let version = packet.first().map_or(0, |b| b >> 4);
-    let protocol = match (header.gso_type & !GSO_ECN, version, header.gso_type & GSO_ECN != 0) {
-        (VIRTIO_NET_HDR_GSO_TCPV4, 4, _) | (VIRTIO_NET_HDR_GSO_TCPV6, 6, _) => IPPROTO_TCP,
-        (VIRTIO_NET_HDR_GSO_UDP_L4, 4 | 6, false) => IPPROTO_UDP,
-        _ => return Err(Malformed::GsoType { gso_type: header.gso_type, version }),
-    };
-    let ip_len = ip_header_len(packet, version, protocol)?;
-    // Segments carry their transport header where the IP header says it is.
-    if usize::from(header.csum_start) != ip_len {
-        return Err(Malformed::IpHeader("the checksum does not start where the IP header ends"));
-    }
-    let transport_len = if protocol == IPPROTO_UDP { 8 } else { tcp_header_len(packet, ip_len)? };
-    let headers_len = ip_len + transport_len;
-    if packet.len() <= headers_len {
-        return Err(Malformed::NoPayload);
-    }
-    let segment_len = headers_len + usize::from(header.gso_size).min(packet.len() - headers_len);
-    if segment_len > SEGMENT_ROOM {
-        return Err(Malformed::SegmentsTooLong(segment_len));
-    }
-    // Both lengths are at most 60 + 60 here.
-    header.hdr_len = headers_len as u16;
-    Ok((header, version == 6))
-}
-
-/// The IP header's length, once it is known to carry `protocol` unfragmented (IPv6 extension
-/// headers are not split: the emulator forwards IPv4 only).
-fn ip_header_len(packet: &[u8], version: u8, protocol: u8) -> Result<usize, Malformed> {
-    if version == 6 {
-        if packet.len() < 40 {
-            return Err(Malformed::IpHeader("IPv6 packet shorter than its header"));
+        if header.gso_size == 0 {
+            return Err(Malformed::ZeroGsoSize);
         }
-        if packet[6] != protocol {
-            return Err(Malformed::IpHeader("IPv6 next header is not the GSO type's transport"));
+        let ip_header = ipv4_header_len(packet, proto)?;
+        if usize::from(header.csum_start) != ip_header {
+            return Err(Malformed::IpHeader("the checksum does not start where the IP header ends"));
         }
-        return Ok(40);
+        if usize::from(header.csum_offset) != checksum_offset {
+            return Err(Malformed::TransportHeader("the checksum offset is not the transport's checksum field"));
+        }
+        let transport_header = if proto == PROTO_TCP { tcp_header_len(packet, ip_header)? } else { 8 };
+        let headers = ip_header + transport_header;
+        if packet.len() <= headers {
+            return Err(Malformed::NoPayload);
+        }
+        let (gso_size, payload) = (usize::from(header.gso_size), packet.len() - headers);
+        let segment_len = headers + gso_size.min(payload);
+        if segment_len > SEGMENT_ROOM {
+            return Err(Malformed::SegmentsTooLong(segment_len));
+        }
+        let count = payload.div_ceil(gso_size);
+        if count > MAX_SEGMENTS {
+            return Err(Malformed::TooManySegments(count));
+        }
+        Ok(SuperPacket { ip_header, headers, proto, gso_size })
     }
+}
+
+/// The IPv4 header's length, once it is known to carry `proto` unfragmented.
+fn ipv4_header_len(packet: &[u8], proto: u8) -> Result<usize, Malformed> {
     if packet.len() < 20 {
         return Err(Malformed::IpHeader("IPv4 packet shorter than its header"));
     }
@@ -185,7 +236,7 @@ fn ip_header_len(packet: &[u8], version: u8, protocol: u8) -> Result<usize, Malf
     if len < 20 || packet.len() < len {
         return Err(Malformed::IpHeader("IPv4 header length out of range"));
     }
-    if packet[9] != protocol {
+    if packet[9] != proto {
         return Err(Malformed::IpHeader("IPv4 protocol is not the GSO type's transport"));
     }
     if u16::from_be_bytes([packet[6], packet[7]]) & IPV4_FRAGMENT_MASK != 0 {
@@ -205,6 +256,205 @@ fn tcp_header_len(packet: &[u8], at: usize) -> Result<usize, Malformed> {
         return Err(Malformed::TransportHeader("TCP header cut short"));
     }
     Ok(len)
+}
+
+/// Splits a checked GSO super-packet as the kernel's software segmentation would: each segment
+/// gets the headers with its own IP total length, IP id (counting up) and header checksum, TCP
+/// sequence number (FIN and PSH on the last segment only, CWR on the first only) or UDP length,
+/// and a partial transport checksum (the pseudo-header sum of its own length). Returns how many.
+fn split_super_packet(shape: &SuperPacket, packet: &[u8], pool: &mut FramePool, mut each: impl FnMut(Frame)) -> usize {
+    let SuperPacket { ip_header, headers, proto, gso_size } = *shape;
+    let first_id = u16::from_be_bytes([packet[4], packet[5]]);
+    let transport = &packet[ip_header..];
+    let first_seq = u32::from_be_bytes([transport[4], transport[5], transport[6], transport[7]]);
+    let mut addresses = [0u8; 8];
+    addresses.copy_from_slice(&packet[12..20]);
+    let payload = &packet[headers..];
+    let count = payload.len().div_ceil(gso_size);
+    for (i, data) in payload.chunks(gso_size).enumerate() {
+        let mut bytes = pool.take();
+        bytes.extend_from_slice(&packet[..headers]);
+        bytes.extend_from_slice(data);
+        // At most a wire segment's length (checked).
+        let total = bytes.len() as u16;
+        let transport_len = total - ip_header as u16;
+        let (ip, transport) = bytes.split_at_mut(ip_header);
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[4..6].copy_from_slice(&first_id.wrapping_add(i as u16).to_be_bytes());
+        set_ipv4_header_checksum(ip);
+        let offset = if proto == PROTO_TCP {
+            let seq = first_seq.wrapping_add((i * gso_size) as u32);
+            transport[4..8].copy_from_slice(&seq.to_be_bytes());
+            if i > 0 {
+                transport[13] &= !TCP_CWR;
+            }
+            if i + 1 < count {
+                transport[13] &= !(TCP_FIN | TCP_PSH);
+            }
+            TCP_CHECKSUM_OFFSET
+        } else {
+            transport[4..6].copy_from_slice(&transport_len.to_be_bytes());
+            UDP_CHECKSUM_OFFSET
+        };
+        let pseudo = pseudo_header_sum(&addresses, proto, transport_len);
+        transport[offset..offset + 2].copy_from_slice(&pseudo.to_be_bytes());
+        each(Frame { bytes, partial_checksum: true });
+    }
+    count
+}
+
+/// A packet that could open or join a written super-packet: IPv4 without options, not a
+/// fragment, no longer than a wire segment, TCP carrying data with ACK (PSH allowed: it ends the
+/// run), or UDP with data and its length right.
+#[derive(Clone, Copy)]
+struct Candidate<'a> {
+    bytes: &'a [u8],
+    headers: usize,
+    payload: usize,
+    proto: u8,
+    ends_run: bool,
+}
+
+impl<'a> Candidate<'a> {
+    fn of(frame: &'a Frame, udp: bool) -> Option<Candidate<'a>> {
+        let bytes = frame.bytes.as_slice();
+        let ip = bytes.get(..20)?;
+        let length_ok = usize::from(u16::from_be_bytes([ip[2], ip[3]])) == bytes.len();
+        if ip[0] != 0x45 || !length_ok || bytes.len() > SEGMENT_ROOM || ip[6] & 0x3f != 0 || ip[7] != 0 {
+            return None;
+        }
+        let (headers, ends_run) = match ip[9] {
+            PROTO_TCP => {
+                let transport_header = usize::from(bytes.get(32)? >> 4) * 4;
+                let flags = *bytes.get(33)?;
+                if !(20..=60).contains(&transport_header) || (flags != TCP_ACK && flags != TCP_ACK | TCP_PSH) {
+                    return None;
+                }
+                (20 + transport_header, flags & TCP_PSH != 0)
+            }
+            PROTO_UDP if udp && usize::from(u16::from_be_bytes([*bytes.get(24)?, *bytes.get(25)?])) == bytes.len() - 20 => {
+                (28, false)
+            }
+            _ => return None,
+        };
+        let payload = bytes.len().checked_sub(headers).filter(|&n| n > 0)?;
+        Some(Candidate { bytes, headers, payload, proto: ip[9], ends_run })
+    }
+
+    fn seq(&self) -> u32 {
+        u32::from_be_bytes([self.bytes[24], self.bytes[25], self.bytes[26], self.bytes[27]])
+    }
+
+    /// Same flow and headers alike, so that the split on the far side gives back every segment as
+    /// it was: TOS (ECN marks included), DF, TTL, protocol, addresses, ports, and for TCP the
+    /// acknowledgement, header length, window, urgent pointer and options (all but the sequence
+    /// number, flags and checksum).
+    fn joins(&self, first: &Candidate<'_>) -> bool {
+        let (a, b) = (self.bytes, first.bytes);
+        let same_ip = a[1] == b[1] && a[6] >> 5 == b[6] >> 5 && a[8] == b[8] && a[9] == b[9] && a[12..20] == b[12..20];
+        let same_transport = if self.proto == PROTO_TCP {
+            self.headers == first.headers
+                && a[20..24] == b[20..24]
+                && a[28..33] == b[28..33]
+                && a[34..36] == b[34..36]
+                && a[38..self.headers] == b[38..first.headers]
+        } else {
+            a[20..24] == b[20..24]
+        };
+        same_ip && same_transport
+    }
+}
+
+/// How many of `frames`, from the first, one written super-packet carries (at least 1): the
+/// consecutive segments of one flow, in sequence, all of the first one's payload size but the
+/// last (which may be shorter), the TCP ones with ACK only but the last (which may add PSH),
+/// at most 64 KB in all. UDP segments coalesce only if the device takes USO (`udp`).
+fn coalescible(frames: &[Frame], udp: bool) -> usize {
+    let Some(first) = frames.first().and_then(|f| Candidate::of(f, udp)) else {
+        return 1;
+    };
+    let (gso_size, mut total, mut previous) = (first.payload, first.bytes.len(), first);
+    let mut count = 1;
+    for frame in frames.iter().skip(1).take(MAX_COALESCED - 1) {
+        if previous.ends_run || previous.payload < gso_size {
+            break;
+        }
+        let Some(next) = Candidate::of(frame, udp) else { break };
+        let in_sequence = next.proto != PROTO_TCP || next.seq() == previous.seq().wrapping_add(previous.payload as u32);
+        if !next.joins(&first) || !in_sequence || next.payload > gso_size || total + next.payload > MAX_IP_PACKET {
+            break;
+        }
+        total += next.payload;
+        previous = next;
+        count += 1;
+    }
+    count
+}
+
+/// Writes into `out` the virtio-net header and packet headers of the super-packet carrying
+/// `run` (a run [`coalescible`] found, at least two frames): the first packet's headers with
+/// the total length, IP checksum, PSH of the last segment, and the partial transport checksum
+/// of the whole; the segments' payloads follow it in the write. Returns the headers' length in
+/// the frames (where their payloads start).
+fn super_packet_headers(run: &[Frame], out: &mut Vec<u8>) -> usize {
+    out.clear();
+    let Some(first) = run.first().and_then(|f| Candidate::of(f, true)) else { return 0 };
+    let headers = first.headers;
+    let total: usize = headers + run.iter().map(|f| f.bytes.len().saturating_sub(headers)).sum::<usize>();
+    let (gso_type, offset) = if first.proto == PROTO_TCP { (GSO_TCPV4, TCP_CHECKSUM_OFFSET) } else { (GSO_UDP_L4, UDP_CHECKSUM_OFFSET) };
+    let vnet = VnetHeader {
+        flags: F_NEEDS_CSUM,
+        gso_type,
+        hdr_len: headers as u16,
+        gso_size: first.payload as u16,
+        csum_start: 20,
+        csum_offset: offset as u16,
+    };
+    out.extend_from_slice(&vnet.encode());
+    out.extend_from_slice(&first.bytes[..headers]);
+    let packet = &mut out[VNET_HEADER_LEN..];
+    // `coalescible` keeps the total within an IP packet.
+    let (total, transport_len) = (total as u16, (total - 20) as u16);
+    packet[2..4].copy_from_slice(&total.to_be_bytes());
+    set_ipv4_header_checksum(&mut packet[..20]);
+    if first.proto == PROTO_TCP {
+        let last_flags = run.last().and_then(|f| f.bytes.get(33)).copied().unwrap_or(0);
+        packet[33] |= last_flags & TCP_PSH;
+    } else {
+        packet[24..26].copy_from_slice(&transport_len.to_be_bytes());
+    }
+    let mut addresses = [0u8; 8];
+    addresses.copy_from_slice(&packet[12..20]);
+    let pseudo = pseudo_header_sum(&addresses, first.proto, transport_len);
+    packet[20 + offset..22 + offset].copy_from_slice(&pseudo.to_be_bytes());
+    headers
+}
+
+/// The writes that carry `frames` (delivered to one host with offloads, in order), each handed
+/// to `write` as its pieces for one vectored write and the number of packets it carries: a run
+/// of segments `coalescible` finds as one super-packet (virtio-net header and the headers
+/// rewritten for the whole in `headers`, then each segment's payload from its own buffer),
+/// anything else alone behind a virtio-net header asking for a partial checksum to be completed.
+/// `udp`: the device takes UDP super-packets (USO).
+pub fn for_each_write(frames: &[Frame], udp: bool, headers: &mut Vec<u8>, mut write: impl FnMut(&[IoSlice<'_>], usize)) {
+    let mut start = 0;
+    while let Some(rest) = frames.get(start..).filter(|rest| !rest.is_empty()) {
+        let count = coalescible(rest, udp);
+        if count == 1 {
+            let header = VnetHeader::for_single(&rest[0]).encode();
+            write(&[IoSlice::new(&header), IoSlice::new(&rest[0].bytes)], 1);
+        } else {
+            let run = &rest[..count];
+            let payload_at = super_packet_headers(run, headers);
+            let mut slices = [IoSlice::new(&[]); MAX_COALESCED + 1];
+            slices[0] = IoSlice::new(headers);
+            for (slice, frame) in slices[1..].iter_mut().zip(run) {
+                *slice = IoSlice::new(frame.bytes.get(payload_at..).unwrap_or_default());
+            }
+            write(&slices[..=count], count);
+        }
+        start += count;
+    }
 }
 
 #[cfg(test)]

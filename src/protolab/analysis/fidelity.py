@@ -60,7 +60,7 @@ def run_fidelity(emulator: Any, links: Iterable[Mapping[str, Any]]) -> RunFideli
         if fid.late_max_us is not None and fid.late_max_us > LATE_MAX_LIMIT_US:
             fid.flags.append(f"delay error max {fid.late_max_us / 1e3:.1f} ms (limit {LATE_MAX_LIMIT_US / 1e3:g})")
     if isinstance(emulator, Mapping):
-        for name, what in (("tx_errors", "TUN write errors"), ("pcap_dropped", "capture records dropped"),
+        for name, what in (("tx_errors", "packets lost to failed TUN writes"), ("pcap_dropped", "capture records dropped"),
                            ("events_dropped", "event-log records dropped")):
             count = _number(emulator.get(name))
             if count:

@@ -18,7 +18,7 @@ fn plane() -> DataPlane {
 fn forward(plane: &mut DataPlane, now: Nanos) -> Vec<(usize, usize)> {
     let mut sent = Vec::new();
     plane.forward_due(now, |host, packet| {
-        sent.push((host, packet.len()));
+        sent.push((host, packet.bytes.len()));
         true
     });
     sent
@@ -38,9 +38,9 @@ fn link(plane: &DataPlane, name: &str) -> LinkId {
 #[test]
 fn packets_cross_the_model_on_time_and_are_counted() {
     let mut plane = plane();
-    plane.ingest(0, 0, &udp(CLIENT, SERVER, 100));
-    plane.ingest(0, 0, &udp(CLIENT, [10, 99, 0, 1], 100));
-    plane.ingest(0, 0, &[0x60, 0, 0, 0]);
+    plane.ingest(0, 0, Frame::complete(udp(CLIENT, SERVER, 100)));
+    plane.ingest(0, 0, Frame::complete(udp(CLIENT, [10, 99, 0, 1], 100)));
+    plane.ingest(0, 0, Frame::complete(vec![0x60, 0, 0, 0]));
     assert!(forward(&mut plane, 5 * MS - 1).is_empty(), "the uplink delays 5 ms");
     assert_eq!(plane.next_wakeup(), Some(5 * MS));
     assert_eq!(forward(&mut plane, 5 * MS + 20_000), [(1, 100)]);
@@ -49,7 +49,7 @@ fn packets_cross_the_model_on_time_and_are_counted() {
     assert_eq!((emulator.rx_packets, emulator.tx_packets, emulator.unroutable, emulator.non_ipv4), (3, 1, 1, 1));
     assert_eq!((emulator.delivery_late.packets, emulator.delivery_late.max_ns), (1, 20_000));
     plane.forward_due(6 * MS, |_, _| false);
-    plane.ingest(6 * MS, 1, &udp(SERVER, CLIENT, 100));
+    plane.ingest(6 * MS, 1, Frame::complete(udp(SERVER, CLIENT, 100)));
     plane.forward_due(6 * MS, |_, _| false);
     assert_eq!(counters(&mut plane).1.tx_errors, 1);
     assert!(matches!(plane.apply(0, Command::ResetCounters), Outcome::Done));
@@ -100,9 +100,9 @@ fn captures_see_both_directions_of_a_host_and_finish_off_the_loop() {
     }
     let again = writer::pcap(&scratch.0.join("again.pcap")).unwrap();
     assert!(matches!(plane.apply(0, Command::StartCapture { host: HostId(0), writer: again }), Outcome::Refused(_)));
-    plane.ingest(0, 0, &udp(CLIENT, SERVER, 200));
+    plane.ingest(0, 0, Frame::complete(udp(CLIENT, SERVER, 200)));
     forward(&mut plane, 5 * MS);
-    plane.ingest(5 * MS, 1, &udp(SERVER, CLIENT, 300));
+    plane.ingest(5 * MS, 1, Frame::complete(udp(SERVER, CLIENT, 300)));
     forward(&mut plane, 5 * MS);
     for (host, written) in [(0u32, 2), (1, 2)] {
         let Outcome::Finishing(pending) = plane.apply(0, Command::StopCapture { host: HostId(host) }) else { panic!() };
@@ -116,15 +116,46 @@ fn captures_see_both_directions_of_a_host_and_finish_off_the_loop() {
 fn events_are_recorded_only_while_the_log_runs() {
     let scratch = Scratch::new("dataplane-events");
     let mut plane = plane();
-    plane.ingest(0, 0, &udp(CLIENT, SERVER, 100));
+    plane.ingest(0, 0, Frame::complete(udp(CLIENT, SERVER, 100)));
     forward(&mut plane, 10 * MS);
     let names = Arc::new(vec!["client.up".to_string()]);
     let writer = writer::event_log(&scratch.0.join("ev.ndjson"), "t1", 0, names).unwrap();
     assert!(matches!(plane.apply(10 * MS, Command::StartEvents(writer)), Outcome::Done));
-    plane.ingest(10 * MS, 0, &udp(CLIENT, SERVER, 100));
+    plane.ingest(10 * MS, 0, Frame::complete(udp(CLIENT, SERVER, 100)));
     forward(&mut plane, 20 * MS);
     let Outcome::Finishing(pending) = plane.apply(20 * MS, Command::StopEvents) else { panic!() };
     assert_eq!(pending.wait().written, 6, "enqueue and deliver on three link directions, the first packet not");
     let lines = std::fs::read_to_string(scratch.0.join("ev.ndjson")).unwrap();
     assert_eq!(lines.lines().count(), 7, "a header and six events");
+}
+
+#[test]
+fn partial_checksums_are_forwarded_as_they_are_and_captured_complete() {
+    let scratch = Scratch::new("dataplane-partial");
+    let mut plane = plane();
+    let writer = writer::pcap(&scratch.0.join("server.pcap")).unwrap();
+    assert!(matches!(plane.apply(0, Command::StartCapture { host: HostId(1), writer }), Outcome::Done));
+    let mut partial = udp(CLIENT, SERVER, 300);
+    partial[28..].fill(0x5a);
+    let mut addresses = [0u8; 8];
+    addresses.copy_from_slice(&partial[12..20]);
+    let pseudo = crate::frame::pseudo_header_sum(&addresses, 17, 280);
+    partial[26..28].copy_from_slice(&pseudo.to_be_bytes());
+    crate::frame::set_ipv4_header_checksum(&mut partial[..20]);
+    plane.ingest(0, 0, Frame { bytes: partial.clone(), partial_checksum: true });
+    let mut sent = Vec::new();
+    plane.forward_due(5 * MS, |host, frame| {
+        sent.push((host, frame));
+        true
+    });
+    assert_eq!(sent, [(1, Frame { bytes: partial.clone(), partial_checksum: true })], "left to the receiving device");
+    let Outcome::Finishing(pending) = plane.apply(0, Command::StopCapture { host: HostId(1) }) else { panic!() };
+    assert_eq!(pending.wait().written, 1);
+    let file = std::fs::read(scratch.0.join("server.pcap")).unwrap();
+    let captured = &file[24 + 16..];
+    assert_eq!(captured.len(), 300);
+    assert!(!crate::frame::tests::checksums_verify(&partial));
+    assert!(crate::frame::tests::checksums_verify(captured), "the capture shows what a wire would carry");
+    assert_eq!(captured[..26], partial[..26]);
+    assert_eq!(captured[28..], partial[28..]);
 }

@@ -152,7 +152,7 @@ class EmulatorCounters(BaseModel):
     """
     tx_errors: Annotated[int, Field(ge=0)]
     """
-    Failed TUN writes (with offloads: failed write batches).
+    Packets whose TUN write failed (with offloads: every segment of a failed super-packet write).
     """
     tx_packets: Annotated[int, Field(ge=0)]
     """
