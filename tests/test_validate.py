@@ -168,6 +168,18 @@ def test_the_contention_run_records_the_hypervisors_steal(report: ValidationRepo
     assert shares["busy"] >= 0.5
 
 
+def test_contention_tails_are_judged_beyond_the_tools_own_on_a_veth_pair(report: ValidationReport) -> None:
+    # irtt on a bare veth pair under the same hogs, as the mean RTT checks' reference: the p99.9
+    # and max errors are what the lab adds beyond that tail.
+    (reference,) = _checks(report, "contention.reference.irtt")
+    assert reference.status == "info" and reference.details["probes"] >= 1000
+    for stat in ("p99.9", "max"):
+        (check,) = _checks(report, f"contention.irtt.{stat}")
+        own = check.details["veth_reference_ms"]
+        assert own == reference.details["rtt_p999_ms" if stat == "p99.9" else "rtt_max_ms"] > 0
+        assert check.error == pytest.approx(check.measured - check.configured - own)
+
+
 def test_wifi_retries_hide_losses_as_delay_and_aggregation_raises_the_rate(report: ValidationReport) -> None:
     # The residual loss is the seeded model's (binomial CI) and a retry always costs a TXOP:
     # exact on a busy machine. The rates depend on the machine (make validate judges them), but

@@ -193,9 +193,10 @@ def status_within(measured: float, configured: float, tolerance: float) -> Statu
 
 
 @contextmanager
-def veth_pair(lab: Lab) -> Iterator[tuple[str, str]]:
+def veth_pair(lab: Lab, *, realtime: bool = False) -> Iterator[tuple[str, str]]:
     """Two namespaces joined by a bare veth pair (no emulator): the reference the tools' own
-    latency is measured on. Named after the lab, removed by exact name."""
+    latency is measured on. Named after the lab, removed by exact name. `realtime`: the irtt
+    server under SCHED_RR priority 1, as the lab's runs under contention."""
     a, b = f"pl-{lab.name}-vref-a", f"pl-{lab.name}-vref-b"
     commands = [
         ["ip", "netns", "add", a], ["ip", "netns", "add", b],
@@ -208,7 +209,7 @@ def veth_pair(lab: Lab) -> Iterator[tuple[str, str]]:
     try:
         for command in commands:
             subprocess.run(command, check=True, capture_output=True, timeout=10)
-        server = subprocess.Popen(["ip", "netns", "exec", b, "irtt", "server", "-b", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}",
+        server = subprocess.Popen(["ip", "netns", "exec", b, *(["chrt", "-r", "1"] if realtime else []), "irtt", "server", "-b", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}",
                                    "-i", "0", "--timeout=0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         yield a, b
@@ -220,6 +221,16 @@ def veth_pair(lab: Lab) -> Iterator[tuple[str, str]]:
             server.wait()
         for name in (a, b):
             subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False, timeout=10)
+
+
+def run_veth_irtt(namespace: str, output: Path, probes: int, *, realtime: bool = False) -> IrttResult:
+    """irtt's client in the reference pair's first namespace against its server (`veth_pair`)."""
+    duration_ms = math.ceil(probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
+    subprocess.run(["ip", "netns", "exec", namespace, *(["chrt", "-r", "1"] if realtime else []), "irtt", "client",
+                    "-i", go_duration(IRTT_INTERVAL_MS), "-d", go_duration(duration_ms), "-o", str(output),
+                    "--fill=rand", "-Q", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}"],
+                   capture_output=True, timeout=duration_ms / 1000 + 60, check=True)
+    return parse_irtt(output.read_text())
 
 
 # ---------------------------------------------------------------------- provenance
