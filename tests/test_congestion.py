@@ -39,6 +39,8 @@ from protolab.scenarios.congestion import (
     WifiAggregation,
     large_images_page,
     second_address,
+    FairnessParams,
+    fairness_server_hosts,
     second_copy,
 )
 from protolab.scenarios.workloads import Side, parse_pair
@@ -112,6 +114,25 @@ def test_second_server_copy_of_a_page() -> None:
     assert second_address("10.99.3.4") == "10.199.3.4"
     with pytest.raises(ValueError, match="no room"):
         second_address("10.156.0.1")
+
+
+def test_fairness_one_server_host_carries_both_sides_addresses() -> None:
+    first, second = ["10.99.1.1", "10.99.1.2"], ["10.199.1.1"]
+    one = fairness_server_hosts(FairnessParams(servers="one"), first, second)
+    assert [h["name"] for h in one] == ["server"]
+    assert one[0]["addresses"] == ["10.99.1.1", "10.99.1.2", "10.199.1.1"]
+    two = fairness_server_hosts(FairnessParams(), first, second)
+    assert [(h["name"], h["addresses"]) for h in two] == [("server", first), ("server2", second)]
+    condition = Condition.from_axes({"bandwidth_mbps": 7, "rtt_ms": 50, "loss_pct": 0, "buffer": 50_000})
+    links = Fairness().links(FairnessParams(servers="one"), condition)
+    assert "server.up" in links and "server2.up" not in links
+
+
+def test_fairness_servers_param_is_validated(emu_binary: Path) -> None:
+    with pytest.raises(SpecError, match=r"params.servers"):
+        parse_spec('schema_version = 1\nscenario = "fairness"\n[params]\nservers = "three"\n')
+    with pytest.raises(SpecError, match=r"params.servers: 'one' .* not runnable yet"):
+        parse_spec('schema_version = 1\nscenario = "fairness"\n[params]\nservers = "one"\n')
 
 
 def test_sweeps_transport_axes_and_percent_rates_in_the_plan(emu_binary: Path) -> None:
