@@ -66,6 +66,24 @@ def spec(text: str = BASE, **replace: str) -> Any:
 # ---------------------------------------------------------------------- specs
 
 
+def test_recorded_fairness_runs_keep_their_keys() -> None:
+    """Keys of fairness-004's runs as recorded in the full reproduction (2026-11-26): a scenario
+    parameter added later leaves them unchanged at its neutral value (key_neutral_params)."""
+    keys = sorted(run.key for run in plan(load_spec(REPO / "specs" / "fairness-004.toml")))
+    assert len(keys) == 18
+    assert keys[:2] == ["04587b9c85e49c0a", "1aa48a4939a5ff21"]
+
+
+def test_a_key_neutral_parameter_enters_the_key_only_off_its_neutral_value() -> None:
+    from protolab.run import runner
+
+    class Scenario:
+        key_neutral_params = {"servers": "two"}
+
+    assert runner._key_scenario_params(Scenario, {"servers": "two", "bin_ms": 100}) == {"bin_ms": 100}
+    assert runner._key_scenario_params(Scenario, {"servers": "one", "bin_ms": 100}) == {"servers": "one", "bin_ms": 100}
+
+
 def test_shipped_specs_are_valid() -> None:
     names = set()
     for file in sorted((REPO / "specs").glob("*.toml")):

@@ -157,16 +157,16 @@ class LiveTest:
         compared with (one overflow of the shared drop-tail queue hits several connections at
         once; counted per connection, as Fig. 7.5 and 003 do, it is several bursts). None when a
         connection with losses has no reference time or no threshold is known."""
-        lossy = [c for c in self.connections if c.lost]
-        if any(c.start_unix_ms is None for c in lossy):
+        dated = [(c.start_unix_ms, c.lost_sent_ms) for c in self.connections if c.lost]
+        if any(start is None for start, _ in dated):
             return None
         threshold = _median([c.threshold_ms for c in self.connections if c.threshold_ms is not None])
         if threshold is None:
-            return None if lossy else []
-        origin = min((c.start_unix_ms for c in lossy if c.start_unix_ms is not None), default=0.0)
-        merged = sorted(c.start_unix_ms - origin + t for c in lossy if c.start_unix_ms is not None
-                        for t in c.lost_sent_ms)
-        return bursts(merged, threshold)
+            return None if dated else []
+        # Relative times: bursts depend only on the spacing, and Unix ms would lose precision.
+        origin = min((start for start, _ in dated if start is not None), default=0.0)
+        return bursts(sorted(start - origin + t for start, times in dated if start is not None for t in times),
+                      threshold)
 
     @property
     def true_burst_sizes(self) -> list[int] | None:

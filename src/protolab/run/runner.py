@@ -118,6 +118,13 @@ def _key_transport(transport: dict[str, Any]) -> dict[str, Any]:
     return key
 
 
+def _key_scenario_params(scenario: Any, params_json: dict[str, Any]) -> dict[str, Any]:
+    """The scenario's parameters in a run key: a parameter added later is left out at its neutral
+    value (`Scenario.key_neutral_params`), so runs keep the keys they had before it existed."""
+    neutral = scenario.key_neutral_params
+    return {name: value for name, value in params_json.items() if name not in neutral or neutral[name] != value}
+
+
 def plan(experiment: Experiment) -> list[PlannedRun]:
     """Every run of the experiment in execution order."""
     spec = experiment.spec
@@ -144,7 +151,7 @@ def plan(experiment: Experiment) -> list[PlannedRun]:
                 transport = scenario.transport_for(scenario_params, condition, dict(written))
                 key_params = {
                     "scenario": scenario.name,
-                    "scenario_params": params_json,
+                    "scenario_params": _key_scenario_params(scenario, params_json),
                     "condition": condition_params,
                     "mode": mode,
                     "page": page.name if page is not None else None,

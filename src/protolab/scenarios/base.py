@@ -137,6 +137,9 @@ class Scenario:
     # The pair workload's second client and server (scenarios with two of each).
     clients: ClassVar[tuple[str, ...]] = (CLIENT,)
     servers: ClassVar[tuple[str, ...]] = (SERVER,)
+    # Parameters added after runs were recorded, with the value that behaves as before: a run
+    # whose parameter has that value leaves it out of its key, so recorded runs keep their keys.
+    key_neutral_params: ClassVar[dict[str, Any]] = {}
 
     def workload_for(self, params: Any) -> Workload:
         """The workload of the runs (a scenario may let a parameter choose it)."""

@@ -138,16 +138,21 @@ def go_duration(ms: float) -> str:
     return f"{ms_to_ns(ms)}ns"
 
 
+def irtt_client(target: str, output: Path, probes: int, *, realtime: bool = False) -> tuple[list[str], float]:
+    """irtt's client argv for `probes` probes to `target` (address), its JSON to `output`, and the
+    timeout to run it with; `realtime`: under SCHED_RR priority 1 (below the emulator's loop)."""
+    duration_ms = math.ceil(probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
+    argv = [*(["chrt", "-r", "1"] if realtime else []), "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS),
+            "-d", go_duration(duration_ms), "-o", str(output), "--fill=rand", "-Q", f"{target}:{IRTT_PORT}"]
+    return argv, duration_ms / 1000 + 60
+
+
 def run_irtt(lab: Lab, workdir: Path, label: str, probes: int, *, realtime: bool = False) -> IrttResult:
     """irtt's client against the lab's server, its JSON in `workdir`/irtt-`label`.json;
-    `realtime`: under SCHED_RR priority 1 (below the emulator's loop), as the server runs."""
+    `realtime`: as the server runs (`irtt_client`)."""
     output = workdir / f"irtt-{label}.json"
-    duration_ms = math.ceil(probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
-    argv = [
-        *(["chrt", "-r", "1"] if realtime else []), "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS), "-d", go_duration(duration_ms), "-o", str(output),
-        "--fill=rand", "-Q", f"{lab.address(SERVER)}:{IRTT_PORT}",
-    ]
-    lab.run(CLIENT, argv, timeout=duration_ms / 1000 + 60)
+    argv, timeout = irtt_client(lab.address(SERVER), output, probes, realtime=realtime)
+    lab.run(CLIENT, argv, timeout=timeout)
     return parse_irtt(output.read_text())
 
 
@@ -225,11 +230,8 @@ def veth_pair(lab: Lab, *, realtime: bool = False) -> Iterator[tuple[str, str]]:
 
 def run_veth_irtt(namespace: str, output: Path, probes: int, *, realtime: bool = False) -> IrttResult:
     """irtt's client in the reference pair's first namespace against its server (`veth_pair`)."""
-    duration_ms = math.ceil(probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
-    subprocess.run(["ip", "netns", "exec", namespace, *(["chrt", "-r", "1"] if realtime else []), "irtt", "client",
-                    "-i", go_duration(IRTT_INTERVAL_MS), "-d", go_duration(duration_ms), "-o", str(output),
-                    "--fill=rand", "-Q", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}"],
-                   capture_output=True, timeout=duration_ms / 1000 + 60, check=True)
+    argv, timeout = irtt_client(VETH_ADDRESSES[1], output, probes, realtime=realtime)
+    subprocess.run(["ip", "netns", "exec", namespace, *argv], capture_output=True, timeout=timeout, check=True)
     return parse_irtt(output.read_text())
 
 

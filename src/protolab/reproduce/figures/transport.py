@@ -51,28 +51,33 @@ _EXPLAINED_800MS = Explanation(
     command="protolab run specs/quic-window-800ms.toml",
 )
 
-# Measured with `protolab reproduce 003-overhead --budget 1` on 2026-11-26 (12 WSP points x h2/h3,
-# one 20 s RPM test each, 7m42s); docs/reproduce.md has the table.
+# Measured with `protolab reproduce 003-overhead` (full, 50 kB) and `protolab run
+# specs/overhead-003-2bdp.toml` (the same 12 WSP points with a 2-BDP buffer) on 2026-11-27;
+# docs/reproduce.md, "003-overhead: the buffer varied", has the table.
 _EXPLAINED_OVERHEAD_003 = Explanation(
     claim="QUIC's overhead compensation factor (configured rate / measured goodput, median) is 1.051 within 0.02",
-    cause="where the BDP is many times the 50 kB buffer (at and above ~20 Mbit/s with long RTTs, and 52 Mbit/s "
-          "at 24 ms) the test's goodput stays well below the configured rate, so rate / goodput measures the "
-          "shortfall of the load connections at a small buffer, not the overhead; at low rates it is close to 003's. "
-          "Why our load falls short where 003's LibreSpeed did not (quinn's Cubic and protolab-net rpm's load "
-          "connections vs Chromium's 6 streams over tc tbf) is suspected, not varied",
-    evidence="h3: 1.07-1.10 at 5.8-9.8 Mbit/s (4 points), 1.13-1.22 at 20-47 Mbit/s, 1.39-2.20 at 52-99 Mbit/s "
-             "(goodput 32-51 Mbit/s); median 1.17 [1.08, 1.65]. h2: 1.03-1.07 at 5.8-9.8 Mbit/s (LibreSpeed's TCP "
-             "default is 1.06), up to 2.15 at 99 Mbit/s x 213 ms (goodput 46 Mbit/s); median 1.09",
-    command="protolab reproduce 003-overhead --budget 1",
+    cause="the median misses for our QUIC's own bytes, not for the 50 kB buffer: with a 2-BDP buffer at the same "
+          "points, where the load fills the link everywhere, QUIC's rate / goodput is 1.060-1.089 (median 1.085, "
+          "as 1.088 at 50 kB) and TCP's 1.054 (LibreSpeed's default 1.06). The 50 kB buffer costs goodput only "
+          "where the BDP is many times it (1.14-1.76 at 46-99 Mbit/s with 91-213 ms, 1.06-1.09 there with 2 BDP), "
+          "too few points to move the median. Our QUIC puts 7-15% more IP bytes on the wire than payload "
+          "(the RPM probes' small packets, UDP and QUIC headers, AEAD tags), about 3% more than 003's QUIC "
+          "(Chromium to Caddy); which of those bytes make the difference is not varied",
+    evidence="50 kB (full run, 12 points): h3 median 1.088 [1.085, 1.267], 1.04-1.11 at the 8 other points; "
+             " 2 BDP: h3 1.085 (1.060-1.089), wire / payload 1.091 (1.067-1.152); h2 1.054 "
+             "(50 kB: 1.074)",
+    command="protolab run specs/overhead-003-2bdp.toml",
 )
 _EXPLAINED_WIRE_003 = Explanation(
     claim="QUIC's wire bytes per payload byte are 003's 1.051 within 0.02",
-    cause="protolab's bytes quotient counts every IP byte the bottleneck delivered, the load connections' "
-          "retransmissions at the 50 kB buffer and the probes' small packets included; it is highest at the lowest "
-          "rates, where the probes are the largest share (suspected: retransmissions not counted apart)",
-    evidence="h3 1.17 at 5.8 Mbit/s x 86 ms, 1.08-1.09 at 46-99 Mbit/s; median 1.09 [1.08, 1.12]; h2 1.05-1.08, "
+    cause="protolab's bytes quotient counts every IP byte the bottleneck delivered: the probes' small packets "
+          "(the largest share at the lowest rates, 1.13-1.16 at 5.8-9.8 Mbit/s), UDP and QUIC headers and AEAD "
+          "tags on every packet, and retransmissions. Retransmissions are not what lifts it: the 2-BDP buffer cut "
+          "QUIC's drops at the bottleneck from 1.8% to 0.8% of its packets and left the quotient at 1.091 "
+          "(1.092 at 50 kB). 003 measured rate / goodput, not bytes, so 1.051 is not the same quantity",
+    evidence="50 kB: h3 1.07-1.16, median 1.092; 2 BDP: 1.067-1.152, median 1.091; h2 1.061 / 1.065; "
              "h3 / h2 1.03 [1.00, 1.09]",
-    command="protolab reproduce 003-overhead --budget 1",
+    command="protolab run specs/overhead-003-2bdp.toml",
 )
 
 FIGURES: tuple[Figure, ...] = (
