@@ -131,8 +131,23 @@ def test_fairness_one_server_host_carries_both_sides_addresses() -> None:
 def test_fairness_servers_param_is_validated(emu_binary: Path) -> None:
     with pytest.raises(SpecError, match=r"params.servers"):
         parse_spec('schema_version = 1\nscenario = "fairness"\n[params]\nservers = "three"\n')
-    with pytest.raises(SpecError, match=r"params.servers: 'one' .* not runnable yet"):
-        parse_spec('schema_version = 1\nscenario = "fairness"\n[params]\nservers = "one"\n')
+    parse_spec('schema_version = 1\nscenario = "fairness"\n[params]\nservers = "one"\n')  # runnable now
+
+
+def test_fairness_one_server_puts_both_sides_in_one_host_on_its_halves() -> None:
+    a, b = Fairness().pair_servers(FairnessParams(servers="one"))
+    assert (a.host, a.slot, b.host, b.slot) == ("server", "a", "server", "b")
+    host = fairness_server_hosts(FairnessParams(servers="one", workload="page"),
+                                 ["10.99.1.1", "10.99.1.2"], ["10.199.1.1", "10.199.1.2"])[0]
+    assert (a.address(host["addresses"]), b.address(host["addresses"])) == ("10.99.1.1", "10.199.1.1")
+    assert b.address(["10.77.1.1", "10.77.1.2"]) == "10.77.1.2"  # the bulk workload's two addresses
+    with pytest.raises(ValueError, match="do not split into 2"):
+        b.address(["10.77.1.1", "10.77.1.2", "10.77.1.3"])
+    two = Fairness().pair_servers(FairnessParams())
+    assert [(s.host, s.slot, s.address(["10.77.1.1"])) for s in two] == [("server", None, "10.77.1.1"),
+                                                                         ("server2", None, "10.77.1.1")]
+    # Recorded two-server runs keep their keys; one-server runs get their own.
+    assert Fairness.key_neutral_params == {"servers": "two"}
 
 
 def test_sweeps_transport_axes_and_percent_rates_in_the_plan(emu_binary: Path) -> None:

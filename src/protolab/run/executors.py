@@ -279,16 +279,19 @@ def run_pair(session: LabSession, run: PlannedRun, run_dir: Path) -> RunRecord:
     names = ("a", "b")
     servers: list[Server] = []
     addresses: list[str] = []
-    for index, side in enumerate(sides):
-        host = scenario.servers[index]
-        address = session.lab.address(host)
+    # Each side's server: its own host (004 Fig. 15), or both in one host, each on its half of
+    # the host's addresses (Fig. 13); a page server listens on its manifest's addresses.
+    for index, (side, where) in enumerate(zip(sides, scenario.pair_servers(params), strict=True)):
+        address = where.address(session.lab.addresses(where.host))
         addresses.append(address)
         if kind == "page":
             assert run.page is not None, "a page pair has a page"
             manifest = session.pages[run.page.ref] if index == 0 else _second_manifest(session, run.page.ref)
-            servers.append(session.server(host, run.transport, [manifest], quic_cc=_side_cc(side, run)))
+            servers.append(session.server(where.host, run.transport, [manifest], quic_cc=_side_cc(side, run),
+                                          slot=where.slot))
         else:
-            servers.append(session.server(host, run.transport, listen=[address], quic_cc=_side_cc(side, run)))
+            servers.append(session.server(where.host, run.transport, listen=[address], quic_cc=_side_cc(side, run),
+                                          slot=where.slot))
     link_config, capture = session.begin(run, run_dir, events=True)
     processes: list[subprocess.Popen[bytes]] = []
     outputs: list[tuple[int, int, Path, Path]] = []  # side, flow, result, stderr

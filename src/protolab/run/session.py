@@ -124,6 +124,17 @@ class Server:
     tls_dir: Path
     samples_dir: Path
     qlog_dir: Path
+    slot: str | None = None  # which of several servers in one host (004 Fig. 13: both sides' in one)
+
+    @property
+    def name(self) -> str:
+        return server_name(self.host, self.slot)
+
+
+def server_name(host: str, slot: str | None) -> str:
+    """A server's key in the session and its working directory's name: the host, or the host and
+    slot when one host runs several servers at once (each its own TLS, samples and qlog dirs)."""
+    return host if slot is None else f"{host}.{slot}"
 
 
 @dataclass
@@ -156,10 +167,12 @@ class LabSession:
     # -- servers
 
     def server(self, host: str, transport: dict[str, Any], manifests: Sequence[Path] = (),
-               listen: Sequence[str] = (), quic_cc: str | None = None) -> Server:
-        """The server of a host, (re)started with these options when it runs with others."""
+               listen: Sequence[str] = (), quic_cc: str | None = None, slot: str | None = None) -> Server:
+        """The server of a host (of `slot` in it, when a host runs several), (re)started with these
+        options when it runs with others."""
         spec = self.experiment.spec
-        base = self.workdir / host
+        name = server_name(host, slot)
+        base = self.workdir / name
         argv: list[str | Path] = [self.binary, "serve"]
         for manifest in manifests:
             argv += ["--manifest", manifest]
@@ -174,16 +187,16 @@ class LabSession:
         if spec.artifacts.qlog:
             argv += ["--qlog", base / "qlog"]
         key = json.dumps([str(a) for a in argv])
-        running = self.servers.get(host)
+        running = self.servers.get(name)
         if running is not None and running.key == key and running.process.poll() is None:
             return running
         if running is not None:
             self._stop_server(running)
-        server = self._start_server(host, argv, key, base)
-        self.servers[host] = server
+        server = self._start_server(host, argv, key, base, slot)
+        self.servers[name] = server
         return server
 
-    def _start_server(self, host: str, argv: list[str | Path], key: str, base: Path) -> Server:
+    def _start_server(self, host: str, argv: list[str | Path], key: str, base: Path, slot: str | None) -> Server:
         base.mkdir(parents=True, exist_ok=True)
         log, errors = base / "serve.stdout", base / "serve.stderr"
         with log.open("wb") as out, errors.open("wb") as err:
@@ -204,17 +217,17 @@ class LabSession:
         except BaseException:
             self.lab.stop(process, timeout=SERVER_STOP_TIMEOUT_S)
             raise
-        return Server(host, key, process, base / "tls", base / "samples", base / "qlog")
+        return Server(host, key, process, base / "tls", base / "samples", base / "qlog", slot)
 
     def stop_server(self, host: str) -> None:
-        """The host's protolab-net server stopped, if one runs (an interop server needs its ports)."""
-        running = self.servers.get(host)
-        if running is not None:
+        """The host's protolab-net servers stopped, every slot's, if any run (an interop server
+        needs its ports)."""
+        for running in [s for s in self.servers.values() if s.host == host]:
             self._stop_server(running)
 
     def _stop_server(self, server: Server) -> None:
         self.lab.stop(server.process, timeout=SERVER_STOP_TIMEOUT_S)
-        self.servers.pop(server.host, None)
+        self.servers.pop(server.name, None)
 
     def page_manifests(self) -> list[Path]:
         return list(self.pages.values())
@@ -253,13 +266,19 @@ class LabSession:
         if spec.artifacts.pcap:
             # Every client and server: the sender's capture holds the transmissions a link
             # dropped (the loss analysis needs it), the receiver's what arrived.
-            for host in (*self.scenario.clients, *self.scenario.servers):
+            for host in self.capture_hosts():
                 self.lab.pcap_start(host, (run_dir / f"{host}.pcap").resolve())
                 capture.pcap_hosts.append(host)
         if events or spec.artifacts.events:
             capture.events = (run_dir / "events.ndjson").resolve()
             self.lab.events_start(capture.events)
         return link_config, capture
+
+    def capture_hosts(self) -> list[str]:
+        """The scenario's clients and the server hosts this lab has (004 Fig. 13's one-server
+        fairness topology has no second server host)."""
+        present = {entry.get("name") for entry in self.lab.topology.get("hosts", [])}
+        return [h for h in (*self.scenario.clients, *self.scenario.servers) if h in present]
 
     def end(self, capture: RunCapture) -> Counters:
         """Captures stopped (even when the run failed); the emulator's counters."""

@@ -117,6 +117,25 @@ class Context:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PairServer:
+    """Where one side's server runs: its host, its slot in that host (None: the host's only
+    server), and which part of the host's addresses it listens on (`part` of `parts` equal
+    parts: Fig. 13's one host carries side a's addresses, then side b's, equally many)."""
+
+    host: str
+    slot: str | None = None
+    part: int = 0
+    parts: int = 1
+
+    def address(self, addresses: Sequence[str]) -> str:
+        """The side's primary address among the host's."""
+        share = len(addresses) // self.parts
+        if share == 0 or len(addresses) % self.parts:
+            raise ValueError(f"host {self.host}: {len(addresses)} addresses do not split into {self.parts} sides")
+        return addresses[self.part * share]
+
+
 class Scenario:
     """A named experiment setting from the seeds.
 
@@ -148,6 +167,12 @@ class Scenario:
     def transport_for(self, params: Any, condition: Condition, transport: dict[str, Any]) -> dict[str, Any]:
         """The transport options of a run (e.g. a controller built from scenario axes)."""
         return transport
+
+    def pair_servers(self, params: Any) -> tuple[PairServer, PairServer]:
+        """A pair workload's two sides' servers: by default each in its own host, the first two
+        of `servers`."""
+        first, second = self.servers[:2]
+        return PairServer(first), PairServer(second)
 
     def bulk_server_address(self, params: Any) -> str:
         """Where bulk transfers connect (the server host's first address)."""

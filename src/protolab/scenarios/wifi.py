@@ -26,14 +26,14 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from protolab.lab import ideal_link, mbps_to_bps, ms_to_ns
-from protolab.scenarios.base import CLIENT, SERVER, Condition
+from protolab.scenarios.base import CLIENT, Condition
 from protolab.scenarios.congestion import (
     CLIENT2,
-    SERVER2,
     Fairness,
     FairnessParams,
     WifiAggregation,
     WifiAggregationParams,
+    fairness_server_names,
 )
 
 
@@ -162,7 +162,7 @@ class WifiFairness(Fairness):
         }
         links = {f"p0.{side}": ideal_link(wifi=wifi, delay_ns=ms_to_ns(condition.rtt_ms / 2),
                                           queue_bytes=condition.buffer_bytes) for side in ("forward", "reverse")}
-        for name in (CLIENT, CLIENT2, SERVER, SERVER2):
+        for name in (CLIENT, CLIENT2, *fairness_server_names(params)):
             links[f"{name}.up"] = ideal_link()
             links[f"{name}.down"] = ideal_link()
         return links
