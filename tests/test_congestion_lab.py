@@ -112,6 +112,45 @@ def test_pair_shares_from_the_event_log(tmp_path: Path, emu_binary: Path, lab_na
     assert (results / "runs").is_dir() and list((results / "runs").glob("*/events.ndjson"))
 
 
+ONE_SERVER_BULK = """
+schema_version = 1
+name = "one-server-lab"
+scenario = "fairness"
+repetitions = 1
+[params]
+workload = "bulk"
+bulk_duration_s = 4
+servers = "one"
+[axes]
+bandwidth_mbps = [10]
+rtt_ms = [40]
+buffer = ["1bdp"]
+mode = ["tcp vs h3"]
+[artifacts]
+samples = true
+pcap = true
+"""
+
+
+def test_one_server_host_runs_both_sides(tmp_path: Path, emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    """004 Fig. 13: both sides' servers in one host at once, each on its own address."""
+    results = tmp_path / "results"
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    summary = run_experiment(parse_spec(ONE_SERVER_BULK), results, executor, Events())
+    assert (summary.ok, summary.total) == (1, 1)
+    sides = {s["side"]: s for s in _rows(results, "SELECT * FROM pair_sides")}
+    a, b = sides["a"], sides["b"]
+    assert (a["label"], b["label"]) == ("tcp", "h3") and a["status"] == b["status"] == "ok"
+    # Both flows crossed the 10 Mbit/s bottleneck for 4 s: each well over 100 kB, together at most the link's.
+    assert a["bytes"] > 100_000 and b["bytes"] > 100_000, sides
+    assert a["bytes"] + b["bytes"] < 10e6 / 8 * 6, sides
+    transfers = _rows(results, "SELECT side, goodput_mbps FROM bulk_transfers ORDER BY side")
+    assert [t["side"] for t in transfers] == ["a", "b"] and all(t["goodput_mbps"] > 0.2 for t in transfers)
+    # One server host: its pcap and the clients', none for a second server host.
+    (run_dir,) = list((results / "runs").iterdir())
+    assert sorted(p.name for p in run_dir.glob("*.pcap")) == ["client.pcap", "client2.pcap", "server.pcap"]
+
+
 CPU = """
 schema_version = 1
 name = "cpu-lab"
