@@ -182,3 +182,17 @@ def test_cpu_limited_client(tmp_path: Path, emu_binary: Path, lab_name: Callable
     assert not any(p.name == f"pl-{name}-cpu" for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/cpu"),
                                                              Path("/sys/fs/cgroup/unified")) if root.is_dir()
                    for p in root.iterdir())
+
+
+def test_one_server_host_serves_both_page_copies(tmp_path: Path, emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    """The page workload with one server host: side b's server serves the second copy from the
+    host's second addresses beside side a's."""
+    results = tmp_path / "results"
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
+    spec = PAIR.replace("image_bytes = 250000\n", 'image_bytes = 250000\nservers = "one"\n')
+    assert 'servers = "one"' in spec
+    summary = run_experiment(parse_spec(spec), results, executor, Events())
+    assert (summary.ok, summary.total) == (1, 1)
+    sides = {s["side"]: s for s in _rows(results, "SELECT * FROM pair_sides")}
+    page = 20_000 + 4 * 250_000
+    assert all(s["status"] == "ok" and s["plt_ms"] > 0 and page < s["bytes"] < 1.3 * page for s in sides.values()), sides
