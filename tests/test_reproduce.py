@@ -25,7 +25,7 @@ from protolab.reproduce.claims import (
     matches,
     ratio_claim,
 )
-from protolab.reproduce.cli import experiment_of, figure_named
+from protolab.reproduce.cli import companion_experiments, experiment_of, figure_named
 from protolab.reproduce.data import planned_row
 from protolab.reproduce.estimators import MIN_CONFIGURATIONS, Improvement, in_region
 from protolab.reproduce.figures import FIGURES, merged
@@ -152,8 +152,12 @@ def test_merged_overrides_replace_lists_and_merge_tables() -> None:
 
 
 def _planned_rows(figure: Any, quick: bool) -> list[dict[str, Any]]:
-    """What the claims' filters can select: one row per planned run."""
-    return [planned_row(run) for run in plan(experiment_of(figure, quick))]
+    """What the claims' filters can select: one row per planned run (with companion specs, each
+    row tagged with its experiment, as the judged rows are)."""
+    experiments = [experiment_of(figure, quick), *companion_experiments(figure, quick)]
+    if len(experiments) == 1:
+        return [planned_row(run) for run in plan(experiments[0])]
+    return [{**planned_row(run), "experiment": experiment.name} for experiment in experiments for run in plan(experiment)]
 
 
 def _filters(claim: Claim) -> list[dict[str, Any]]:

@@ -130,3 +130,31 @@ def test_retry_failed_reaches_only_the_first_round(monkeypatch: Any, tmp_path: P
     cli.run_round(figure, True, 4, list(figure.claims[:1]), tmp_path, None, None, retry_failed=True)
     cli.run_round(figure, True, 2, None, tmp_path, None, None)
     assert passed == [(True, True), (False, False), (True, False)]
+
+
+def test_a_round_runs_the_companion_specs_in_every_cell(monkeypatch: Any, tmp_path: Path) -> None:
+    """A figure's companions (Figure.companions) run in each round at the round's repetitions,
+    every cell, into the same store; their rows join the figure's tagged with their experiment."""
+    from protolab.reproduce import cli
+
+    executed: list[tuple[str, int, bool]] = []
+    monkeypatch.setattr(cli, "execute", lambda experiment, *args, needed=None, retry_failed=False, **kwargs:
+                        executed.append((experiment.name, experiment.spec.repetitions, needed is None)))
+    figure = figure_named("004-fig13-15")
+    cli.run_round(figure, True, 3, None, tmp_path, None, None)
+    cli.run_round(figure, True, 6, list(figure.claims[2:]), tmp_path, None, None)
+    assert executed == [("fairness-004-offload", 3, True), ("fairness-004-offload-one", 3, True),
+                        ("fairness-004-offload", 6, True), ("fairness-004-offload-one", 6, True)]
+    assert cli.companion_names(figure) == ("fairness-004-offload-one",)
+
+
+def test_companion_rows_are_tagged_with_their_experiment(monkeypatch: Any) -> None:
+    from protolab.reproduce import cli
+
+    monkeypatch.setattr(cli, "rows_of", lambda store, source, experiment: [{"pair": "tcp vs h3", "from": experiment}])
+    figure = figure_named("004-fig13-15")
+    rows = cli.figure_rows(None, figure, "fairness-004-offload", ("fairness-004-offload-one",))  # type: ignore[arg-type]
+    assert rows == [{"pair": "tcp vs h3", "from": "fairness-004-offload", "experiment": "fairness-004-offload"},
+                    {"pair": "tcp vs h3", "from": "fairness-004-offload-one", "experiment": "fairness-004-offload-one"}]
+    # Without companions the rows are the source's, untagged.
+    assert cli.figure_rows(None, figure, "x") == [{"pair": "tcp vs h3", "from": "x"}]  # type: ignore[arg-type]

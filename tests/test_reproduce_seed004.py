@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from protolab.reproduce.bulk_stats import fixed_rate_share, link_use, rtt_stats, window_falls, window_stats
-from protolab.reproduce.claims import NOT_JUDGEABLE, NOT_REPRODUCED, REPRODUCED
+from protolab.reproduce.claims import INCONCLUSIVE, NO_DATA, NOT_JUDGEABLE, NOT_REPRODUCED, REPRODUCED
 from protolab.reproduce.data import bdp_columns
 from protolab.reproduce.figures import REGISTRY
 from protolab.scenarios import Condition
@@ -89,28 +89,47 @@ def test_004_fairness_holds_when_like_pairs_are_fair_and_tcp_takes_more() -> Non
     assert small == [REPRODUCED, NOT_JUDGEABLE]
 
 
+def _jain(share: float) -> float:
+    return 1 / (2 * (share**2 + (1 - share) ** 2))
+
+
 def _offload_pairs(tcp_share_with: float, tcp_share_without: float) -> list[dict[str, Any]]:
     """fairness-004-offload's rows: TCP on the offloading server ("tcp vs h3", side a) and on the
     other one ("h3 vs tcp", side b); Jain's index from the shares."""
-    def jain(share: float) -> float:
-        return 1 / (2 * (share**2 + (1 - share) ** 2))
-
     rows = []
     for f in SPREAD:
         narrow = 1 + (f - 1) / 4  # shares within 1%: Jain's index moves less than the band
         with_tso, without = tcp_share_with * narrow, tcp_share_without * narrow
-        rows.append({"pair": "tcp vs h3", "share_a": with_tso, "share_b": 1 - with_tso, "jain": jain(with_tso)})
-        rows.append({"pair": "h3 vs tcp", "share_a": 1 - without, "share_b": without, "jain": jain(without)})
+        rows.append({"pair": "tcp vs h3", "share_a": with_tso, "share_b": 1 - with_tso, "jain": _jain(with_tso),
+                     "experiment": "fairness-004-offload"})
+        rows.append({"pair": "h3 vs tcp", "share_a": 1 - without, "share_b": without, "jain": _jain(without),
+                     "experiment": "fairness-004-offload"})
     return rows
 
 
+def _one_server_pairs(tcp_share: float) -> list[dict[str, Any]]:
+    """The companion fairness-004-offload-one's rows (both servers in one host, TSO there)."""
+    return [{"pair": "tcp vs h3", "share_a": tcp_share * f, "share_b": 1 - tcp_share * f, "jain": _jain(tcp_share * f),
+             "experiment": "fairness-004-offload-one"} for f in (1 + (f - 1) / 4 for f in SPREAD)]
+
+
 def test_004_offload_judges_the_influence_of_tso_on_fairness_within_one_spec() -> None:
-    # TCP at 0.63 with and without TSO: a little influence (none), and TCP still above half.
-    assert _verdicts("004-fig13-15", _offload_pairs(0.63, 0.63)) == [REPRODUCED, REPRODUCED, NOT_JUDGEABLE]
+    # TCP at 0.63 with and without TSO: a little influence (none), and TCP still above half; no
+    # one-server rows: Fig. 15 vs 13 has no data.
+    assert _verdicts("004-fig13-15", _offload_pairs(0.63, 0.63)) == [REPRODUCED, REPRODUCED, NO_DATA, NO_DATA]
     # TSO makes TCP take 0.8 against 0.6 without: Jain's index falls by a quarter, more than a little.
     assert _verdicts("004-fig13-15", _offload_pairs(0.8, 0.6))[:2] == [NOT_REPRODUCED, REPRODUCED]
     # QUIC takes the larger share against the offloading TCP.
     assert _verdicts("004-fig13-15", _offload_pairs(0.4, 0.4))[1] == NOT_REPRODUCED
+
+
+def test_004_fig15_vs_13_compares_the_companion_spec_rows() -> None:
+    # Two servers: TCP 0.63; one server: 0.55. TCP's share rises with two servers (004's
+    # direction), but the pair is less fair (Jain's index 0.94 against 0.99): 004 saw it fairer.
+    rows = _offload_pairs(0.63, 0.63) + _one_server_pairs(0.55)
+    assert _verdicts("004-fig13-15", rows)[2:] == [REPRODUCED, NOT_REPRODUCED]
+    # The same shares either way: neither claim can be decided.
+    assert _verdicts("004-fig13-15", _offload_pairs(0.6, 0.6) + _one_server_pairs(0.6))[2:] == [INCONCLUSIVE] * 2
 
 
 def _cubic_rows(goodput: dict[float, float], kept: dict[float, float], cv: dict[float, float]) -> list[dict[str, Any]]:

@@ -221,7 +221,8 @@ def _run_facts(document: dict[str, Any]) -> str:
     overrides = document.get("quick_overrides") or {}
     facts = [f"spec <code>specs/{_e(document['figure'].get('spec'))}</code>"
              + (f" with the quick overrides <code>{_e(json.dumps(overrides))}</code>" if overrides else ""),
-             f"experiment <code>{_e(document.get('experiment'))}</code>",
+             f"experiment <code>{_e(document.get('experiment'))}</code>"
+             + "".join(f", with <code>specs/{_e(spec)}</code>" for spec in document["figure"].get("companions") or []),
              f"runs: {_e(runs.get('ok', '-'))} ok, {_e(runs.get('failed', 0))} failed; {_e(document.get('rows'))} rows judged",
              f"wall time {_duration(document.get('wall_time_s'))} (runs {_duration(runs.get('duration_s'))})"]
     return "<ul>" + "".join(f"<li>{fact}</li>" for fact in facts) + "</ul>"

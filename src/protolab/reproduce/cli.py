@@ -70,19 +70,48 @@ def spec_data_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR) -> di
 def experiment_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR, repetitions: int | None = None) -> Experiment:
     """The figure's spec, with its quick overrides merged in when asked (and `repetitions`, when
     given, in place of the spec's: an adaptive round)."""
-    path = specs_dir / figure.spec
-    data = spec_data_of(figure, quick, specs_dir)
+    return _experiment_from(figure, figure.spec, quick, specs_dir, repetitions)
+
+
+def companion_experiments(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR,
+                          repetitions: int | None = None) -> list[Experiment]:
+    """The figure's companion specs (Figure.companions), with its quick overrides and repetitions."""
+    return [_experiment_from(figure, spec, quick, specs_dir, repetitions) for spec in figure.companions]
+
+
+def _experiment_from(figure: Figure, spec: str, quick: bool, specs_dir: Path, repetitions: int | None) -> Experiment:
+    data = read_spec_data(specs_dir / spec)
+    if quick:
+        data = merged(data, figure.quick)
     if repetitions is not None:
         data = merged(data, {"repetitions": repetitions})
-    return spec_from_dict(data, source=f"{figure.spec}{' (quick)' if quick else ''}", path=path)
+    return spec_from_dict(data, source=f"{spec}{' (quick)' if quick else ''}", path=specs_dir / spec)
 
 
-def run_counts(results_dir: Path, experiment_id: str) -> dict[str, Any]:
-    """The experiment's runs in the store: ok, failed (or timed out), and their summed duration (s)."""
+def run_counts(results_dir: Path, experiment_id: str, companions: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The experiment's runs in the store (and its companions'): ok, failed (or timed out), and
+    their summed duration (s)."""
+    ids = [experiment_id, *companions]
+    marks = ", ".join("?" for _ in ids)
     with ResultsStore(results_dir, read_only=True) as store:
         row = store.query("SELECT count(*) FILTER (WHERE status = 'ok') AS ok, count(*) FILTER (WHERE status <> 'ok') "
-                          "AS failed, sum(duration_s) AS duration_s FROM runs WHERE experiment_id = ?", [experiment_id])[0]
+                          f"AS failed, sum(duration_s) AS duration_s FROM runs WHERE experiment_id IN ({marks})", ids)[0]
     return {"ok": int(row["ok"] or 0), "failed": int(row["failed"] or 0), "duration_s": row["duration_s"]}
+
+
+def companion_names(figure: Figure, specs_dir: Path = SPECS_DIR) -> tuple[str, ...]:
+    """The experiment names of the figure's companion specs (their rows' `experiment` tag)."""
+    return tuple(str(read_spec_data(specs_dir / spec)["name"]) for spec in figure.companions)
+
+
+def figure_rows(store: ResultsStore, figure: Figure, experiment_id: str,
+                companions: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The rows the figure's claims read: its experiment's and, with companions, theirs too,
+    each row tagged with the experiment it came from (`experiment`)."""
+    if not companions:
+        return rows_of(store, figure.source, experiment_id)
+    return [{**row, "experiment": name} for name in (experiment_id, *companions)
+            for row in rows_of(store, figure.source, name)]
 
 
 def judge(figure: Figure, results_dir: Path, experiment_id: str, budget: int = 0) -> tuple[list[Verdict], int]:
@@ -92,7 +121,7 @@ def judge(figure: Figure, results_dir: Path, experiment_id: str, budget: int = 0
     if not (results_dir / "results.duckdb").exists():
         raise ProtolabError(f"{results_dir}: no results.duckdb to judge (run without --evaluate-only first)")
     with ResultsStore(results_dir, read_only=True) as store:
-        rows = rows_of(store, figure.source, experiment_id)
+        rows = figure_rows(store, figure, experiment_id, companion_names(figure))
         repetitions = recorded_repetitions(store, experiment_id)
     verdicts = [claim.check(rows) for claim in figure.claims]
     if budget > 0 and repetitions is not None and repetitions >= budget:
@@ -109,7 +138,8 @@ def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdic
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "protolab_version": __version__,
-        "figure": {"id": figure.id, "title": figure.title, "seed": figure.seed, "spec": figure.spec, "note": figure.note},
+        "figure": {"id": figure.id, "title": figure.title, "seed": figure.seed, "spec": figure.spec, "note": figure.note,
+                   "companions": list(figure.companions)},
         "quick": quick,
         "quick_overrides": figure.quick if quick else {},
         "experiment": experiment.name,
@@ -181,6 +211,10 @@ def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim]
     needed = None if claims is None else needed_runs(claims, plan(experiment))
     execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed,
             retry_failed=retry_failed and claims is None)
+    for companion in companion_experiments(figure, quick, repetitions=repetitions):
+        # Every cell: the claims' filters name the experiment, which no planned run carries.
+        execute(companion, results_dir, console, binary=binary, lab=lab, needed=None,
+                retry_failed=retry_failed and claims is None)
     if figure.after_run == "corpus":
         build_flow_corpus(results_dir, binary)
 
@@ -246,7 +280,8 @@ def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate
         console.print(f"  note: {escape(chosen.note)}", style="dim", highlight=False)
     out = figure_dir / "reproduce.json"
     document = verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget,
-                                run_counts(results_dir, experiment.name), time.monotonic() - started)
+                                run_counts(results_dir, experiment.name, companion_names(chosen)),
+                                time.monotonic() - started)
     if figure_dir != results_dir:  # the atlas draws ours from the store there
         document["data_dir"] = os.path.relpath(results_dir, figure_dir)
         figure_dir.mkdir(parents=True, exist_ok=True)

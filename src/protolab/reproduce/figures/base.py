@@ -31,6 +31,10 @@ class Figure:
     repetitions, no adaptation). `not_runnable` says why the figure cannot run on this machine
     (empty: it can); `substitute` names the registry entry that answers the same question here.
     `explanations` record why claims that do not hold fail, each with its measurement.
+    `companions` name further specs whose runs go into the same store and whose rows join the
+    figure's, every row tagged with its spec's name (`experiment`), so that a claim can compare
+    what one spec cannot hold (004 Fig. 15 vs 13: one server host against two is a different
+    lab topology); they run with the figure's quick overrides and repetitions.
     `after_run` names a step between the runs and the judging: "corpus" turns the runs'
     captures into labelled flows in the store (`traffic.corpus`), which the passive sources
     (000 ch. 3-4, reproduce.passive) analyse; "nat-corpus" makes the NAT corpus instead of
@@ -52,6 +56,7 @@ class Figure:
     substitute: str = ""
     explanations: tuple[Explanation, ...] = ()
     drawing: str = ""  # how the atlas draws ours (a name in its drawing registry; "": the source's default)
+    companions: tuple[str, ...] = ()  # further specs in `specs/` whose rows join the figure's
     after_run: str = ""  # "corpus": build the labelled flow corpus from the captures before judging;
     # "nat-corpus": instead of the spec's runs, make the NAT corpus the spec describes (traffic.nat_corpus)
 
