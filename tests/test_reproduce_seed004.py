@@ -73,6 +73,10 @@ def test_bdp_columns_place_a_condition_against_003s_50_kb_buffer() -> None:
 # ---------------------------------------------------------------------- 004
 
 
+def _jain(share: float) -> float:
+    return 1 / (2 * (share**2 + (1 - share) ** 2))
+
+
 def _pairs(jain_quic: float, jain_tcp: float, tcp_share: float) -> list[dict[str, Any]]:
     rows = []
     for f in SPREAD:
@@ -85,12 +89,21 @@ def _pairs(jain_quic: float, jain_tcp: float, tcp_share: float) -> list[dict[str
 def test_004_fairness_holds_when_like_pairs_are_fair_and_tcp_takes_more() -> None:
     assert _verdicts("004-fig11-14", _pairs(0.99, 0.99, 0.63)) == [REPRODUCED] * 3
     assert _verdicts("004-fig11-14", _pairs(0.80, 0.99, 0.35)) == [NOT_REPRODUCED, REPRODUCED, NOT_REPRODUCED]
-    small = _verdicts("004-fig16", _pairs(0.99, 0.99, 0.6))
-    assert small == [REPRODUCED, NOT_JUDGEABLE]
+
+def _length_pairs(experiment: str, tcp_share: float) -> list[dict[str, Any]]:
+    """004-fig16's rows (fairness-004-small, 8 s) or its companion's (fairness-004-long, 32 s)."""
+    return [{"pair": "tcp vs h3", "experiment": experiment, "share_a": tcp_share * f, "jain": _jain(tcp_share * f)}
+            for f in (1 + (f - 1) / 4 for f in SPREAD)]
 
 
-def _jain(share: float) -> float:
-    return 1 / (2 * (share**2 + (1 - share) ** 2))
+def test_004_fig16_compares_the_short_flows_with_its_companion_s_long_ones() -> None:
+    # 8 s: TCP 0.55 (Jain 0.99); 32 s: TCP 0.65 (Jain 0.92): fairer with the small transfer, as 004.
+    rows = _length_pairs("fairness-004-small", 0.55) + _length_pairs("fairness-004-long", 0.65)
+    assert _verdicts("004-fig16", rows) == [REPRODUCED, REPRODUCED]
+    # The other way round: less fair with the small transfer; the long rows alone decide nothing.
+    rows = _length_pairs("fairness-004-small", 0.65) + _length_pairs("fairness-004-long", 0.55)
+    assert _verdicts("004-fig16", rows) == [REPRODUCED, NOT_REPRODUCED]
+    assert _verdicts("004-fig16", _length_pairs("fairness-004-long", 0.6)) == [NO_DATA, NO_DATA]
 
 
 def _offload_pairs(tcp_share_with: float, tcp_share_without: float) -> list[dict[str, Any]]:
