@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from protolab.reproduce.claims import PROTOLAB, Claim, Median, NotJudgeable, Ratio
-from protolab.reproduce.figures.base import Figure
+from protolab.reproduce.figures.base import Explanation, Figure
 
 # Jain's index of two flows is 1 / (2 (s^2 + (1-s)^2)) for shares s and 1-s: 0.95 is a 39/61
 # split. 004 calls flows fair without a number; this is our reading.
@@ -25,6 +25,19 @@ LITTLE_INFLUENCE = (0.95, 1.05)
 # (params.servers = "one", both servers in one host, two clients kept) is the figure's companion.
 TWO_SERVERS = {"pair": "tcp vs h3", "experiment": "fairness-004-offload"}
 ONE_SERVER = {"pair": "tcp vs h3", "experiment": "fairness-004-offload-one"}
+# Measured on the full runs of 2026-11-27 (docs/reproduce.md, "Full runs, night (2026-11-27)").
+_ONE_HOST_IS_NOT_A_BOTTLENECK = Explanation(
+    claim="",
+    cause="Fig. 15 vs 13 stays undecided because one server host and two differ here only in sharing a namespace "
+          "and the machine's two cores: the shared host's access link never queues (it carries 10 Mbit/s), so "
+          "both topologies put the flows in the same 1-BDP bottleneck queue. 004's one machine ran both servers "
+          "(quic-go in user space) on its own CPU and NIC, which the lab does not reproduce",
+    evidence="max_queue_packets of server.up and server.down 1 in every run with one server host and with two; the "
+             "bottleneck's 33-34 (its 1 BDP); TCP's share two over one 0.957 [0.846, 1.14], Jain's index 1.02 "
+             "[0.928, 1.11] (12 runs per topology)",
+    command="protolab reproduce 004-fig13-15",
+)
+
 # 004 Fig. 16 (5 MB) against Fig. 14 (20 MB): the flows are bound by time, so the companion
 # fairness-004-long runs Fig. 14's TCP vs QUIC pair for 32 s beside this entry's 8 s.
 SMALL = {"pair": "tcp vs h3", "experiment": "fairness-004-small"}
@@ -101,6 +114,7 @@ WITH_OFFLOAD = Figure(
               paper="Fig. 15 vs 13: they are more fair with each other"),
     ),
     companions=("fairness-004-offload-one.toml",),
+    explanations=(_ONE_HOST_IS_NOT_A_BOTTLENECK,),
     note="the TCP side's server host has the TUN segmentation offloads ([lab.host_offload], docs/spec.md), every "
          "other host none; the pair runs both ways round, so \"tcp vs h3\" is TCP with TSO and \"h3 vs tcp\" TCP "
          "without (QUIC then on the offloading host; its UDP GSO sends reach the wire as the same datagrams either "
