@@ -33,7 +33,7 @@ _ONE_HOST_IS_NOT_A_BOTTLENECK = Explanation(
           "both topologies put the flows in the same 1-BDP bottleneck queue. 004's one machine ran both servers "
           "(quic-go in user space) on its own CPU and NIC, which the lab does not reproduce",
     evidence="max_queue_packets of server.up and server.down 1 in every run with one server host and with two; the "
-             "bottleneck's 33-34 (its 1 BDP); TCP's share two over one 0.957 [0.846, 1.14], Jain's index 1.02 "
+             "bottleneck's 33-43 (1 BDP: 33 packets); TCP's share two over one 0.957 [0.846, 1.14], Jain's index 1.02 "
              "[0.928, 1.11] (12 runs per topology)",
     command="protolab reproduce 004-fig13-15",
 )
