@@ -1,7 +1,9 @@
 """004 Fig. 15 vs Fig. 13 by hand (docs/reproduce.md, 004-fig13-15): the "tcp vs h3" runs of
 fairness-004-offload (two servers, TSO at the TCP server) against fairness-004-offload-one's (one
 server host with TSO), judged with the reproduce claims' own estimators (medians and the ratio of
-medians, 95% CIs). The registry judges one spec per figure, so this comparison stays outside it.
+medians, 95% CIs), when the two specs were run into separate stores. The registry judges the
+same comparison itself since 004-fig13-15 names fairness-004-offload-one as its companion spec
+(both in one store; docs/reproduce.md, "The registry").
 
 Usage: python scripts/compare_004_servers.py TWO_SERVER_RESULTS ONE_SERVER_RESULTS
 """
