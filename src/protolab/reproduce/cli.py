@@ -63,7 +63,11 @@ def figure_named(name: str) -> Figure:
 
 def spec_data_of(figure: Figure, quick: bool, specs_dir: Path = SPECS_DIR) -> dict[str, Any]:
     """The figure's spec as data, with its quick overrides merged in when asked."""
-    data = read_spec_data(specs_dir / figure.spec)
+    return _spec_data(figure, figure.spec, quick, specs_dir)
+
+
+def _spec_data(figure: Figure, spec: str, quick: bool, specs_dir: Path) -> dict[str, Any]:
+    data = read_spec_data(specs_dir / spec)
     return merged(data, figure.quick) if quick else data
 
 
@@ -80,9 +84,7 @@ def companion_experiments(figure: Figure, quick: bool, specs_dir: Path = SPECS_D
 
 
 def _experiment_from(figure: Figure, spec: str, quick: bool, specs_dir: Path, repetitions: int | None) -> Experiment:
-    data = read_spec_data(specs_dir / spec)
-    if quick:
-        data = merged(data, figure.quick)
+    data = _spec_data(figure, spec, quick, specs_dir)
     if repetitions is not None:
         data = merged(data, {"repetitions": repetitions})
     return spec_from_dict(data, source=f"{spec}{' (quick)' if quick else ''}", path=specs_dir / spec)
