@@ -58,6 +58,14 @@ def _rows(results: Path, sql: str) -> list[dict[str, Any]]:
         return store.query(sql)
 
 
+def _run_pair(spec: str, results: Path, emu_binary: Path, lab: str) -> dict[str, dict[str, Any]]:
+    """One pair run of `spec` in a real lab, asserted ok; its `pair_sides` rows by side."""
+    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab)
+    summary = run_experiment(parse_spec(spec), results, executor, Events())
+    assert (summary.ok, summary.total) == (1, 1)
+    return {s["side"]: s for s in _rows(results, "SELECT * FROM pair_sides")}
+
+
 def test_bulk_per_controller_with_states(tmp_path: Path, emu_binary: Path, lab_name: Callable[[], str]) -> None:
     results = tmp_path / "results"
     executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
@@ -91,10 +99,7 @@ def test_bulk_per_controller_with_states(tmp_path: Path, emu_binary: Path, lab_n
 
 def test_pair_shares_from_the_event_log(tmp_path: Path, emu_binary: Path, lab_name: Callable[[], str]) -> None:
     results = tmp_path / "results"
-    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
-    summary = run_experiment(parse_spec(PAIR), results, executor, Events())
-    assert (summary.ok, summary.total) == (1, 1)
-    sides = {s["side"]: s for s in _rows(results, "SELECT * FROM pair_sides")}
+    sides = _run_pair(PAIR, results, emu_binary, lab_name())
     a, b = sides["a"], sides["b"]
     assert (a["label"], b["label"], a["quic_cc"]) == ("h3@gquic39", "h2", "gquic39")
     assert a["plt_ms"] > 0 and b["plt_ms"] > 0 and a["status"] == b["status"] == "ok"
@@ -135,10 +140,7 @@ pcap = true
 def test_one_server_host_runs_both_sides(tmp_path: Path, emu_binary: Path, lab_name: Callable[[], str]) -> None:
     """004 Fig. 13: both sides' servers in one host at once, each on its own address."""
     results = tmp_path / "results"
-    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
-    summary = run_experiment(parse_spec(ONE_SERVER_BULK), results, executor, Events())
-    assert (summary.ok, summary.total) == (1, 1)
-    sides = {s["side"]: s for s in _rows(results, "SELECT * FROM pair_sides")}
+    sides = _run_pair(ONE_SERVER_BULK, results, emu_binary, lab_name())
     a, b = sides["a"], sides["b"]
     assert (a["label"], b["label"]) == ("tcp", "h3") and a["status"] == b["status"] == "ok"
     # Both flows crossed the 10 Mbit/s bottleneck for 4 s: each well over 100 kB, together at most the link's.
@@ -187,12 +189,8 @@ def test_cpu_limited_client(tmp_path: Path, emu_binary: Path, lab_name: Callable
 def test_one_server_host_serves_both_page_copies(tmp_path: Path, emu_binary: Path, lab_name: Callable[[], str]) -> None:
     """The page workload with one server host: side b's server serves the second copy from the
     host's second addresses beside side a's."""
-    results = tmp_path / "results"
-    executor = LabExecutor(workloads=EXECUTORS, binary=emu_binary, lab_name=lab_name())
     spec = PAIR.replace("image_bytes = 250000\n", 'image_bytes = 250000\nservers = "one"\n')
     assert 'servers = "one"' in spec
-    summary = run_experiment(parse_spec(spec), results, executor, Events())
-    assert (summary.ok, summary.total) == (1, 1)
-    sides = {s["side"]: s for s in _rows(results, "SELECT * FROM pair_sides")}
+    sides = _run_pair(spec, tmp_path / "results", emu_binary, lab_name())
     page = 20_000 + 4 * 250_000
     assert all(s["status"] == "ok" and s["plt_ms"] > 0 and page < s["bytes"] < 1.3 * page for s in sides.values()), sides
