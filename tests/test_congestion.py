@@ -57,7 +57,7 @@ MS = 1_000_000
 
 
 def test_controllers_are_checked_by_the_rust_registry(emu_binary: Path) -> None:
-    assert controllers.check("gquic39")["canonical"].startswith("cubic:c=0.4,beta=0.7,n=2,iw=32,")
+    assert controllers.check("gquic39")["canonical"].startswith("cubic:c=0.4,cube_factor=1,beta=0.7,n=2,iw=32,")
     assert controllers.check("cubic:c=0.8,beta=0.5")["params"]["beta"] == "0.5"
     assert controllers.check("fixed:rate=70%")["base"] == "fixed"  # checked with a placeholder rate
     with pytest.raises(controllers.ControllerError, match=r'cubic: beta="1.5": a number in 0.05..1'):
@@ -167,8 +167,13 @@ def test_sweeps_transport_axes_and_percent_rates_in_the_plan(emu_binary: Path) -
     block = [(r.mode, r.params["quic_cc"]) for r in plan(ss) if r.repetition == 0]
     assert len(block) == 6 and len(set(block)) == 6
     tuning = plan(load_spec(REPO / "specs" / "cubic-tuning.toml"))
-    assert {r.transport["quic_cc"] for r in tuning} == {f"cubic:c={c},beta={b}" for c in (0.2, 0.4, 0.8)
-                                                        for b in (0.5, 0.7, 1.0)}
+    assert {r.transport["quic_cc"] for r in tuning} == {f"cubic:c=0.4,cube_factor={f},beta={b}"
+                                                        for f in (0.0, 1.0, 2.0) for b in (0.5, 0.7, 1.0)}
+    fig22 = plan(load_spec(REPO / "specs" / "cubic-tuning-004.toml"))
+    assert {r.transport["quic_cc"] for r in fig22} == {
+        "cubic:c=0.4,cube_factor=1.0,beta=0.7", "cubic:c=0.4,cube_factor=1.0,beta=0.5",
+        "cubic:c=0.4,cube_factor=1.0,beta=1.0", "cubic:c=0.4,cube_factor=2.0,beta=0.7",
+        "cubic:c=0.4,cube_factor=0.0,beta=0.5"}
 
 
 def test_bulk_scenarios_take_no_pages(emu_binary: Path) -> None:
@@ -302,6 +307,7 @@ scenario = "cubic-tuning"
 repetitions = 2
 [axes]
 c = [0.0, 0.4]
+cube_factor = [1.0]
 beta = [0.5, 0.7]
 """
 

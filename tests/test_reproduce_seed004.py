@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from protolab.reproduce.bulk_stats import fixed_rate_share, link_use, rtt_stats, window_falls, window_stats
-from protolab.reproduce.claims import INCONCLUSIVE, NO_DATA, NOT_JUDGEABLE, NOT_REPRODUCED, REPRODUCED
+from protolab.reproduce.claims import INCONCLUSIVE, NO_DATA, NOT_REPRODUCED, REPRODUCED
 from protolab.reproduce.data import bdp_columns
 from protolab.reproduce.figures import REGISTRY
 from protolab.scenarios import Condition
@@ -145,27 +145,34 @@ def test_004_fig15_vs_13_compares_the_companion_spec_rows() -> None:
     assert _verdicts("004-fig13-15", _offload_pairs(0.6, 0.6) + _one_server_pairs(0.6))[2:] == [INCONCLUSIVE] * 2
 
 
-def _cubic_rows(goodput: dict[float, float], kept: dict[float, float], cv: dict[float, float]) -> list[dict[str, Any]]:
-    """Eight runs per (c, beta) cell of cubic-tuning-004; the dicts are keyed by beta (c = 0.4)
-    and, for `cv`, by c at beta 0.7."""
-    cells = [(0.4, 0.5), (0.4, 0.7), (0.4, 1.0), (0.2, 0.7)]
+def _cubic_rows(goodput: dict[float, float], kept: dict[float, float], cv: dict[tuple[float, float], float]
+                ) -> list[dict[str, Any]]:
+    """Eight runs per (CubeFactor, beta) cell of cubic-tuning-004; `goodput` and `kept` are keyed
+    by beta (CubeFactor 1), `cv` by the cell (0.3 where it is not given)."""
+    cells = [(1.0, 0.5), (1.0, 0.7), (1.0, 1.0), (2.0, 0.7), (0.0, 0.5)]
     rows = []
-    for c, beta in cells:
+    for cube_factor, beta in cells:
         for f in SPREAD:
-            rows.append({"c": c, "beta": beta, "goodput_mbps": goodput.get(beta, 9.0) * f,
-                         "window_kept": min(kept.get(beta, 0.7) * f, 1.0) if c == 0.4 else 0.7,
-                         "cwnd_cv": cv[c] * f if beta == 0.7 else 0.3})
+            rows.append({"c": 0.4, "cube_factor": cube_factor, "beta": beta,
+                         "goodput_mbps": goodput.get(beta, 9.0) * f,
+                         "window_kept": min(kept.get(beta, 0.7) * f, 1.0) if cube_factor == 1.0 else 0.7,
+                         "cwnd_cv": cv.get((cube_factor, beta), 0.3) * f})
     return rows
 
 
 def test_004_cubic_tuning_judges_backoff_and_cube_factor_on_fixed_runs() -> None:
     seed_like = _cubic_rows(goodput={0.5: 8.0, 0.7: 9.0, 1.0: 9.5}, kept={0.5: 0.5, 0.7: 0.7, 1.0: 1.0},
-                            cv={0.4: 0.30, 0.2: 0.20})
-    assert _verdicts("004-fig18-22", seed_like) == [REPRODUCED, REPRODUCED, REPRODUCED, NOT_JUDGEABLE, REPRODUCED]
-    cut_deeper = [dict(row, window_kept=0.5) if row["c"] == 0.4 and row["beta"] == 0.7 else row for row in seed_like]
+                            cv={(1.0, 0.7): 0.30, (2.0, 0.7): 0.20, (0.0, 0.5): 0.45})
+    assert _verdicts("004-fig18-22", seed_like) == [REPRODUCED] * 5
+    cut_deeper = [dict(row, window_kept=0.5) if row["cube_factor"] == 1.0 and row["beta"] == 0.7 else row
+                  for row in seed_like]
     assert _verdicts("004-fig18-22", cut_deeper)[4] == NOT_REPRODUCED
-    reversed_ = _cubic_rows(goodput={0.5: 9.5, 0.7: 8.0}, kept={1.0: 0.6}, cv={0.4: 0.2, 0.2: 0.3})
-    assert _verdicts("004-fig18-22", reversed_)[:3] == [NOT_REPRODUCED] * 3
+    reversed_ = _cubic_rows(goodput={0.5: 9.5, 0.7: 8.0}, kept={1.0: 0.6},
+                            cv={(1.0, 0.7): 0.2, (2.0, 0.7): 0.3, (0.0, 0.5): 0.15})
+    assert _verdicts("004-fig18-22", reversed_)[:4] == [NOT_REPRODUCED] * 4
+    # CubeFactor 0 as smooth as the default: undecided.
+    even = _cubic_rows(goodput={}, kept={}, cv={(1.0, 0.7): 0.3, (0.0, 0.5): 0.3})
+    assert _verdicts("004-fig18-22", even)[3] == INCONCLUSIVE
 
 
 # ---------------------------------------------------------------------- 003

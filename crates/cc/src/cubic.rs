@@ -16,6 +16,13 @@ pub struct CubicConfig {
     /// C, the scaling constant of the cubic function (RFC 9438: 0.4). 0 is the limit C -> 0:
     /// the cubic function stays flat and only the Reno-friendly estimate grows the window.
     pub c: f64,
+    /// quic-go's (and Chromium's) `cubeFactor` as a multiple of its default, which is 1/C: K =
+    /// cbrt(cube_factor x (W_max - cwnd) / C) while the curve keeps growing with C. 1 is RFC
+    /// 9438's K; 2 (004's "CubeFactor 2") doubles K^3, so the curve starts below the cut window
+    /// and the Reno-friendly estimate leads for longer; 0 (004's Fig. 22) makes K = 0: the
+    /// target is W_max at once, and each RTT closes most of the gap to it (RFC 9438's per-ACK
+    /// step, at most 1.5x per RTT): back within a few RTTs instead of K seconds.
+    pub cube_factor: f64,
     /// beta, the multiplicative decrease factor of one connection (RFC 9438: 0.7).
     pub beta: f64,
     /// Connections emulated: beta_N = (N - 1 + beta) / N and the Reno-friendly
@@ -35,6 +42,7 @@ impl Default for CubicConfig {
     fn default() -> Self {
         CubicConfig {
             c: 0.4,
+            cube_factor: 1.0,
             beta: 0.7,
             connections: 1,
             initial_window_packets: 10,
@@ -151,7 +159,8 @@ impl Cubic {
 
     fn new_epoch(&self, now: Instant, w_max: f64) -> Epoch {
         let cwnd = self.window as f64;
-        let k = (self.config.c > 0.0).then(|| ((w_max - cwnd).max(0.0) / self.mtu as f64 / self.config.c).cbrt());
+        let k = (self.config.c > 0.0)
+            .then(|| (self.config.cube_factor * (w_max - cwnd).max(0.0) / self.mtu as f64 / self.config.c).cbrt());
         Epoch { start: now, w_max, cwnd_epoch: cwnd, k, w_est: cwnd }
     }
 

@@ -322,6 +322,7 @@ const N: Param = Param { key: "n", kind: Kind::Int { min: 1, max: 64 }, default:
 
 const CUBIC_PARAMS: &[Param] = &[
     Param { key: "c", kind: Kind::Float { min: 0.0, max: 100.0 }, default: Some("0.4"), doc: "C of W(t) = C (t - K)^3 + W_max, segments/s^3 (0 = flat cubic: Reno-friendly growth only)" },
+    Param { key: "cube_factor", kind: Kind::Float { min: 0.0, max: 100.0 }, default: Some("1"), doc: "quic-go's cubeFactor as a multiple of its default (004's CubeFactor): K = cbrt(cube_factor (W_max - cwnd) / C), growth still C; 0 = K = 0 (back to W_max at once)" },
     Param { key: "beta", kind: Kind::Float { min: 0.05, max: 1.0 }, default: Some("0.7"), doc: "multiplicative decrease of one connection (1 = none)" },
     N,
     IW,
@@ -375,6 +376,7 @@ fn hystart_of(p: &Params) -> Option<HystartConfig> {
 fn cubic(p: &Params) -> Config {
     Config::Cubic(CubicConfig {
         c: p.float("c"),
+        cube_factor: p.float("cube_factor"),
         beta: p.float("beta"),
         connections: p.int32("n"),
         initial_window_packets: p.int32("iw"),
@@ -665,7 +667,7 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let spec = ControllerSpec::parse("cubic").unwrap();
-        assert_eq!(spec.canonical(), "cubic:c=0.4,beta=0.7,n=1,iw=10,hystart=plusplus,hs_min_thresh=4ms,hs_max_thresh=16ms,hs_divisor=8,hs_samples=8,hs_css_divisor=4,hs_css_rounds=5,fast_convergence=on");
+        assert_eq!(spec.canonical(), "cubic:c=0.4,cube_factor=1,beta=0.7,n=1,iw=10,hystart=plusplus,hs_min_thresh=4ms,hs_max_thresh=16ms,hs_divisor=8,hs_samples=8,hs_css_divisor=4,hs_css_rounds=5,fast_convergence=on");
         let spec = ControllerSpec::parse(" cubic : c=0.8, beta = 0.5 ,hystart=off").unwrap();
         match spec.config() {
             Config::Cubic(c) => {
@@ -751,7 +753,7 @@ mod tests {
         let e = ControllerSpec::parse("cubci").unwrap_err().to_string();
         assert!(e.contains("unknown congestion controller \"cubci\"") && e.contains("cubic, reno, fast"), "{e}");
         let e = ControllerSpec::parse("cubic:gamma=1").unwrap_err().to_string();
-        assert!(e.contains("unknown parameter \"gamma\"") && e.contains("c, beta, n, iw, hystart"), "{e}");
+        assert!(e.contains("unknown parameter \"gamma\"") && e.contains("c, cube_factor, beta, n, iw, hystart"), "{e}");
         let e = ControllerSpec::parse("cubic:beta=1.5").unwrap_err().to_string();
         assert!(e.contains("beta=\"1.5\"") && e.contains("a number in 0.05..1"), "{e}");
         let e = ControllerSpec::parse("cubic:hystart=classic").unwrap_err().to_string();

@@ -144,6 +144,43 @@ fn cubic_with_c_zero_grows_by_alpha_per_rtt() {
     }
 }
 
+/// quic-go's cubeFactor (004 ch. 9) scales K^3 and leaves the curve's growth C alone: 2 starts
+/// the curve below the cut window (the Reno-friendly estimate leads), 0 puts the origin at the
+/// cut (K = 0) and the window is back at W_max within a few RTTs instead of K seconds.
+#[test]
+fn cube_factor_scales_k_cubed_and_zero_returns_to_w_max_at_once() {
+    let rounds_to_w_max = |cube_factor: f64| {
+        let mut d = Driver::new();
+        let mut c = cubic(CubicConfig { cube_factor, beta: 0.5, hystart: None, fast_convergence: false, ..CubicConfig::default() });
+        let before = grown_then_lost(&mut d, &mut c, 200) as f64;
+        let k = c.k().expect("C > 0 has a K");
+        let expected_k = (cube_factor * before * 0.5 / MSS as f64 / 0.4).cbrt();
+        assert!((k - expected_k).abs() < 1e-9, "cube_factor {cube_factor}: K {k} vs {expected_k}");
+        // The curve at the epoch's start: W_max - cube_factor x (W_max - cwnd).
+        let at_start = c.w_cubic(Duration::ZERO).unwrap();
+        assert!((at_start - (before - cube_factor * before * 0.5)).abs() < 1.0, "cube_factor {cube_factor}: W(0) {at_start}");
+        let mut rounds = 0;
+        while (c.window() as f64) < 0.99 * before {
+            d.round(&mut c);
+            rounds += 1;
+            assert!(rounds < 1000, "cube_factor {cube_factor}: never back at W_max");
+        }
+        (k, rounds)
+    };
+    let (k_one, one) = rounds_to_w_max(1.0);
+    let (k_two, two) = rounds_to_w_max(2.0);
+    let (k_zero, zero) = rounds_to_w_max(0.0);
+    eprintln!("rounds back to W_max: cube_factor 1: {one} (K {k_one:.2} s), 2: {two} (K {k_two:.2} s), 0: {zero} (K {k_zero})");
+    assert_eq!(k_zero, 0.0);
+    assert!((k_two / k_one - 2f64.cbrt()).abs() < 1e-9);
+    // K = 0: the target is W_max at once; RFC 9438's per-ACK step (target - cwnd) / cwnd closes
+    // most of the gap each RTT, so the halved window is at 99% of W_max within a few RTTs.
+    assert!(zero <= 8, "cube_factor 0: {zero} rounds");
+    // cube_factor 1 and 2 climb on the curve for most of K (10 RTTs per second here; 99% of
+    // W_max is reached a cube root of (1% W_max / C) seconds before K).
+    assert!(one as f64 >= 0.6 * k_one * 10.0 && two > one, "rounds {one} (K {k_one}) and {two} (K {k_two})");
+}
+
 #[test]
 fn fast_convergence_lowers_w_max() {
     let mut d = Driver::new();

@@ -40,7 +40,7 @@ pub struct QuicConfig {
     /// The controller as given (`gquic39`, `cubic:c=0.8`).
     #[serde(rename = "quic_cc")]
     pub cc: String,
-    /// The controller with every parameter (`cubic:c=0.4,beta=0.7,n=2,...`).
+    /// The controller with every parameter (`cubic:c=0.4,cube_factor=1,beta=0.7,n=2,...`).
     #[serde(rename = "quic_cc_canonical")]
     pub cc_canonical: String,
     /// Initial window in bytes, if set apart from the controller (null = the controller's).

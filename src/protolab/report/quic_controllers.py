@@ -34,7 +34,7 @@ class Controller:
 
 
 def parse_controller(name: str, canonical: str | None) -> Controller:
-    """`cubic:c=0.4,beta=0.7,n=2,iw=32,...` (the result's `quic_cc_canonical`) -> its parameters."""
+    """`cubic:c=0.4,cube_factor=1,beta=0.7,n=2,iw=32,...` (the result's `quic_cc_canonical`) -> its parameters."""
     _, _, params = (canonical or "").partition(":")
     values = dict(item.partition("=")[::2] for item in params.split(",") if "=" in item)
 

@@ -249,21 +249,22 @@ class Fairness(Scenario):
 
 
 class CubicTuningParams(BulkParams):
-    base: str = Field("cubic", description="the controller whose c and beta the axes set")
+    base: str = Field("cubic", description="the controller whose c, cube_factor and beta the axes set")
     duration_s: float | None = Field(30.0, gt=0, le=3600, description="seconds per transfer (or bytes)")
 
 
 class CubicTuning(BulkScenario):
-    """004 ch. 9: QUIC bulk transfers with Cubic's C (the seed's "CubeFactor" 0, 1, 2 times the
-    default 0.4) and beta (0.5, 0.7, 1) over 10 Mbit/s, 40 ms RTT, 0.05% loss; throughput,
-    retransmissions and cwnd over time. The axes `c` and `beta` set the controller
-    (`<base>:c=C,beta=B`)."""
+    """004 ch. 9: QUIC bulk transfers with Cubic's CubeFactor (0, 1, 2: quic-go's `cubeFactor`
+    as a multiple of its default, which scales K^3 and leaves the growth C alone) and beta (0.5,
+    0.7, 1) over 10 Mbit/s, 40 ms RTT, 0.05% loss; throughput, retransmissions and cwnd over
+    time. The axes `c`, `cube_factor` and `beta` set the controller
+    (`<base>:c=C,cube_factor=F,beta=B`)."""
 
     name = "cubic-tuning"
     source = "004 ch. 9"
-    description = "QUIC bulk with Cubic C in {0, 0.4, 0.8} x beta in {0.5, 0.7, 1}; 10 Mbit/s, 40 ms, 0.05% loss"
+    description = "QUIC bulk with Cubic's CubeFactor in {0, 1, 2} x beta in {0.5, 0.7, 1}; 10 Mbit/s, 40 ms, 0.05% loss"
     Params = CubicTuningParams
-    extra_axes: ClassVar[dict[str, Any]] = {"c": float, "beta": float}
+    extra_axes: ClassVar[dict[str, Any]] = {"c": float, "cube_factor": float, "beta": float}
     default_axes: ClassVar[dict[str, list[Any]]] = {
         "bandwidth_mbps": [10],
         "rtt_ms": [40],
@@ -271,24 +272,33 @@ class CubicTuning(BulkScenario):
         "buffer": ["1bdp"],
         "mode": ["h3"],
         "page": [],
-        "c": [0.0, 0.4, 0.8],
+        "c": [0.4],
+        "cube_factor": [0.0, 1.0, 2.0],
         "beta": [0.5, 0.7, 1.0],
     }
+
+    @staticmethod
+    def controller(base: str, c: Any, cube_factor: Any, beta: Any) -> str:
+        return f"{base}:c={c},cube_factor={cube_factor},beta={beta}"
 
     def check(self, params: CubicTuningParams, axes: Mapping[str, Sequence[Any]]) -> None:
         from protolab.plan import controllers
 
         for c in axes["c"]:
-            for beta in axes["beta"]:
-                try:
-                    controllers.check(f"{params.base}:c={c},beta={beta}")
-                except controllers.ControllerError as exc:
-                    raise ValueError(f"axes.c/beta: {exc}") from None
+            for cube_factor in axes["cube_factor"]:
+                for beta in axes["beta"]:
+                    try:
+                        controllers.check(self.controller(params.base, c, cube_factor, beta))
+                    except controllers.ControllerError as exc:
+                        raise ValueError(f"axes.c/cube_factor/beta: {exc}") from None
         if "quic_cc" in axes:
-            raise ValueError("axes.quic_cc: the c and beta axes set the controller here (params.base names it)")
+            raise ValueError("axes.quic_cc: the c, cube_factor and beta axes set the controller here (params.base "
+                             "names it)")
 
     def transport_for(self, params: CubicTuningParams, condition: Condition, transport: dict[str, Any]) -> dict[str, Any]:
-        return {**transport, "quic_cc": f"{params.base}:c={condition.extra('c')},beta={condition.extra('beta')}"}
+        controller = self.controller(params.base, condition.extra("c"), condition.extra("cube_factor"),
+                                     condition.extra("beta"))
+        return {**transport, "quic_cc": controller}
 
 
 # ---------------------------------------------------------------------- quic-vs-tcp

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protolab.reproduce.claims import PROTOLAB, Claim, Median, NotJudgeable, Ratio
+from protolab.reproduce.claims import PROTOLAB, Claim, Median, Ratio
 from protolab.reproduce.figures.base import Explanation, Figure
 
 # Jain's index of two flows is 1 / (2 (s^2 + (1-s)^2)) for shares s and 1-s: 0.95 is a 39/61
@@ -44,13 +44,10 @@ SMALL = {"pair": "tcp vs h3", "experiment": "fairness-004-small"}
 LONG = {"pair": "tcp vs h3", "experiment": "fairness-004-long"}
 
 
-def _cubic(c: float, beta: float) -> dict[str, Any]:
-    """The runs of protolab's Cubic with constant `c` and backoff `beta` (cubic-tuning-004)."""
-    return {"c": c, "beta": beta}
-
-
-DEFAULT_C = 0.4  # quic-go's CubeFactor 1 (004 Fig. 17's constants; Cubic's C in RFC 9438)
-HALF_C = 0.2  # CubeFactor 2: quic-go's cubeFactor is 1/C in its units, so doubling it halves C
+def _cubic(cube_factor: float, beta: float) -> dict[str, Any]:
+    """The runs of protolab's Cubic with 004's CubeFactor `cube_factor` and backoff `beta`
+    (cubic-tuning-004; C = 0.4 in every cell)."""
+    return {"cube_factor": cube_factor, "beta": beta}
 
 FAIRNESS = Figure(
     id="004-fig11-14",
@@ -166,25 +163,28 @@ CUBIC_TUNING = Figure(
            ("conclusion", "beta controls the convergence rate, C controls TCP friendliness")),
     claims=(
         Claim("a smaller backoff factor makes the transfer slower (goodput at beta 0.5 below beta 0.7)",
-              Ratio("goodput_mbps", _cubic(DEFAULT_C, 0.5), _cubic(DEFAULT_C, 0.7)), high=1.0,
+              Ratio("goodput_mbps", _cubic(1, 0.5), _cubic(1, 0.7)), high=1.0,
               paper="Figs. 18-20: when the backoff factor is more small, the time is more long"),
         Claim("with backoff factor 1 the window does not decrease (median window after a fall / before >= 0.95)",
-              Median("window_kept", _cubic(DEFAULT_C, 1.0)), low=0.95,
+              Median("window_kept", _cubic(1, 1.0)), low=0.95,
               paper="Fig. 19: the window size will not decrease"),
-        Claim("a bigger CubeFactor (C halved) makes the window smoother (a lower coefficient of variation)",
-              Ratio("cwnd_cv", _cubic(HALF_C, 0.7), _cubic(DEFAULT_C, 0.7)), high=1.0,
+        Claim("a bigger CubeFactor makes the window smoother (CubeFactor 2 vs 1 at beta 0.7: a lower coefficient "
+              "of variation)",
+              Ratio("cwnd_cv", _cubic(2, 0.7), _cubic(1, 0.7)), high=1.0,
               paper="Figs. 18, 21: the Cube Factor is bigger, the curve will be more fluent"),
-        Claim("CubeFactor 0 (Fig. 22) with backoff 0.5",
-              NotJudgeable("quic-go's cubeFactor 0 makes K = 0: the window is back at W_max the moment it was cut, "
-                           "which no value of Cubic's C expresses (C = infinity)"),
-              paper="Figs. 18, 21, 22: the bigger the Cube Factor, the more stable"),
+        Claim("CubeFactor 0 (Fig. 22, backoff 0.5) makes the window less smooth than the default (Fig. 18, "
+              "CubeFactor 1, backoff 0.7: a higher coefficient of variation)",
+              Ratio("cwnd_cv", _cubic(0, 0.5), _cubic(1, 0.7)), low=1.0,
+              paper="Figs. 18, 21, 22: the bigger the Cube Factor, the more fluent the curve"),
         Claim("a fall cuts the window to beta (median window after a fall / before at beta 0.7 in 0.65-0.75)",
-              Median("window_kept", _cubic(DEFAULT_C, 0.7)), low=0.65, high=0.75,
+              Median("window_kept", _cubic(1, 0.7)), low=0.65, high=0.75,
               paper="(the backoff the controller is given)", whose=PROTOLAB),
     ),
-    note="quinn with protolab's Cubic (`cubic:c=C,beta=B`) for 30 s; 004's CubeFactor is quic-go's cubeFactor = "
-         "2^40/410 (Fig. 17), the inverse of C in its units (K = cbrt(cubeFactor x (W_max - cwnd))): CubeFactor 2 is "
-         "C = 0.2. The window statistics start at the window's first fall (reproduce.bulk_stats); a 1-BDP buffer",
+    note="quinn with protolab's Cubic (`cubic:c=0.4,cube_factor=F,beta=B`) for 30 s; 004's CubeFactor is quic-go's "
+         "cubeFactor = 2^40/410 (Fig. 17) as a multiple of its default: it sets K = cbrt(cubeFactor x (W_max - cwnd)) "
+         "while the curve grows with 410/2^40 (C = 0.4) at any factor, so CubeFactor 2 doubles K^3 and 0 makes K = 0 "
+         "(until 2026-11-27 the entry ran CubeFactor 2 as C = 0.2, which scales the growth too, and could not run "
+         "Fig. 22). The window statistics start at the window's first fall (reproduce.bulk_stats); a 1-BDP buffer",
 )
 
 FIGURES: tuple[Figure, ...] = (FAIRNESS, WITH_OFFLOAD, SMALL_FILE, CUBIC_TUNING)

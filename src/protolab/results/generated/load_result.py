@@ -390,7 +390,7 @@ class ClientConfig1(BaseModel):
     """
     quic_cc_canonical: str
     """
-    The controller with every parameter (`cubic:c=0.4,beta=0.7,n=2,...`).
+    The controller with every parameter (`cubic:c=0.4,cube_factor=1,beta=0.7,n=2,...`).
     """
     quic_initial_window: Annotated[int | None, Field(ge=0)] = None
     """
@@ -596,7 +596,7 @@ class LoadConfig(BaseModel):
     """
     quic_cc_canonical: str
     """
-    The controller with every parameter (`cubic:c=0.4,beta=0.7,n=2,...`).
+    The controller with every parameter (`cubic:c=0.4,cube_factor=1,beta=0.7,n=2,...`).
     """
     quic_initial_window: Annotated[int | None, Field(ge=0)] = None
     """
