@@ -117,19 +117,23 @@ def test_the_store_says_the_repetitions_last_run(tmp_path: Path) -> None:
         assert recorded_repetitions(store, "fairness") == 6
 
 
-def test_retry_failed_reaches_only_the_first_round(monkeypatch: Any, tmp_path: Path) -> None:
-    """`protolab reproduce --retry-failed` reruns the failed runs in the first round (every
-    cell); a later round (undecided claims) does not rerun what just failed again."""
+def test_retry_failed_reaches_every_round_with_the_invocations_start(monkeypatch: Any, tmp_path: Path) -> None:
+    """`protolab reproduce --retry-failed` reruns the runs that failed before the invocation in
+    every round (a later round's cells hold earlier failures too: 002-fig6-3 kept 84 of them),
+    and not what failed in this invocation (`failed_since`: ResultsStore.finished_run_keys)."""
+    from datetime import datetime
+
     from protolab.reproduce import cli
 
-    passed: list[tuple[bool, bool]] = []
-    monkeypatch.setattr(cli, "execute", lambda *args, needed=None, retry_failed=False, **kwargs:
-                        passed.append((needed is None, retry_failed)))
+    passed: list[tuple[bool, bool, Any]] = []
+    monkeypatch.setattr(cli, "execute", lambda *args, needed=None, retry_failed=False, failed_since=None, **kwargs:
+                        passed.append((needed is None, retry_failed, failed_since)))
     figure = figure_named("001-fig7")
-    cli.run_round(figure, True, 2, None, tmp_path, None, None, retry_failed=True)
-    cli.run_round(figure, True, 4, list(figure.claims[:1]), tmp_path, None, None, retry_failed=True)
+    started = datetime(2026, 11, 27, 4, 0)
+    cli.run_round(figure, True, 2, None, tmp_path, None, None, retry_failed_before=started)
+    cli.run_round(figure, True, 4, list(figure.claims[:1]), tmp_path, None, None, retry_failed_before=started)
     cli.run_round(figure, True, 2, None, tmp_path, None, None)
-    assert passed == [(True, True), (False, False), (True, False)]
+    assert passed == [(True, True, started), (False, True, started), (True, False, None)]
 
 
 def test_a_round_runs_the_companion_specs_in_every_cell(monkeypatch: Any, tmp_path: Path) -> None:

@@ -256,6 +256,26 @@ def test_record_replaces_earlier_record(tmp_path: Path) -> None:
         assert len(exp) == 1 and exp[0]["name"] == "renamed" and exp[0]["created"] == created
 
 
+def test_failures_since_an_instant_count_as_finished_when_retrying(tmp_path: Path) -> None:
+    """`protolab reproduce --retry-failed`: the failures recorded before the invocation are run
+    again in every round, the ones it records itself are not."""
+    from datetime import UTC, datetime
+
+    rng = np.random.default_rng(3)
+    ok, earlier, later = (make_run(rng, wifi_params("h2", 2.0, "wikipedia", 0, rep), status=status)
+                          for rep, status in ((0, "ok"), (1, "failed"), (2, "failed")))
+    with ResultsStore(tmp_path) as store:
+        store.upsert_experiment("e", "exp", {}, {})
+        store.record_run("e", ok)
+        store.record_run("e", earlier)
+        since = datetime.now(UTC).replace(tzinfo=None)
+        store.record_run("e", later)
+        every = {ok.run_key, earlier.run_key, later.run_key}
+        assert len(every) == 3 and store.finished_run_keys("e") == every
+        assert store.finished_run_keys("e", retry_failed=True) == {ok.run_key}
+        assert store.finished_run_keys("e", retry_failed=True, failed_since=since) == {ok.run_key, later.run_key}
+
+
 def test_record_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(2)
     params = wifi_params("h2-parallel:2", 0.0, "wikipedia", 1, 0)

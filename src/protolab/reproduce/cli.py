@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -202,21 +203,21 @@ def list_table() -> Table:
 
 
 def run_round(figure: Figure, quick: bool, repetitions: int, claims: list[Claim] | None, results_dir: Path,
-              binary: Path | None, lab: str | None, retry_failed: bool = False) -> None:
+              binary: Path | None, lab: str | None, retry_failed_before: datetime | None = None) -> None:
     """One round of adaptive repetitions: the spec at `repetitions`, only the cells the
-    undecided `claims` read (None: every cell). `retry_failed` runs the failed runs again in the
-    first round only (claims None): a run failing in this invocation is not retried at once."""
+    undecided `claims` read (None: every cell). `retry_failed_before` (UTC, the invocation's
+    start) runs the runs that failed before it again, in every round: a later round's cells
+    hold earlier failures too, and a run failing in this invocation is not retried at once."""
     experiment = experiment_of(figure, quick, repetitions=repetitions)
     if figure.after_run == "nat-corpus":
         build_nat_corpus(experiment, results_dir, binary, lab)
         return
     needed = None if claims is None else needed_runs(claims, plan(experiment))
-    execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed,
-            retry_failed=retry_failed and claims is None)
+    retry = {"retry_failed": retry_failed_before is not None, "failed_since": retry_failed_before}
+    execute(experiment, results_dir, console, binary=binary, lab=lab, needed=needed, **retry)
     for companion in companion_experiments(figure, quick, repetitions=repetitions):
         # Every cell: the claims' filters name the experiment, which no planned run carries.
-        execute(companion, results_dir, console, binary=binary, lab=lab, needed=None,
-                retry_failed=retry_failed and claims is None)
+        execute(companion, results_dir, console, binary=binary, lab=lab, needed=None, **retry)
     if figure.after_run == "corpus":
         build_flow_corpus(results_dir, binary)
 
@@ -264,6 +265,7 @@ def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate
     started = time.monotonic()
     figure_dir, results_dir = results_dir, data_dir or results_dir
     experiment = experiment_of(chosen, quick)
+    retry_failed_before = datetime.now(UTC).replace(tzinfo=None) if retry_failed else None
     rounds: list[Round] = []
     budget = budget if budget is not None else chosen.quick_budget if quick else chosen.budget
     if evaluate_only:
@@ -272,7 +274,7 @@ def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate
         outcome = run_adaptively(
             experiment.spec.repetitions, budget,
             run=lambda repetitions, claims: run_round(chosen, quick, repetitions, claims, results_dir, binary, lab,
-                                                      retry_failed),
+                                                      retry_failed_before),
             judge=lambda: judge(chosen, results_dir, experiment.name), progress=lambda text: console.print(escape(text)))
         verdicts, rows, rounds = outcome.verdicts, outcome.rows, outcome.rounds
     console.print(verdict_table(chosen, verdicts))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -157,9 +158,10 @@ def dry_run(experiment: Experiment, results_dir: Path, console: Console, retry_f
 def execute(experiment: Experiment, results_dir: Path, console: Console, *, binary: Path | None,
             lab: str | None, delay_compensation: bool = True, cluster: str | None = None,
             needed: Callable[[PlannedRun], bool] | None = None, retry_failed: bool = False,
-            offload: bool | None = None) -> Summary:
+            failed_since: datetime | None = None, offload: bool | None = None) -> Summary:
     """Run the experiment (resuming); `needed` keeps only the planned runs it accepts (not with a
-    cluster); `retry_failed` runs the runs recorded as failed again."""
+    cluster); `retry_failed` runs the runs recorded as failed again (given `failed_since`, those
+    recorded before it)."""
     events = RichEvents(console)
     executor = LabExecutor(workloads=EXECUTORS, binary=binary, lab_name=lab, delay_compensation=delay_compensation,
                            offload=offload)
@@ -167,10 +169,11 @@ def execute(experiment: Experiment, results_dir: Path, console: Console, *, bina
         if cluster is not None:
             from protolab.run.cluster import run_on_cluster
 
-            summary = run_on_cluster(experiment, results_dir, cluster, events, retry_failed=retry_failed)
+            summary = run_on_cluster(experiment, results_dir, cluster, events, retry_failed=retry_failed,
+                                     failed_since=failed_since)
         else:
             summary = run_experiment(experiment, results_dir, executor, events, needed=needed,
-                                     retry_failed=retry_failed)
+                                     retry_failed=retry_failed, failed_since=failed_since)
     except KeyboardInterrupt:
         events.stop()
         console.print("interrupted: the lab was torn down and the run in progress was not recorded; "

@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import os
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ def _worker_name() -> str:
 
 
 def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, events: Events | None = None,
-                   retry_failed: bool = False) -> Summary:
+                   retry_failed: bool = False, failed_since: datetime | None = None) -> Summary:
     """Like `protolab.run.runner.run_experiment`, with the runs executed by the cluster's workers."""
     from distributed import as_completed
 
@@ -120,7 +121,7 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
         provenance = experiment_provenance(LabExecutor(workloads=EXECUTORS), experiment)
         provenance["cluster"] = {"scheduler": address, "workers": worker_names(client)}
         store.upsert_experiment(experiment.name, experiment.name, experiment.spec_dict(), provenance)
-        finished = store.finished_run_keys(experiment.name, retry_failed=retry_failed)
+        finished = store.finished_run_keys(experiment.name, retry_failed=retry_failed, failed_since=failed_since)
         todo = [run for run in runs if run.key not in finished]
         summary = Summary(experiment.name, results_dir, total=len(runs), skipped=len(runs) - len(todo))
         events.planned(len(runs), len(todo), sum(estimate_s(run, experiment.params) for run in todo))

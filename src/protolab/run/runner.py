@@ -28,6 +28,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -287,6 +288,7 @@ def run_experiment(
     events: Events | None = None,
     needed: Callable[[PlannedRun], bool] | None = None,
     retry_failed: bool = False,
+    failed_since: datetime | None = None,
 ) -> Summary:
     """Run every unfinished run of the experiment; record each in RESULTS/results.duckdb.
 
@@ -295,7 +297,8 @@ def run_experiment(
     removed) and the exception propagates; running the same spec again resumes. `needed`, when
     given, keeps only the planned runs it accepts (the totals count those): `protolab reproduce`
     grows only the cells its undecided claims read. `retry_failed` runs the runs recorded as
-    failed again too (each keeps its earlier attempts: `_execute_one`).
+    failed again too (each keeps its earlier attempts: `_execute_one`), given `failed_since`
+    only those recorded before it (ResultsStore.finished_run_keys).
     """
     events = events or Events()
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -305,7 +308,7 @@ def run_experiment(
     with ResultsStore(results_dir) as store:
         store.upsert_experiment(experiment_id, experiment.name, experiment.spec_dict(),
                                 experiment_provenance(executor, experiment))
-        finished = store.finished_run_keys(experiment_id, retry_failed=retry_failed)
+        finished = store.finished_run_keys(experiment_id, retry_failed=retry_failed, failed_since=failed_since)
         todo = [run for run in runs if run.key not in finished]
         summary = Summary(experiment_id, results_dir, total=len(runs), skipped=len(runs) - len(todo))
         events.planned(len(runs), len(todo), sum(estimate_s(run, experiment.params) for run in todo))

@@ -233,13 +233,20 @@ class ResultsStore:
         except duckdb.Error as exc:
             raise StoreError(f"{self.path}: cannot record experiment {experiment_id} ({_first_line(exc)})") from exc
 
-    def finished_run_keys(self, experiment_id: str, *, retry_failed: bool = False) -> set[str]:
+    def finished_run_keys(self, experiment_id: str, *, retry_failed: bool = False,
+                          failed_since: datetime | None = None) -> set[str]:
         """Keys of the runs recorded with status 'ok' or 'failed' (a 'timeout' is run again);
-        with `retry_failed` only the 'ok' ones (`protolab run --retry-failed`)."""
-        statuses = ("ok",) if retry_failed else ("ok", "failed")
-        rows = self.con.execute(
-            f"SELECT run_key FROM runs WHERE experiment_id = ? AND status IN ({', '.join('?' * len(statuses))})",
-            [experiment_id, *statuses]).fetchall()
+        with `retry_failed` only the 'ok' ones (`protolab run --retry-failed`) and, given
+        `failed_since` (UTC), the failed ones recorded since then: `protolab reproduce` retries the
+        failures of earlier invocations in every round, and not its own again."""
+        if not retry_failed:
+            where, args = "status IN ('ok', 'failed')", []
+        elif failed_since is None:
+            where, args = "status = 'ok'", []
+        else:
+            where, args = "(status = 'ok' OR (status = 'failed' AND recorded >= ?))", [failed_since]
+        rows = self.con.execute(f"SELECT run_key FROM runs WHERE experiment_id = ? AND {where}",
+                                [experiment_id, *args]).fetchall()
         return {row[0] for row in rows}
 
     def record_run(self, experiment_id: str, run: RunRecord) -> None:
