@@ -469,6 +469,33 @@ async fn a_load_that_takes_too_long_times_out() {
     lab.stop().await;
 }
 
+/// A slow load can leave an origin idle longer than the idle timeout (30 s; 002-fig6-4 lost
+/// loads over a cellular trace so): its pooled connection is then gone, and the next request to
+/// that origin opens a new one, as a browser does, instead of failing on the closed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_closed_while_idle_is_replaced() {
+    let mut late: serde_json::Value = serde_json::from_str(&page("127.0.0.2")).unwrap();
+    // The first font (on www) is discovered 1.5 s after its script: www's connections have been
+    // idle for longer than the servers' 300 ms idle timeout by then.
+    assert_eq!(late["objects"][33]["origin"], WWW);
+    late["objects"][33]["delay_ms"] = serde_json::json!(1_500);
+    let late = Manifest::parse(&late.to_string(), "late.json").unwrap();
+    let lab = TwoOrigins::start_with(&late, |o| o.limits.idle_timeout = Duration::from_millis(300)).await;
+    for (mode, pooled) in [("h1", 6), ("h2", 1), ("h3", 1), ("h2-parallel:2", 2)] {
+        let r = lab.load(&late, lab.options(mode, Scheduler::RoundRobin)).await;
+        let failed: Vec<_> = r.objects.iter().filter_map(|o| o.error.as_deref()).collect();
+        assert_eq!(r.status, LoadStatus::Ok, "{mode}: {failed:?}");
+        let font = &r.objects[33];
+        let www = &r.connections[font.connection.unwrap()];
+        assert_eq!(www.origin, WWW);
+        // The font went over a connection opened after the others had idled out.
+        assert!(www.connect_start_ms.is_some_and(|t| t > 1_000.0), "{mode}: font on a connection opened at {:?} ms", www.connect_start_ms);
+        let www_conns = r.connections.iter().filter(|c| c.origin == WWW).count();
+        assert!(www_conns > pooled && (mode == "h1" || www_conns == 2 * pooled), "{mode}: {www_conns} connections to www");
+    }
+    lab.stop().await;
+}
+
 fn tempdir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("protolab-load-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -58,7 +58,7 @@ struct OriginState {
 enum ConnState {
     Connecting,
     Ready,
-    /// The peer closed it (HTTP/1.1 keep-alive ended).
+    /// The peer closed it (HTTP/1.1 keep-alive ended), or an idle timeout did.
     Closed,
     Failed,
 }
@@ -95,6 +95,13 @@ struct Conn {
 }
 
 impl Conn {
+    /// Whether a ready connection is gone: its sender says so (HTTP/1.1, HTTP/2), or its
+    /// driver task ended (the first driver is the HTTP connection's; HTTP/3's ends with the
+    /// QUIC connection, e.g. at its idle timeout).
+    fn gone(&self) -> bool {
+        self.sender.as_ref().is_none_or(Sender::is_closed) || self.drivers.first().is_some_and(|d| d.is_finished())
+    }
+
     /// Outstanding response bytes: assigned minus received.
     fn outstanding(&self) -> u64 {
         self.assigned_bytes.saturating_sub(self.received.load(Ordering::Relaxed))
@@ -345,7 +352,7 @@ impl<'a> Engine<'a> {
             for &c in &self.origins[origin].conns {
                 let conn = &mut self.conns[c];
                 if conn.state == ConnState::Ready && !conn.busy {
-                    if conn.sender.as_ref().is_none_or(Sender::is_closed) {
+                    if conn.gone() {
                         conn.state = ConnState::Closed;
                         continue;
                     }
@@ -387,6 +394,15 @@ impl<'a> Engine<'a> {
             for _ in 0..n {
                 self.open(origin);
             }
+        }
+        // A connection closed while idle (the QUIC or server idle timeout, 30 s: a slow load
+        // can leave an origin idle that long) is replaced by a new one, as a browser opens a
+        // new connection for a request to an origin whose pooled one is gone.
+        let gone: Vec<usize> = self.origins[origin].conns.iter().copied().filter(|&c| self.conns[c].state == ConnState::Ready && self.conns[c].gone()).collect();
+        for c in gone {
+            self.conns[c].state = ConnState::Closed;
+            self.origins[origin].conns.retain(|&x| x != c);
+            self.open(origin);
         }
         while let Some(obj) = self.origins[origin].queue.pop_front() {
             let conns = &self.origins[origin].conns;
