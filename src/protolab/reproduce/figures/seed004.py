@@ -146,6 +146,28 @@ SMALL_FILE = Figure(
          "fairness-004-long is Fig. 14's TCP vs QUIC pair (32 s) for the comparison",
 )
 
+# 004's Figs. 18, 21, 22 change the backoff with the CubeFactor (Fig. 22 is (0, 0.5)); at one
+# backoff the CubeFactor alone decides, and K = 0 makes the window smoother, not rougher.
+_CUBE_FACTOR_0_SAME_BETA = ("at the same backoff (0.5), CubeFactor 0 makes the window less smooth than CubeFactor 1 "
+                            "(Fig. 22 vs Fig. 20: a higher coefficient of variation)")
+_K_ZERO_RECOVERS_AT_ONCE = Explanation(
+    claim=_CUBE_FACTOR_0_SAME_BETA,
+    cause="K = 0 puts the cubic curve's origin at the cut: the target is W_max at once and RFC 9438's per-ACK step "
+          "closes most of the gap each RTT, so after a fall the window is back near W_max within a few RTTs, where "
+          "CubeFactor 1 climbs for K = cbrt((1 - beta) W_max / C) seconds (several seconds here, longer than the "
+          "time between 0.05% random losses). The window spends less time low, so it varies less: at backoff 0.5 "
+          "CubeFactor 0 is the smoother one, as smooth as the default (1, 0.7), and faster. 004's figures change "
+          "the backoff together with the CubeFactor (Fig. 22 is (0, 0.5)), and its plots give no numbers",
+    evidence="2026-11-27, 004-fig18-22's full run (8 runs per cell, 30 s each, 10 Mbit/s, 40 ms, 0.05% loss, "
+             "1 BDP): median window coefficient of variation 0.198 at (CubeFactor 0, beta 0.5), 0.322 at (1, 0.5), "
+             "0.197 at (1, 0.7), 0.181 at (2, 0.7), 0.078 at (1, 1); median goodput 9.44, 8.75, 9.50, 9.48 and "
+             "9.46 Mbit/s. On the virtual clock (crates/cc/tests/equations.rs, "
+             "cube_factor_scales_k_cubed_and_zero_returns_to_w_max_at_once: a halving from 200 segments, C = 0.4, "
+             "100 ms RTT) the window is back at 99% of W_max after 6 RTTs with CubeFactor 0, 54 with 1 and 73 "
+             "with 2",
+    command="protolab reproduce 004-fig18-22 --results DIR; cargo test -p protolab-cc --test equations cube_factor",
+)
+
 CUBIC_TUNING = Figure(
     id="004-fig18-22",
     title="Cubic's CubeFactor and backoff factor: the window over time",
@@ -179,7 +201,11 @@ CUBIC_TUNING = Figure(
         Claim("a fall cuts the window to beta (median window after a fall / before at beta 0.7 in 0.65-0.75)",
               Median("window_kept", _cubic(1, 0.7)), low=0.65, high=0.75,
               paper="(the backoff the controller is given)", whose=PROTOLAB),
+        Claim(_CUBE_FACTOR_0_SAME_BETA,
+              Ratio("cwnd_cv", _cubic(0, 0.5), _cubic(1, 0.5)), low=1.0,
+              paper="(Fig. 22 against Fig. 20: the seed's direction, at one backoff)", whose=PROTOLAB),
     ),
+    explanations=(_K_ZERO_RECOVERS_AT_ONCE,),
     note="quinn with protolab's Cubic (`cubic:c=0.4,cube_factor=F,beta=B`) for 30 s; 004's CubeFactor is quic-go's "
          "cubeFactor = 2^40/410 (Fig. 17) as a multiple of its default: it sets K = cbrt(cubeFactor x (W_max - cwnd)) "
          "while the curve grows with 410/2^40 (C = 0.4) at any factor, so CubeFactor 2 doubles K^3 and 0 makes K = 0 "
