@@ -148,7 +148,7 @@ BAD_SPECS: list[tuple[str, dict[str, str], str]] = [
     ("quic cc name", {"[axes]": '[transport]\nquic_cc = "cubci"\n[axes]'},
      'spec.toml: transport.quic_cc: unknown congestion controller "cubci" (known: cubic, reno, fast, sprout-ewma, fixed,'),
     ("quic cc key", {"[axes]": '[axes]\nquic_cc = ["cubic", "cubic:gamma=2"]'},
-     'spec.toml: axes.quic_cc[1]: cubic: unknown parameter "gamma" (accepted: c, beta, n, iw, hystart,'),
+     'spec.toml: axes.quic_cc[1]: cubic: unknown parameter "gamma" (accepted: c, cube_factor, beta, n, iw, hystart,'),
     ("quic cc value", {"[axes]": '[axes]\nquic_cc = ["cubic:beta=2"]'},
      'spec.toml: axes.quic_cc[0]: cubic: beta="2": a number in 0.05..1'),
     ("quic cc % rate, unlimited link", {"bandwidth_mbps = [7]": 'bandwidth_mbps = ["unlimited"]\nquic_cc = ["fixed:rate=50%"]'},
