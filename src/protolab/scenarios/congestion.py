@@ -5,6 +5,7 @@ slow-start exit under delay variation and WiFi frame aggregation (000 ch. 6)."""
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -284,13 +285,11 @@ class CubicTuning(BulkScenario):
     def check(self, params: CubicTuningParams, axes: Mapping[str, Sequence[Any]]) -> None:
         from protolab.plan import controllers
 
-        for c in axes["c"]:
-            for cube_factor in axes["cube_factor"]:
-                for beta in axes["beta"]:
-                    try:
-                        controllers.check(self.controller(params.base, c, cube_factor, beta))
-                    except controllers.ControllerError as exc:
-                        raise ValueError(f"axes.c/cube_factor/beta: {exc}") from None
+        for c, cube_factor, beta in itertools.product(axes["c"], axes["cube_factor"], axes["beta"]):
+            try:
+                controllers.check(self.controller(params.base, c, cube_factor, beta))
+            except controllers.ControllerError as exc:
+                raise ValueError(f"axes.c/cube_factor/beta: {exc}") from None
         if "quic_cc" in axes:
             raise ValueError("axes.quic_cc: the c, cube_factor and beta axes set the controller here (params.base "
                              "names it)")
