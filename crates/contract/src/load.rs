@@ -143,8 +143,12 @@ pub struct LoadConfig {
     pub h1_connections: u32,
     /// Load timeout, ms.
     pub timeout_ms: u64,
-    /// Connect timeout, ms.
+    /// TCP connect timeout (TCP + TLS + HTTP set-up), ms.
     pub connect_timeout_ms: u64,
+    /// QUIC handshake timeout (QUIC + HTTP/3 set-up), ms (absent in results from before it
+    /// existed, when `connect_timeout_ms` bounded both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic_handshake_timeout_ms: Option<u64>,
     /// TCP congestion control (null = namespace default).
     pub tcp_cc: Option<String>,
     /// QUIC transport (controller, initial window, loss detection, ACK frequency).
@@ -203,6 +207,12 @@ pub struct ObjectResult {
     pub finished_ms: Option<f64>,
     /// Why it failed.
     pub error: Option<String>,
+    /// Why its first attempt failed, when that attempt ended before any response byte on a
+    /// connection that had already delivered a response: the request was then sent again, as
+    /// browsers do (Chromium's `HttpNetworkTransaction::ShouldResendRequest`); the fields above
+    /// describe the second attempt. Absent when it was sent once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resent_after: Option<String>,
 }
 
 /// One connection of the result.

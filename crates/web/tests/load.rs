@@ -418,8 +418,9 @@ async fn an_unreachable_origin_fails_quickly() {
     let asked = Manifest::parse(&page("127.0.0.3"), "asked.json").unwrap();
     for mode in ["h1c", "h1", "h2", "h2-parallel:2", "h3", "h3-parallel:2"] {
         let mut options = lab.options(mode, Scheduler::RoundRobin);
-        // TCP is refused at once; QUIC gets no answer, so the connect timeout ends it.
+        // TCP is refused at once; QUIC gets no answer, so the handshake timeout ends it.
         options.connect_timeout = Duration::from_millis(500);
+        options.quic_handshake_timeout = Duration::from_millis(500);
         let t = Instant::now();
         let r = lab.load(&asked, options).await;
         let took = t.elapsed();
@@ -494,6 +495,87 @@ async fn a_connection_closed_while_idle_is_replaced() {
         assert!(www_conns > pooled && (mode == "h1" || www_conns == 2 * pooled), "{mode}: {www_conns} connections to www");
     }
     lab.stop().await;
+}
+
+/// An HTTP/1.1 origin on 127.0.0.1 that closes a connection, without an answer, on the request
+/// number `drop_at` (1-based) of that connection, and answers every other request with the size
+/// its path names (`/n/<bytes>`). Returns its port.
+async fn dropping_origin(drop_at: usize) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                for number in 1.. {
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let end = head.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let request = String::from_utf8_lossy(&head[..end]).into_owned();
+                    head.drain(..end);
+                    if number == drop_at {
+                        return;
+                    }
+                    let path = request.split_whitespace().nth(1).unwrap_or("/");
+                    let size: usize = path.rsplit('/').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+                    let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {size}\r\n\r\n");
+                    if stream.write_all(answer.as_bytes()).await.is_err() || stream.write_all(&vec![b'x'; size]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+fn two_object_page() -> Manifest {
+    let page = serde_json::json!({
+        "schema_version": 1, "name": "two", "seed": 1,
+        "origins": [{"hostname": WWW, "address": "127.0.0.1"}],
+        "objects": [
+            {"path": "/n/1000", "origin": WWW, "size": 1000, "content_type": "text/html"},
+            {"path": "/n/2000", "origin": WWW, "size": 2000, "content_type": "text/css", "parent": "/n/1000"},
+        ],
+    });
+    Manifest::parse(&page.to_string(), "two.json").unwrap()
+}
+
+/// A request that fails before any response byte on a connection that had already delivered a
+/// response is sent again on a new connection, as Chromium does; a request that fails on a
+/// fresh connection is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_lost_on_a_reused_connection_is_resent_on_a_new_one() {
+    let page = two_object_page();
+    let options = |port| LoadOptions {
+        mode: Mode::parse("h1c").unwrap(),
+        h1_connections: 1,
+        http_port: port,
+        timeout: Duration::from_secs(20),
+        manifest_label: "two.json".into(),
+        ..LoadOptions::default()
+    };
+    // Every connection is closed at its second request: the child's first attempt.
+    let port = dropping_origin(2).await;
+    let r = Loader::new(page.clone(), options(port)).unwrap().run().await;
+    assert_eq!(r.status, LoadStatus::Ok, "{:?}", r.error);
+    let child = &r.objects[1];
+    assert!(child.resent_after.is_some(), "{child:?}");
+    assert_eq!((child.status, child.bytes, child.connection), (Some(200), 2000, Some(1)));
+    assert!(r.objects[0].resent_after.is_none());
+    assert_eq!(r.connections.len(), 2);
+    // Every connection is closed at its first request: the root fails, never resent.
+    let port = dropping_origin(1).await;
+    let r = Loader::new(page, options(port)).unwrap().run().await;
+    assert_eq!(r.status, LoadStatus::Failed);
+    let root = &r.objects[0];
+    assert!(root.error.is_some() && root.resent_after.is_none(), "{root:?}");
 }
 
 fn tempdir(name: &str) -> std::path::PathBuf {

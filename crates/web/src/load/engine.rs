@@ -42,6 +42,10 @@ struct Obj {
     bytes: u64,
     error: Option<String>,
     resolved: bool,
+    /// Its request went out on a connection that had already delivered a whole response.
+    proven: bool,
+    /// The error of a first attempt that was resent (see [`Engine::fetched`]).
+    resent_after: Option<String>,
 }
 
 struct OriginState {
@@ -75,6 +79,8 @@ struct Conn {
     assigned_bytes: u64,
     received: Arc<AtomicU64>,
     requests: u32,
+    /// Responses received whole.
+    delivered: u32,
     connect_start: Instant,
     tcp_connected: Option<Instant>,
     ready: Option<Instant>,
@@ -226,6 +232,8 @@ impl<'a> Engine<'a> {
                     bytes: 0,
                     error,
                     resolved: false,
+                    proven: false,
+                    resent_after: None,
                 }
             })
             .collect();
@@ -448,6 +456,7 @@ impl<'a> Engine<'a> {
             assigned_bytes: 0,
             received: Arc::new(AtomicU64::new(0)),
             requests: 0,
+            delivered: 0,
             connect_start: Instant::now(),
             tcp_connected: None,
             ready: None,
@@ -468,7 +477,7 @@ impl<'a> Engine<'a> {
         self.origins[origin].conns.push(id);
         let connector = self.loader.connector.clone();
         let hostname = self.origins[origin].hostname.clone();
-        let timeout = self.loader.options.connect_timeout;
+        let timeout = self.loader.set_up_timeout();
         let tx = self.tx.clone();
         self.tasks.spawn(async move {
             let result = client::within(timeout, addr, connector.connect(&hostname, addr)).await.map(Box::new);
@@ -497,6 +506,7 @@ impl<'a> Engine<'a> {
         };
         conn.requests += 1;
         self.objects[obj].conn = Some(c);
+        self.objects[obj].proven = conn.delivered > 0;
         let target = Target { uri: self.objects[obj].target.uri.clone(), host: self.objects[obj].target.host.clone(), expected: self.objects[obj].target.expected };
         let received = conn.received.clone();
         let tx = self.tx.clone();
@@ -592,8 +602,10 @@ impl<'a> Engine<'a> {
         o.status = fetched.status;
         o.bytes = fetched.bytes;
         match fetched.error {
+            Some(e) if fetched.first_byte.is_none() && self.objects[obj].proven && self.objects[obj].resent_after.is_none() => self.resend(obj, e),
             Some(e) => self.fail(obj, e, Some(fetched.finished)),
             None => {
+                self.conns[c].delivered += 1;
                 self.objects[obj].resolved = true;
                 self.unresolved -= 1;
                 let children = self.objects[obj].children.clone();
@@ -604,6 +616,26 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+    }
+
+    /// Sends a request again whose first attempt failed before any response byte on a
+    /// connection that had already delivered a response, once, as Chromium does
+    /// (`HttpNetworkTransaction::ShouldResendRequest`): a reused keep-alive connection can be
+    /// closed by the server's idle timeout just as the request goes out, which tells nothing
+    /// about the page. It goes back to the front of its origin's queue (keeping its queue
+    /// position), and the dispatcher gives it to a live or new connection.
+    fn resend(&mut self, obj: usize, error: String) {
+        let o = &mut self.objects[obj];
+        o.resent_after = Some(error);
+        o.started = None;
+        o.first_byte = None;
+        o.finished = None;
+        o.status = None;
+        o.bytes = 0;
+        o.conn = None;
+        o.proven = false;
+        let origin = o.origin;
+        self.origins[origin].queue.push_front(obj);
     }
 
     /// Marks an object failed and every descendant as never requested.
@@ -727,6 +759,7 @@ impl<'a> Engine<'a> {
                 first_byte_ms: ms(o.first_byte, start),
                 finished_ms: ms(o.finished, start),
                 error: o.error.clone(),
+                resent_after: o.resent_after.clone(),
             })
             .collect()
     }

@@ -60,8 +60,17 @@ pub struct LoadOptions {
     pub h1_connections: u32,
     /// The whole load ends after this long (status `timeout`).
     pub timeout: Duration,
-    /// One connection attempt (TCP + TLS + HTTP set-up, or QUIC + HTTP/3 set-up) ends after this long.
+    /// One TCP connection attempt (TCP + TLS + HTTP set-up) ends after this long. Chromium's
+    /// default, 240 s (`TransportConnectJob`): longer than the kernel's own SYN retries (about
+    /// 127 s with `tcp_syn_retries` = 6), so that, as in the browser, the kernel decides when a
+    /// connect fails. On a slow lossy link a SYN or the TLS handshake can take far longer than
+    /// a fast network's few seconds (0.36 Mbit/s and a 1-BDP queue: lost SYNs are retried after
+    /// 1, 3 and 7 s).
     pub connect_timeout: Duration,
+    /// One QUIC connection attempt (QUIC + HTTP/3 set-up) ends after this long: Chromium's
+    /// `kMaxTimeForCryptoHandshakeSecs`, 10 s (then Chromium falls back to TCP; the engine's
+    /// `h3` modes measure QUIC alone, so the connection fails).
+    pub quic_handshake_timeout: Duration,
     /// Port of cleartext HTTP/1.1 (`h1c`).
     pub http_port: u16,
     /// Port of TLS on TCP and of QUIC on UDP.
@@ -86,6 +95,12 @@ pub struct LoadOptions {
     pub warm: bool,
 }
 
+/// Chromium's TCP connect timeout (see [`LoadOptions::connect_timeout`]).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Chromium's QUIC handshake timeout (see [`LoadOptions::quic_handshake_timeout`]).
+pub const DEFAULT_QUIC_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Most priming connections per origin of a warm load: rustls keeps up to 8 TLS 1.3 tickets
 /// per server, so more would not resume more connections.
 pub const PRIME_MAX_CONNECTIONS: u32 = 8;
@@ -97,7 +112,8 @@ impl Default for LoadOptions {
             scheduler: Scheduler::RoundRobin,
             h1_connections: 6,
             timeout: Duration::from_secs(60),
-            connect_timeout: Duration::from_secs(10),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            quic_handshake_timeout: DEFAULT_QUIC_HANDSHAKE_TIMEOUT,
             http_port: 80,
             https_port: 443,
             tcp_cc: None,
@@ -146,6 +162,9 @@ impl Loader {
         if options.connect_timeout.is_zero() {
             return Err(LoadError::Option { option: "--connect-timeout-ms", why: "must be positive".into() });
         }
+        if options.quic_handshake_timeout.is_zero() {
+            return Err(LoadError::Option { option: "--quic-handshake-timeout-ms", why: "must be positive".into() });
+        }
         let protocol = options.mode.protocol;
         let tls = match (protocol.alpn(), &options.ca) {
             (None, _) => None,
@@ -167,6 +186,16 @@ impl Loader {
         Ok(Loader { manifest, options, connector: Arc::new(connector), addrs })
     }
 
+    /// How long one connection attempt may take: the QUIC handshake timeout in QUIC modes, the
+    /// TCP connect timeout otherwise.
+    pub(crate) fn set_up_timeout(&self) -> Duration {
+        if self.options.mode.transport == Transport::Quic {
+            self.options.quic_handshake_timeout
+        } else {
+            self.options.connect_timeout
+        }
+    }
+
     /// The effective configuration.
     pub fn config(&self) -> LoadConfig {
         let o = &self.options;
@@ -178,6 +207,7 @@ impl Loader {
             h1_connections: o.h1_connections,
             timeout_ms: o.timeout.as_millis() as u64,
             connect_timeout_ms: o.connect_timeout.as_millis() as u64,
+            quic_handshake_timeout_ms: Some(o.quic_handshake_timeout.as_millis() as u64),
             tcp_cc: o.tcp_cc.clone(),
             quic: o.quic.config(),
             http_port: o.http_port,
@@ -219,7 +249,7 @@ impl Loader {
         let mut primers = tokio::task::JoinSet::new();
         for (origin, addr) in self.manifest.origins.iter().zip(&self.addrs) {
             for _ in 0..per_origin {
-                let (connector, hostname, addr, timeout) = (connector.clone(), origin.hostname.clone(), *addr, self.options.connect_timeout);
+                let (connector, hostname, addr, timeout) = (connector.clone(), origin.hostname.clone(), *addr, self.set_up_timeout());
                 primers.spawn(async move {
                     let Ok(connected) = client::within(timeout, addr, connector.connect(&hostname, addr)).await else { return };
                     if let Ok(uri) = format!("{scheme}://{hostname}/empty").parse() {

@@ -1,10 +1,12 @@
 //! Progress of a TCP connection for the idle timeout: bytes count only while a request is in
-//! flight (docs/server.md, slowloris).
+//! flight, or while the server drains a response it could not write at once (docs/server.md,
+//! slowloris).
 
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -20,24 +22,65 @@ use crate::body::ResponseBody;
 /// a client that trickles a request head (HTTP/2 HEADERS, TLS or HTTP/1.1 bytes) or sends
 /// only control frames (PING, WINDOW_UPDATE) between requests is idle, and is closed after the
 /// idle timeout however many bytes it sends.
+///
+/// A response's body is "done" when its last byte is handed to the connection's write buffer,
+/// not when it is sent: a site object is one buffer, handed over at once, and on a slow link
+/// hyper's buffer drains for minutes after that. So the server's draining counts as progress:
+/// a write that follows a blocked one (the socket was full), and, while a write is blocked,
+/// bytes the peer acknowledged since the last look (`tcpi_bytes_acked`). The second is needed
+/// because the kernel wakes a blocked writer only once a third of the send buffer is free,
+/// which at 1 kB/s (002's slowest link shared by 30 HTTP/1.1 connections) is more than the 30 s
+/// idle timeout. nginx's `send_timeout` likewise times only the gaps between successful writes.
+/// A reader that stops reading acknowledges nothing and is idle.
 pub(super) struct Activity {
     last_ms: AtomicU64,
     in_flight: AtomicUsize,
+    /// A write returned `Pending` (the socket buffer is full) and no write succeeded since.
+    write_blocked: AtomicBool,
+    /// A duplicate of the connection's TCP socket, to read `TCP_INFO` from.
+    socket: Option<OwnedFd>,
+    /// `tcpi_bytes_acked` at the last look.
+    acked: AtomicU64,
     epoch: Instant,
 }
 
 impl Activity {
-    pub(super) fn new(epoch: Instant) -> Arc<Activity> {
-        Arc::new(Activity { last_ms: AtomicU64::new(epoch.elapsed().as_millis() as u64), in_flight: AtomicUsize::new(0), epoch })
+    /// The activity of a connection over `socket` (a duplicate of its TCP socket; `None`: no
+    /// kernel progress is read).
+    pub(super) fn new(epoch: Instant, socket: Option<OwnedFd>) -> Arc<Activity> {
+        Arc::new(Activity {
+            last_ms: AtomicU64::new(epoch.elapsed().as_millis() as u64),
+            in_flight: AtomicUsize::new(0),
+            write_blocked: AtomicBool::new(false),
+            socket,
+            acked: AtomicU64::new(0),
+            epoch,
+        })
     }
 
     fn touch(&self) {
         self.last_ms.store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
-    fn moved(&self) {
+    /// Bytes were read: progress while a request is in flight.
+    fn read(&self) {
         if self.in_flight.load(Ordering::Relaxed) > 0 {
             self.touch();
+        }
+    }
+
+    /// A write ended: `Some(n)` bytes written, `None` blocked. A written byte is progress while a
+    /// request is in flight, or when it drains what a blocked write left behind.
+    fn wrote(&self, written: Option<usize>) {
+        match written {
+            None => self.write_blocked.store(true, Ordering::Relaxed),
+            Some(0) => {}
+            Some(_) => {
+                let draining = self.write_blocked.swap(false, Ordering::Relaxed);
+                if draining || self.in_flight.load(Ordering::Relaxed) > 0 {
+                    self.touch();
+                }
+            }
         }
     }
 
@@ -48,11 +91,26 @@ impl Activity {
         InFlight(self.clone())
     }
 
+    /// Whether a blocked write is being drained: the peer acknowledged bytes since the last look.
+    fn draining(&self) -> bool {
+        if !self.write_blocked.load(Ordering::Relaxed) {
+            return false;
+        }
+        let Some(info) = self.socket.as_ref().and_then(|s| crate::sockopt::tcp_info(s.as_fd()).ok()) else {
+            return false;
+        };
+        info.bytes_acked > self.acked.swap(info.bytes_acked, Ordering::Relaxed)
+    }
+
     /// Completes once nothing moved for `idle`.
     pub(super) async fn idle(&self, idle: Duration) {
         loop {
             let deadline = self.epoch + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)) + idle;
             if Instant::now() >= deadline {
+                if self.draining() {
+                    self.touch();
+                    continue;
+                }
                 return;
             }
             tokio::time::sleep_until(deadline.into()).await;
@@ -102,7 +160,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for ActivityIo<S> {
         let before = buf.filled().len();
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.moved();
+            self.activity.read();
         }
         r
     }
@@ -111,16 +169,12 @@ impl<S: AsyncRead + Unpin> AsyncRead for ActivityIo<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for ActivityIo<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, data);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.moved();
-        }
+        self.activity.wrote(written(&r));
         r
     }
     fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.moved();
-        }
+        self.activity.wrote(written(&r));
         r
     }
     fn is_write_vectored(&self) -> bool {
@@ -131,5 +185,77 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ActivityIo<S> {
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// What a write did, for [`Activity::wrote`]: bytes written, or `None` when it blocked. An
+/// error is neither (the connection ends anyway).
+fn written(r: &Poll<io::Result<usize>>) -> Option<usize> {
+    match r {
+        Poll::Pending => None,
+        Poll::Ready(Ok(n)) => Some(*n),
+        Poll::Ready(Err(_)) => Some(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last(a: &Activity) -> u64 {
+        a.last_ms.load(Ordering::Relaxed)
+    }
+
+    /// Between requests only a write that drains a blocked one is progress; reads and
+    /// unblocked writes (control frames) are not.
+    #[test]
+    fn between_requests_only_draining_writes_are_progress() {
+        let epoch = Instant::now() - Duration::from_secs(100);
+        let a = Activity::new(epoch, None);
+        a.last_ms.store(0, Ordering::Relaxed);
+        a.read();
+        a.wrote(Some(100));
+        assert_eq!(last(&a), 0, "idle bytes counted as progress");
+        a.wrote(None);
+        assert_eq!(last(&a), 0, "a blocked write is not progress");
+        a.wrote(Some(100));
+        assert!(last(&a) >= 100_000, "a write draining a blocked one is progress");
+        a.last_ms.store(0, Ordering::Relaxed);
+        a.wrote(Some(100));
+        assert_eq!(last(&a), 0, "the drain ended with the first write after the block");
+        let guard = a.begin();
+        a.last_ms.store(0, Ordering::Relaxed);
+        a.read();
+        assert!(last(&a) >= 100_000, "a read in flight is progress");
+        drop(guard);
+    }
+
+    /// While a write is blocked, bytes the peer acknowledged since the last look are progress;
+    /// a peer that reads nothing acknowledges nothing.
+    #[test]
+    fn a_blocked_write_drains_while_the_peer_acknowledges() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut reader = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut writer, _) = listener.accept().unwrap();
+        let a = Activity::new(Instant::now(), Some(writer.as_fd().try_clone_to_owned().unwrap()));
+        assert!(!a.draining(), "not blocked: nothing to drain");
+        a.wrote(None);
+        writer.set_nonblocking(true).unwrap();
+        let chunk = vec![7u8; 64 * 1024];
+        while writer.write(&chunk).is_ok() {}
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(a.draining(), "the peer's kernel acknowledged what it buffered");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!a.draining(), "a peer that reads nothing acknowledges nothing new");
+        // Reading opens the window: the writer's kernel sends what it still holds, and the
+        // peer acknowledges it.
+        let mut sink = vec![0u8; 256 * 1024];
+        let mut read = 0;
+        while read < 256 * 1024 {
+            read += reader.read(&mut sink[read..]).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(a.draining(), "a reading peer acknowledged more");
     }
 }

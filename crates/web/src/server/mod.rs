@@ -393,7 +393,10 @@ fn too_many_requests(wait: Duration) -> Response<ResponseBody> {
 }
 
 async fn serve_connection(stream: TcpStream, _peer: SocketAddr, local: Option<SocketAddr>, ctx: Arc<Ctx>, tls: bool) {
-    let activity = Activity::new(ctx.epoch);
+    // A duplicate of the socket for the idle timeout's look at TCP_INFO (none if the process
+    // is out of descriptors: then only the connection's own reads and writes count).
+    let socket = std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned().ok();
+    let activity = Activity::new(ctx.epoch, socket);
     let io = ActivityIo { inner: stream, activity: activity.clone() };
     let local_ip = local.map(|a| a.ip());
     let service_ctx = ctx.clone();

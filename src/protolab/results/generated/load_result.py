@@ -210,6 +210,13 @@ class ObjectResult(BaseModel):
     """
     Taken by the scheduler, ms.
     """
+    resent_after: str | None = None
+    """
+    Why its first attempt failed, when that attempt ended before any response byte on a
+    connection that had already delivered a response: the request was then sent again, as
+    browsers do (Chromium's `HttpNetworkTransaction::ShouldResendRequest`); the fields above
+    describe the second attempt. Absent when it was sent once.
+    """
     started_ms: float | None = None
     """
     Request sent, ms.
@@ -342,7 +349,7 @@ class ClientConfig1(BaseModel):
     )
     connect_timeout_ms: Annotated[int, Field(ge=0)]
     """
-    Connect timeout, ms.
+    TCP connect timeout (TCP + TLS + HTTP set-up), ms.
     """
     h1_connections: Annotated[int, Field(ge=0)]
     """
@@ -391,6 +398,11 @@ class ClientConfig1(BaseModel):
     quic_cc_canonical: str
     """
     The controller with every parameter (`cubic:c=0.4,cube_factor=1,beta=0.7,n=2,...`).
+    """
+    quic_handshake_timeout_ms: Annotated[int | None, Field(ge=0)] = None
+    """
+    QUIC handshake timeout (QUIC + HTTP/3 set-up), ms (absent in results from before it
+    existed, when `connect_timeout_ms` bounded both).
     """
     quic_initial_window: Annotated[int | None, Field(ge=0)] = None
     """
@@ -548,7 +560,7 @@ class LoadConfig(BaseModel):
     )
     connect_timeout_ms: Annotated[int, Field(ge=0)]
     """
-    Connect timeout, ms.
+    TCP connect timeout (TCP + TLS + HTTP set-up), ms.
     """
     h1_connections: Annotated[int, Field(ge=0)]
     """
@@ -597,6 +609,11 @@ class LoadConfig(BaseModel):
     quic_cc_canonical: str
     """
     The controller with every parameter (`cubic:c=0.4,cube_factor=1,beta=0.7,n=2,...`).
+    """
+    quic_handshake_timeout_ms: Annotated[int | None, Field(ge=0)] = None
+    """
+    QUIC handshake timeout (QUIC + HTTP/3 set-up), ms (absent in results from before it
+    existed, when `connect_timeout_ms` bounded both).
     """
     quic_initial_window: Annotated[int | None, Field(ge=0)] = None
     """
