@@ -74,9 +74,10 @@ def _host_port(text: str) -> tuple[str, int]:
 
 def start_serve(binary: Path, work: Path) -> Target:
     """`protolab-net serve` with its default limits on free loopback ports, but for the live
-    service's 10 s handshake timeout (the lab's default is nginx's 60 s)."""
+    service's 10 s handshake and 30 s send timeouts (the lab's defaults are nginx's 60 s)."""
     cmd = [str(binary), "serve", "--listen", ATTACKER, "--http-port", "0", "--https-port", "0",
-           "--raw-port", "off", "--tls-dir", str(work / "tls"), "--handshake-timeout-ms", "10000"]
+           "--raw-port", "off", "--tls-dir", str(work / "tls"), "--handshake-timeout-ms", "10000",
+           "--send-timeout-ms", "30000"]
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=(work / "serve.log").open("wb"))
     assert process.stdout is not None
     line = process.stdout.readline()

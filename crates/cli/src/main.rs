@@ -116,6 +116,10 @@ struct ServeArgs {
     /// longer than this many milliseconds (nginx's 60 s).
     #[arg(long, default_value_t = 60_000)]
     handshake_timeout_ms: u64,
+    /// Close a connection whose response cannot be written and whose client acknowledged
+    /// nothing for this many milliseconds (nginx's send_timeout, 60 s).
+    #[arg(long, default_value_t = 60_000)]
+    send_timeout_ms: u64,
     /// Port of the raw bulk protocol (protolab-net bulk --protocol tcp) on TCP; "off" = none.
     #[arg(long, default_value_t = RawPort(Some(web::raw::DEFAULT_PORT)), value_parser = parse_raw_port)]
     raw_port: RawPort,
@@ -205,6 +209,7 @@ fn serve_options(args: &ServeArgs, listen: Vec<IpAddr>, quic: web::transport::Qu
             max_concurrent_streams: args.max_concurrent_streams,
             idle_timeout: Duration::from_millis(args.idle_timeout_ms),
             handshake_timeout: Duration::from_millis(args.handshake_timeout_ms),
+            send_timeout: Duration::from_millis(args.send_timeout_ms),
             max_connections: args.max_connections,
             max_requests_per_second: args.max_requests_per_second,
             max_request_burst: args.max_requests_per_second,
@@ -221,8 +226,8 @@ fn serve_command(args: ServeArgs) -> anyhow::Result<()> {
     if args.max_requests_per_second == 0 {
         bail!("--max-requests-per-second: must be at least 1");
     }
-    if args.handshake_timeout_ms == 0 || args.idle_timeout_ms == 0 {
-        bail!("--handshake-timeout-ms and --idle-timeout-ms: must be at least 1");
+    if args.handshake_timeout_ms == 0 || args.idle_timeout_ms == 0 || args.send_timeout_ms == 0 {
+        bail!("--handshake-timeout-ms, --idle-timeout-ms and --send-timeout-ms: must be at least 1");
     }
     let quic = args.quic.options()?;
     let quic_cc_canonical = quic.controller.canonical();

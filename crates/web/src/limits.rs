@@ -23,6 +23,13 @@ pub struct Limits {
     /// A connection with no bytes read or written (QUIC: no packet received) for this long is
     /// closed.
     pub idle_timeout: Duration,
+    /// While a response waits to be written (a write is blocked: the socket is full) and the
+    /// client acknowledges nothing, the connection is closed after this long instead of the
+    /// idle timeout. nginx's `send_timeout`, 60 s: on a lossy link TCP's retransmission backoff
+    /// alone (1, 2, 4, 8, 16 s) leaves a connection without an acknowledgement for 31 s (002's
+    /// 1 Mbit/s, 30 ms cell: a response's first byte arrived 33 s after it was sent). A client
+    /// that stops reading is closed after it too.
+    pub send_timeout: Duration,
     /// Time for a TLS handshake, and for an HTTP/1.1 request head to arrive. nginx's 60 s
     /// (`ssl_handshake_timeout`, `client_header_timeout`): on a slow lossy link a handshake
     /// whose last flight is lost a few times takes more than 10 s (002's slowest corner,
@@ -52,6 +59,7 @@ impl Default for Limits {
             max_concurrent_streams: 100,
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
             max_connections: 4096,
             max_pending_accept_reset_streams: 20,
             // Far above what a page load or a benchmark makes on one connection (a page has at

@@ -102,18 +102,29 @@ impl Activity {
         info.bytes_acked > self.acked.swap(info.bytes_acked, Ordering::Relaxed)
     }
 
-    /// Completes once nothing moved for `idle`.
-    pub(super) async fn idle(&self, idle: Duration) {
+    /// Completes once nothing moved for `idle`, or, while a write is blocked, once the client
+    /// acknowledged nothing for `send` (nginx's `send_timeout`; the longer of the two applies).
+    pub(super) async fn idle(&self, idle: Duration, send: Duration) {
         loop {
-            let deadline = self.epoch + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)) + idle;
-            if Instant::now() >= deadline {
+            let last = self.epoch + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+            let now = Instant::now();
+            if now < last + idle {
+                tokio::time::sleep_until((last + idle).into()).await;
+                continue;
+            }
+            if self.draining() {
+                self.touch();
+                continue;
+            }
+            if self.write_blocked.load(Ordering::Relaxed) && now < last + send {
+                // A blocked response without acknowledgements yet: look again at `send`.
+                tokio::time::sleep_until((last + send).into()).await;
                 if self.draining() {
                     self.touch();
                     continue;
                 }
-                return;
             }
-            tokio::time::sleep_until(deadline.into()).await;
+            return;
         }
     }
 }
@@ -228,6 +239,21 @@ mod tests {
         a.read();
         assert!(last(&a) >= 100_000, "a read in flight is progress");
         drop(guard);
+    }
+
+    /// Without a blocked write the idle timeout ends the connection; with one, only the send
+    /// timeout, since nothing was acknowledged.
+    #[tokio::test]
+    async fn a_blocked_response_waits_for_the_send_timeout() {
+        let (idle, send) = (Duration::from_millis(50), Duration::from_secs(2));
+        let a = Activity::new(Instant::now(), None);
+        let t = Instant::now();
+        a.idle(idle, send).await;
+        assert!(t.elapsed() >= idle && t.elapsed() < send, "not blocked: {:?}", t.elapsed());
+        a.wrote(None);
+        let t = Instant::now();
+        a.idle(idle, send).await;
+        assert!(t.elapsed() >= send - idle, "blocked: {:?}", t.elapsed());
     }
 
     /// While a write is blocked, bytes the peer acknowledged since the last look are progress;

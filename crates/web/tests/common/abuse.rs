@@ -20,9 +20,15 @@ use web::Limits;
 
 use super::Lab;
 
-/// Short limits: header/handshake reads end after 600 ms, idle connections after 800 ms.
+/// Short limits: header/handshake reads end after 600 ms, idle connections and responses the
+/// client does not read after 800 ms.
 pub fn short_limits() -> Limits {
-    Limits { handshake_timeout: Duration::from_millis(600), idle_timeout: Duration::from_millis(800), ..Limits::default() }
+    Limits {
+        handshake_timeout: Duration::from_millis(600),
+        idle_timeout: Duration::from_millis(800),
+        send_timeout: Duration::from_millis(800),
+        ..Limits::default()
+    }
 }
 
 pub async fn tls(lab: &Lab, alpn: &[u8], host: &str) -> TlsStream<TcpStream> {
