@@ -77,7 +77,7 @@ def start_serve(binary: Path, work: Path) -> Target:
     service's 10 s handshake and 30 s send timeouts (the lab's defaults are nginx's 60 s)."""
     cmd = [str(binary), "serve", "--listen", ATTACKER, "--http-port", "0", "--https-port", "0",
            "--raw-port", "off", "--tls-dir", str(work / "tls"), "--handshake-timeout-ms", "10000",
-           "--send-timeout-ms", "30000"]
+           "--send-timeout-ms", "30000", "--strict-send-timeout"]
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=(work / "serve.log").open("wb"))
     assert process.stdout is not None
     line = process.stdout.readline()

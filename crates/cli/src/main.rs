@@ -120,6 +120,10 @@ struct ServeArgs {
     /// nothing for this many milliseconds (nginx's send_timeout, 60 s).
     #[arg(long, default_value_t = 60_000)]
     send_timeout_ms: u64,
+    /// Apply --send-timeout-ms even while the kernel retransmits (default: a response held up
+    /// by the network is not idle; the kernel's retry limit ends a dead path).
+    #[arg(long)]
+    strict_send_timeout: bool,
     /// Port of the raw bulk protocol (protolab-net bulk --protocol tcp) on TCP; "off" = none.
     #[arg(long, default_value_t = RawPort(Some(web::raw::DEFAULT_PORT)), value_parser = parse_raw_port)]
     raw_port: RawPort,
@@ -210,6 +214,7 @@ fn serve_options(args: &ServeArgs, listen: Vec<IpAddr>, quic: web::transport::Qu
             idle_timeout: Duration::from_millis(args.idle_timeout_ms),
             handshake_timeout: Duration::from_millis(args.handshake_timeout_ms),
             send_timeout: Duration::from_millis(args.send_timeout_ms),
+            strict_send_timeout: args.strict_send_timeout,
             max_connections: args.max_connections,
             max_requests_per_second: args.max_requests_per_second,
             max_request_burst: args.max_requests_per_second,

@@ -30,6 +30,14 @@ pub struct Limits {
     /// 1 Mbit/s, 30 ms cell: a response's first byte arrived 33 s after it was sent). A client
     /// that stops reading is closed after it too.
     pub send_timeout: Duration,
+    /// Apply `send_timeout` even while the kernel retransmits the connection's data after a
+    /// timeout. Off (the lab): a response held up by the network, not by the client, is not
+    /// idle, however long TCP's backoff takes (002's slowest link: a connection without an
+    /// acknowledgement for 85 s, whose retransmissions at 40, 50 and 75 s were lost, then
+    /// delivered the rest); the kernel's own retry limit (`tcp_retries2`) ends a dead path. On
+    /// (the live service): a client that never acknowledges holds a connection slot for
+    /// `send_timeout` at most.
+    pub strict_send_timeout: bool,
     /// Time for a TLS handshake, and for an HTTP/1.1 request head to arrive. nginx's 60 s
     /// (`ssl_handshake_timeout`, `client_header_timeout`): on a slow lossy link a handshake
     /// whose last flight is lost a few times takes more than 10 s (002's slowest corner,
@@ -60,6 +68,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
+            strict_send_timeout: false,
             max_connections: 4096,
             max_pending_accept_reset_streams: 20,
             // Far above what a page load or a benchmark makes on one connection (a page has at

@@ -69,10 +69,11 @@ class MeasurementServer:
                 "--qlog", str(self.qlog_dir), "--listen", site.address, "--https-port", str(site.https_port),
                 "--http-port", str(site.http_port), "--raw-port", "off", "--lab", "live",
                 "--max-connections", str(site.max_connections),
-                # On the internet, a pending handshake or a client that stops reading holds a
-                # connection slot: the live service keeps 10 s and 30 s (docs/live.md, "Abuse")
-                # where the lab follows nginx's 60 s.
-                "--handshake-timeout-ms", "10000", "--send-timeout-ms", "30000",
+                # On the internet, a pending handshake or a client that stops reading (or never
+                # acknowledges) holds a connection slot: the live service keeps 10 s and 30 s
+                # (docs/live.md, "Abuse") where the lab follows nginx's 60 s and waits out TCP's
+                # retransmissions.
+                "--handshake-timeout-ms", "10000", "--send-timeout-ms", "30000", "--strict-send-timeout",
                 *(["--cert-dir", str(self.cert_dir)] if self.cert_dir is not None else [])]
 
     def start(self) -> None:

@@ -91,20 +91,25 @@ impl Activity {
         InFlight(self.clone())
     }
 
-    /// Whether a blocked write is being drained: the peer acknowledged bytes since the last look.
-    fn draining(&self) -> bool {
+    /// Whether a blocked write is being drained: the peer acknowledged bytes since the last look,
+    /// or (unless `strict`) the kernel is retransmitting after a timeout, so that the network,
+    /// not the client, holds the response back. A client that stops reading closes its window:
+    /// the kernel probes it, which is not a retransmission.
+    fn draining(&self, strict: bool) -> bool {
         if !self.write_blocked.load(Ordering::Relaxed) {
             return false;
         }
         let Some(info) = self.socket.as_ref().and_then(|s| crate::sockopt::tcp_info(s.as_fd()).ok()) else {
             return false;
         };
-        info.bytes_acked > self.acked.swap(info.bytes_acked, Ordering::Relaxed)
+        let acked = info.bytes_acked > self.acked.swap(info.bytes_acked, Ordering::Relaxed);
+        acked || (!strict && info.retransmits > 0)
     }
 
     /// Completes once nothing moved for `idle`, or, while a write is blocked, once the client
-    /// acknowledged nothing for `send` (nginx's `send_timeout`; the longer of the two applies).
-    pub(super) async fn idle(&self, idle: Duration, send: Duration) {
+    /// acknowledged nothing for `send` (nginx's `send_timeout`; the longer of the two applies),
+    /// the kernel's retransmissions counting as progress unless `strict`.
+    pub(super) async fn idle(&self, idle: Duration, send: Duration, strict: bool) {
         loop {
             let last = self.epoch + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
             let now = Instant::now();
@@ -112,14 +117,14 @@ impl Activity {
                 tokio::time::sleep_until((last + idle).into()).await;
                 continue;
             }
-            if self.draining() {
+            if self.draining(strict) {
                 self.touch();
                 continue;
             }
             if self.write_blocked.load(Ordering::Relaxed) && now < last + send {
                 // A blocked response without acknowledgements yet: look again at `send`.
                 tokio::time::sleep_until((last + send).into()).await;
-                if self.draining() {
+                if self.draining(strict) {
                     self.touch();
                     continue;
                 }
@@ -248,11 +253,11 @@ mod tests {
         let (idle, send) = (Duration::from_millis(50), Duration::from_secs(2));
         let a = Activity::new(Instant::now(), None);
         let t = Instant::now();
-        a.idle(idle, send).await;
+        a.idle(idle, send, true).await;
         assert!(t.elapsed() >= idle && t.elapsed() < send, "not blocked: {:?}", t.elapsed());
         a.wrote(None);
         let t = Instant::now();
-        a.idle(idle, send).await;
+        a.idle(idle, send, true).await;
         assert!(t.elapsed() >= send - idle, "blocked: {:?}", t.elapsed());
     }
 
@@ -265,15 +270,15 @@ mod tests {
         let mut reader = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut writer, _) = listener.accept().unwrap();
         let a = Activity::new(Instant::now(), Some(writer.as_fd().try_clone_to_owned().unwrap()));
-        assert!(!a.draining(), "not blocked: nothing to drain");
+        assert!(!a.draining(false), "not blocked: nothing to drain");
         a.wrote(None);
         writer.set_nonblocking(true).unwrap();
         let chunk = vec![7u8; 64 * 1024];
         while writer.write(&chunk).is_ok() {}
         std::thread::sleep(Duration::from_millis(50));
-        assert!(a.draining(), "the peer's kernel acknowledged what it buffered");
+        assert!(a.draining(false), "the peer's kernel acknowledged what it buffered");
         std::thread::sleep(Duration::from_millis(50));
-        assert!(!a.draining(), "a peer that reads nothing acknowledges nothing new");
+        assert!(!a.draining(false), "a peer that reads nothing acknowledges nothing new (its window is closed: probes, not retransmissions)");
         // Reading opens the window: the writer's kernel sends what it still holds, and the
         // peer acknowledges it.
         let mut sink = vec![0u8; 256 * 1024];
@@ -282,6 +287,6 @@ mod tests {
             read += reader.read(&mut sink[read..]).unwrap();
         }
         std::thread::sleep(Duration::from_millis(50));
-        assert!(a.draining(), "a reading peer acknowledged more");
+        assert!(a.draining(true), "a reading peer acknowledged more");
     }
 }

@@ -376,7 +376,7 @@ macro_rules! drive {
         let mut conn = pin!($conn);
         let idled = tokio::select! {
             _ = conn.as_mut() => false,
-            _ = $activity.idle($ctx.limits.idle_timeout, $ctx.limits.send_timeout) => true,
+            _ = $activity.idle($ctx.limits.idle_timeout, $ctx.limits.send_timeout, $ctx.limits.strict_send_timeout) => true,
         };
         if idled {
             conn.as_mut().graceful_shutdown();
