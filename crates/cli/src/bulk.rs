@@ -123,7 +123,7 @@ pub fn command(args: BulkArgs) -> anyhow::Result<ExitCode> {
         http_port: args.http_port,
         https_port: args.https_port,
         raw_port: args.raw_port,
-        tcp: TcpOptions { congestion: Some(args.tcp_cc.name().to_string()), mptcp: args.mptcp, rcvbuf: args.tcp_rcvbuf, notsent_lowat: None },
+        tcp: TcpOptions { congestion: Some(args.tcp_cc.name().to_string()), mptcp: args.mptcp, rcvbuf: args.tcp_rcvbuf, notsent_lowat: None, keepalive: None },
         quic,
         ca,
         instrument: instrument.clone(),

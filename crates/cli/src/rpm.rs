@@ -126,7 +126,7 @@ pub fn command(args: RpmArgs) -> anyhow::Result<ExitCode> {
         max_duration: Duration::from_secs_f64(args.max_duration_s),
         idle_probes: args.idle_probes,
         config: (!args.no_discovery).then(|| args.config.clone()),
-        tcp: TcpOptions { congestion: Some(args.tcp_cc.name().to_string()), mptcp: false, rcvbuf: None, notsent_lowat: None },
+        tcp: TcpOptions { congestion: Some(args.tcp_cc.name().to_string()), mptcp: false, rcvbuf: None, notsent_lowat: None, keepalive: None },
         quic: args.quic.options()?,
         instrument: instrument.clone(),
         probe_timeout: Duration::from_millis(args.probe_timeout_ms.max(1)),

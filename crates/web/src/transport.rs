@@ -59,6 +59,9 @@ pub struct TcpOptions {
     /// `TCP_NOTSENT_LOWAT` in bytes (set on a listener, accepted sockets inherit it); `None` =
     /// the kernel's default (`net.ipv4.tcp_notsent_lowat`, unlimited).
     pub notsent_lowat: Option<u32>,
+    /// TCP keepalive: the first probe after this long without traffic, then one every as long
+    /// (`TCP_KEEPIDLE`, `TCP_KEEPINTVL`); `None` = off.
+    pub keepalive: Option<std::time::Duration>,
 }
 
 /// The kernel's available congestion controls, for error messages.
@@ -87,6 +90,10 @@ fn new_socket(addr: SocketAddr, options: &TcpOptions) -> Result<Socket, Transpor
     }
     if let Some(bytes) = options.notsent_lowat {
         socket.set_tcp_notsent_lowat(bytes).map_err(|error| TransportError::Socket { op: "TCP_NOTSENT_LOWAT", addr, error })?;
+    }
+    if let Some(every) = options.keepalive {
+        let keepalive = socket2::TcpKeepalive::new().with_time(every).with_interval(every);
+        socket.set_tcp_keepalive(&keepalive).map_err(|error| TransportError::Socket { op: "SO_KEEPALIVE", addr, error })?;
     }
     socket.set_nonblocking(true).map_err(|error| TransportError::Socket { op: "set_nonblocking", addr, error })?;
     Ok(socket)
@@ -377,12 +384,18 @@ mod tests {
 
     #[tokio::test]
     async fn tcp_connect_sets_congestion_control() {
-        let listener = tcp_listen("127.0.0.1:0".parse().unwrap(), &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None }).unwrap();
+        let listener = tcp_listen("127.0.0.1:0".parse().unwrap(), &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None, keepalive: None }).unwrap();
         let addr = listener.local_addr().unwrap();
-        let stream = tcp_connect(addr, &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None }).await.unwrap();
+        let stream = tcp_connect(addr, &TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None, keepalive: None }).await.unwrap();
         assert_eq!(tcp_congestion_of(&stream).unwrap(), "reno");
-        let err = tcp_connect(addr, &TcpOptions { congestion: Some("nosuchcc".into()), mptcp: false, rcvbuf: None, notsent_lowat: None }).await.unwrap_err();
+        let err = tcp_connect(addr, &TcpOptions { congestion: Some("nosuchcc".into()), mptcp: false, rcvbuf: None, notsent_lowat: None, keepalive: None }).await.unwrap_err();
         assert!(err.to_string().contains("nosuchcc"), "{err}");
+        let kept = TcpOptions { keepalive: Some(std::time::Duration::from_secs(45)), ..TcpOptions::default() };
+        let stream = tcp_connect(addr, &kept).await.unwrap();
+        let socket = socket2::SockRef::from(&stream);
+        assert!(socket.keepalive().unwrap());
+        assert_eq!((socket.tcp_keepalive_time().unwrap().as_secs(), socket.tcp_keepalive_interval().unwrap().as_secs()), (45, 45));
+        assert!(!socket2::SockRef::from(&tcp_connect(addr, &TcpOptions::default()).await.unwrap()).keepalive().unwrap());
     }
 }
 

@@ -30,7 +30,7 @@ fn options(lab: &Lab, protocol: &str, direction: Direction, amount: Amount) -> B
         http_port: lab.http.port(),
         https_port: lab.https.port(),
         raw_port: lab.raw.port(),
-        tcp: TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None },
+        tcp: TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None, keepalive: None },
         ca: Some(lab.material.ca_der.clone()),
         connect_timeout: Duration::from_secs(5),
         ..BulkOptions::default()

@@ -110,7 +110,7 @@ fn check_tcp_rows(rows: &[Value], sender: bool, n: u64) {
 async fn tcp_connection_is_sampled_on_both_ends() {
     let dir = tempdir("tcp");
     let n = 20_000_000;
-    let (ch, crows, sh, srows) = tcp_transfer(TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None }, n, &dir).await;
+    let (ch, crows, sh, srows) = tcp_transfer(TcpOptions { congestion: Some("reno".into()), mptcp: false, rcvbuf: None, notsent_lowat: None, keepalive: None }, n, &dir).await;
     check_header(&ch, "client", "tcp");
     check_header(&sh, "server", "tcp");
     assert_eq!(ch["tcp_congestion"], "reno");
@@ -129,7 +129,7 @@ async fn mptcp_connection_is_sampled_per_subflow() {
     }
     let dir = tempdir("mptcp");
     let n = 10_000_000;
-    let (ch, crows, sh, srows) = tcp_transfer(TcpOptions { congestion: None, mptcp: true, rcvbuf: None, notsent_lowat: None }, n, &dir).await;
+    let (ch, crows, sh, srows) = tcp_transfer(TcpOptions { congestion: None, mptcp: true, rcvbuf: None, notsent_lowat: None, keepalive: None }, n, &dir).await;
     check_header(&ch, "client", "mptcp");
     check_header(&sh, "server", "mptcp");
     assert_eq!(ch["mptcp_fallback"], false);

@@ -95,6 +95,12 @@ pub struct LoadOptions {
     pub warm: bool,
 }
 
+/// Chromium's TCP keepalive (`kTCPKeepAliveSeconds`, 45 s): a server that dropped a connection
+/// silently (a socket it closed with unacknowledged data, which the kernel then gave up) answers
+/// the probe with a reset, and the request waiting on it fails and is resent
+/// ([`LoadOptions`], docs/load.md) instead of waiting for the load's timeout.
+pub const CHROMIUM_TCP_KEEPALIVE: Duration = Duration::from_secs(45);
+
 /// Chromium's TCP connect timeout (see [`LoadOptions::connect_timeout`]).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(240);
 
@@ -176,7 +182,13 @@ impl Loader {
                 Some(client::tls_config(Trust::Ca(ca), protocol, sessions).map_err(|e| LoadError::Option { option: "--ca", why: e.to_string() })?)
             }
         };
-        let tcp = TcpOptions { congestion: options.tcp_cc.clone(), mptcp: options.mode.transport == Transport::Mptcp, rcvbuf: options.tcp_rcvbuf, notsent_lowat: None };
+        let tcp = TcpOptions {
+            congestion: options.tcp_cc.clone(),
+            mptcp: options.mode.transport == Transport::Mptcp,
+            rcvbuf: options.tcp_rcvbuf,
+            notsent_lowat: None,
+            keepalive: Some(CHROMIUM_TCP_KEEPALIVE),
+        };
         let connector = Connector::new(protocol, tls, tcp, &options.quic)
             .map_err(|e| LoadError::Option { option: e.option(), why: e.to_string() })?
             .with_instrument(options.instrument.clone())

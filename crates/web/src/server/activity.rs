@@ -91,19 +91,27 @@ impl Activity {
         InFlight(self.clone())
     }
 
-    /// Whether a blocked write is being drained: the peer acknowledged bytes since the last look,
-    /// or (unless `strict`) the kernel is retransmitting after a timeout, so that the network,
-    /// not the client, holds the response back. A client that stops reading closes its window:
-    /// the kernel probes it, which is not a retransmission.
-    fn draining(&self, strict: bool) -> bool {
-        if !self.write_blocked.load(Ordering::Relaxed) {
-            return false;
-        }
+    /// Where the connection's response bytes are. Pending while a write is blocked or the kernel
+    /// holds bytes the client has not acknowledged (`tcpi_unacked`): a response handed to the
+    /// kernel is not delivered yet, and closing its socket then leaves the kernel an orphan that
+    /// it retries fewer times and drops silently (at 002's slowest corner the client then waited
+    /// for a response that never came, for the load's 300 s). Moving when the client
+    /// acknowledged bytes since the last look, or (unless `strict`) while the kernel retransmits
+    /// after a timeout: the network, not the client, holds the response back. A client that
+    /// stops reading closes its window; the kernel probes it, which is not a retransmission.
+    fn drain(&self, strict: bool) -> Drain {
+        let blocked = self.write_blocked.load(Ordering::Relaxed);
         let Some(info) = self.socket.as_ref().and_then(|s| crate::sockopt::tcp_info(s.as_fd()).ok()) else {
-            return false;
+            return if blocked { Drain::Stalled } else { Drain::Delivered };
         };
         let acked = info.bytes_acked > self.acked.swap(info.bytes_acked, Ordering::Relaxed);
-        acked || (!strict && info.retransmits > 0)
+        if !blocked && info.unacked == 0 {
+            Drain::Delivered
+        } else if acked || (!strict && info.retransmits > 0) {
+            Drain::Moving
+        } else {
+            Drain::Stalled
+        }
     }
 
     /// Completes once nothing moved for `idle`, or, while a write is blocked, once the client
@@ -117,21 +125,35 @@ impl Activity {
                 tokio::time::sleep_until((last + idle).into()).await;
                 continue;
             }
-            if self.draining(strict) {
-                self.touch();
-                continue;
-            }
-            if self.write_blocked.load(Ordering::Relaxed) && now < last + send {
-                // A blocked response without acknowledgements yet: look again at `send`.
-                tokio::time::sleep_until((last + send).into()).await;
-                if self.draining(strict) {
+            match self.drain(strict) {
+                Drain::Moving => {
                     self.touch();
                     continue;
                 }
+                Drain::Stalled if now < last + send => {
+                    // A pending response without acknowledgements yet: look again at `send`.
+                    tokio::time::sleep_until((last + send).into()).await;
+                    if self.drain(strict) == Drain::Moving {
+                        self.touch();
+                        continue;
+                    }
+                }
+                _ => {}
             }
             return;
         }
     }
+}
+
+/// Where a connection's response bytes are, for the idle timeout (see [`Activity::drain`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drain {
+    /// Nothing waits to be written or acknowledged.
+    Delivered,
+    /// Bytes are pending and move (acknowledged, or retransmitted by the kernel).
+    Moving,
+    /// Bytes are pending and nothing moves.
+    Stalled,
 }
 
 /// One request in flight; the idle clock restarts when it ends.
@@ -270,15 +292,15 @@ mod tests {
         let mut reader = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut writer, _) = listener.accept().unwrap();
         let a = Activity::new(Instant::now(), Some(writer.as_fd().try_clone_to_owned().unwrap()));
-        assert!(!a.draining(false), "not blocked: nothing to drain");
+        assert_eq!(a.drain(false), Drain::Delivered, "nothing written: nothing to drain");
         a.wrote(None);
         writer.set_nonblocking(true).unwrap();
         let chunk = vec![7u8; 64 * 1024];
         while writer.write(&chunk).is_ok() {}
         std::thread::sleep(Duration::from_millis(50));
-        assert!(a.draining(false), "the peer's kernel acknowledged what it buffered");
+        assert_eq!(a.drain(false), Drain::Moving, "the peer's kernel acknowledged what it buffered");
         std::thread::sleep(Duration::from_millis(50));
-        assert!(!a.draining(false), "a peer that reads nothing acknowledges nothing new (its window is closed: probes, not retransmissions)");
+        assert_eq!(a.drain(false), Drain::Stalled, "a peer that reads nothing acknowledges nothing new (its window is closed: probes, not retransmissions)");
         // Reading opens the window: the writer's kernel sends what it still holds, and the
         // peer acknowledges it.
         let mut sink = vec![0u8; 256 * 1024];
@@ -287,6 +309,6 @@ mod tests {
             read += reader.read(&mut sink[read..]).unwrap();
         }
         std::thread::sleep(Duration::from_millis(50));
-        assert!(a.draining(true), "a reading peer acknowledged more");
+        assert_eq!(a.drain(true), Drain::Moving, "a reading peer acknowledged more");
     }
 }

@@ -178,7 +178,7 @@ impl Server {
         let mut listen_addrs = options.listen.clone();
         listen_addrs.sort();
         listen_addrs.dedup();
-        let tcp = TcpOptions { congestion: options.tcp_congestion.clone(), mptcp: options.mptcp, rcvbuf: None, notsent_lowat: options.tcp_notsent_lowat };
+        let tcp = TcpOptions { congestion: options.tcp_congestion.clone(), mptcp: options.mptcp, rcvbuf: None, notsent_lowat: options.tcp_notsent_lowat, keepalive: None };
         let limits = options.limits.clone();
         let quic_config = quic_server_config(&tls, &limits, &options.quic, None)?;
         let mut http = Vec::new();
