@@ -84,10 +84,11 @@ async fn read_hyper_body(
 
 /// How long an idle HTTP/1.1 connection may take to accept the next request. It is ready at
 /// once when its last response is complete (the engine only gives it a request then), so a
-/// longer wait means the connection is stuck: seen once in 30 loads at 0.364 Mbit/s (a reused
-/// connection that never became ready, the load hung until its 300 s timeout; cause not found).
-/// A browser checks a pooled socket before reusing it (Chromium: `IsConnectedAndIdle`); here
-/// the request fails before it is sent, and the engine resends it on another connection.
+/// longer wait means the connection is stuck. A browser checks a pooled socket before reusing
+/// it (Chromium: `IsConnectedAndIdle`); here the request fails before it is sent, and the
+/// engine resends it on another connection. (Added for a load that hung at 0.364 Mbit/s; that
+/// hang was later traced to a connection the server had dropped silently, which the 45-s TCP
+/// keepalive catches: docs/load.md.)
 const H1_READY_WAIT: Duration = Duration::from_secs(5);
 
 async fn fetch_hyper1(s: &mut http1::SendRequest<Empty<Bytes>>, t: &Target, received: &AtomicU64, out: &mut Fetched) -> Result<(), String> {
