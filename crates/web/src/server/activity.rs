@@ -114,9 +114,10 @@ impl Activity {
         }
     }
 
-    /// Completes once nothing moved for `idle`, or, while a write is blocked, once the client
-    /// acknowledged nothing for `send` (nginx's `send_timeout`; the longer of the two applies),
-    /// the kernel's retransmissions counting as progress unless `strict`.
+    /// Completes once nothing moved for `idle`, or, while a response is pending (see
+    /// [`Activity::drain`]), once the client acknowledged nothing for `send` (nginx's
+    /// `send_timeout`; the longer of the two applies), the kernel's retransmissions counting as
+    /// progress unless `strict`.
     pub(super) async fn idle(&self, idle: Duration, send: Duration, strict: bool) {
         loop {
             let last = self.epoch + Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
