@@ -170,6 +170,15 @@ def test_a_budget_is_no_less_than_the_repetitions_it_starts_from(figure: Any) ->
         assert budget == 0 or budget >= experiment_of(figure, quick).spec.repetitions, (figure.id, quick)
 
 
+def test_every_explanation_names_a_claim_of_its_figure() -> None:
+    """An explanation is matched to its claim by the statement (atlas.claim_outcome): a typo
+    would leave a measured explanation unattached and its claim counted as unexplained."""
+    for figure in FIGURES:
+        statements = {c.statement for c in figure.claims}
+        for explanation in figure.explanations:
+            assert explanation.claim == "" or explanation.claim in statements, (figure.id, explanation.claim)
+
+
 @pytest.mark.parametrize("quick", [True, False])
 # The passive figures' claims select rows of the corpus' analysis, not runs
 # (test_reproduce_passive.py checks them on a fixed corpus).
