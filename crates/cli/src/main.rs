@@ -411,8 +411,24 @@ fn emu_command(command: EmuCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Raises the soft limit on open files to the hard one, as Go's runtime does at start-up. A server
+/// holds two descriptors per TCP connection (the socket and a duplicate it reads `TCP_INFO` from,
+/// docs/server.md) for up to `--max-connections` (4096) connections, and a page load opens up to
+/// six TCP connections per origin: under Debian's default soft limit of 1024 the 500th or so
+/// connection would fail with EMFILE. Left alone when the limit cannot be read as a number.
+fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    if let Rlimit { current: Some(current), maximum: Some(maximum) } = getrlimit(Resource::Nofile) {
+        if current < maximum {
+            // Failing leaves the soft limit as it was, which is what the process had anyway.
+            let _ = setrlimit(Resource::Nofile, Rlimit { current: Some(maximum), maximum: Some(maximum) });
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    raise_open_file_limit();
     let result = match cli.command {
         Command::Emu(c) => emu_command(c),
         Command::Serve(args) => serve_command(args),

@@ -1,5 +1,5 @@
-//! `protolab-net serve` as a process: its `listening` event names sockets that accept, and a
-//! server that cannot start says why.
+//! `protolab-net serve` as a process: its `listening` event names sockets that accept, a server
+//! that cannot start says why, and it raises its open-file limit.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -44,5 +44,23 @@ fn a_server_that_cannot_start_is_reported_with_its_stderr() {
     let error = server.await_listening(READY_WITHIN).unwrap_err();
     assert!(error.contains("exit status: 2") && error.contains("/nonexistent/page.json"), "{error}");
     assert!(!tls.join("ca.pem").exists(), "a server that cannot start leaves no TLS material");
+    let _ = std::fs::remove_dir_all(&tls);
+}
+
+/// Under a soft limit of 1024 open files (Debian's default) a server would run out of descriptors
+/// at about 500 TCP connections (two each): it raises the soft limit to the hard one at start-up.
+#[test]
+fn a_server_raises_its_open_file_limit_to_the_hard_one() {
+    let tls = common::tempdir("nofile");
+    let mut server = common::start_under(
+        &["prlimit", "--nofile=1024:8192"],
+        &["serve", "--listen", "127.0.0.1", "--http-port", "0", "--https-port", "0", "--raw-port", "off", "--tls-dir", &tls.display().to_string()],
+    );
+    server.await_listening(READY_WITHIN).unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.id())).unwrap();
+    let open_files = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let numbers: Vec<&str> = open_files.split_whitespace().filter(|w| w.parse::<u64>().is_ok()).collect();
+    assert_eq!(numbers, ["8192", "8192"], "{open_files}");
+    drop(server);
     let _ = std::fs::remove_dir_all(&tls);
 }

@@ -26,8 +26,18 @@ pub struct Process {
 
 /// Starts `protolab-net ARGS` (the binary of this package, as cargo built it for the tests).
 pub fn start(args: &[&str]) -> Process {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_protolab-net"))
-        .args(args)
+    spawn(Command::new(env!("CARGO_BIN_EXE_protolab-net")).args(args))
+}
+
+/// Starts `WRAPPER... protolab-net ARGS`: a program that execs the binary (`prlimit ...`), so
+/// the process is still protolab-net's.
+pub fn start_under(wrapper: &[&str], args: &[&str]) -> Process {
+    let (program, wrapper_args) = wrapper.split_first().expect("a wrapper program");
+    spawn(Command::new(program).args(wrapper_args).arg(env!("CARGO_BIN_EXE_protolab-net")).args(args))
+}
+
+fn spawn(command: &mut Command) -> Process {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -52,6 +62,11 @@ pub fn start(args: &[&str]) -> Process {
 }
 
 impl Process {
+    /// The process id (a wrapper's that exec'd the binary is the binary's).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Reads stdout until the `listening` event (docs/server.md) and returns it. Fails, with
     /// what the process wrote on stderr, when its stdout ends first (it exited) or after
     /// `within`, or when the event does not read as the contract's.
