@@ -122,6 +122,9 @@ def test_a_cluster_sweep_matches_a_local_one_and_survives_a_killed_worker(
     out, _ = local.communicate(timeout=600)
     assert local.returncode == 0, out[-3000:]
 
+    # Labs of other work on the machine (a sweep of its own on a local cluster) are not this
+    # test's: only namespaces that appear from here on are its workers'.
+    others = set(_worker_namespaces())
     remote = _run(spec, tmp_path / "cluster", "--cluster", cluster.address)
     runs_dir = tmp_path / "cluster" / "runs"
     # Kill a worker as soon as it is in the middle of a run.
@@ -141,7 +144,12 @@ def test_a_cluster_sweep_matches_a_local_one_and_survives_a_killed_worker(
     assert set(workers.values()) <= {"wa", "wb"} and "wb" in set(workers.values())
     assert set(_workers(tmp_path / "local").values()) == {None}
     # The killed worker's lab went with it (its emulator watched its owner).
+    listing = sorted(set(_worker_namespaces()) - others)
+    wait_until(lambda: not set(_worker_namespaces()) - others, what=f"the workers' namespaces gone (had: {listing})",
+               within=30)
+
+
+def _worker_namespaces() -> list[str]:
+    """The network namespaces of cluster workers' labs (`pl-w...`) on this machine."""
     listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    wait_until(lambda: not [ln for ln in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                                                        check=True).stdout.splitlines() if ln.startswith("pl-w")],
-               what=f"the workers' namespaces gone (had: {listing})", within=30)
+    return [line.split()[0] for line in listing.splitlines() if line.startswith("pl-w")]
