@@ -43,6 +43,36 @@ def test_blocks_are_the_plans_condition_runs_in_order(tmp_path: Path) -> None:
     assert len(names) == 20 and all(n.isalnum() and n.islower() and len(n) <= 10 for n in names)
 
 
+def test_a_large_condition_is_cut_in_equal_blocks_for_several_labs(tmp_path: Path) -> None:
+    # Two conditions of 2 modes x 7 repetitions = 14 runs each, at most 5 runs a block: 3 blocks
+    # of 5/5/4 per condition, consecutive in plan order (the plan's interleaving kept).
+    spec = {**_spec("c"), "repetitions": 7, "axes": {**_spec("c")["axes"], "bandwidth_mbps": [10], "loss_pct": [0, 1]}}
+    runs = plan(spec_from_dict(spec, source="s.toml", path=tmp_path / "s.toml"))
+    grouped = blocks(runs, max_runs=5)
+    assert [run for block in grouped for run in block] == runs
+    assert [len(block) for block in grouped] == [5, 5, 4, 5, 5, 4]
+    assert all(len({run.condition for run in block}) == 1 for block in grouped)
+
+
+def test_adaptive_blocks_keep_every_repetition_of_a_cell_together(tmp_path: Path) -> None:
+    # Adaptive repetitions judge a cell on the worker that ran it: a cell is never split, and the
+    # cells of a condition are dealt to blocks of balanced size, each block in plan order.
+    spec = {**_spec("d"), "repetitions": 4,
+            "axes": {**_spec("d")["axes"], "bandwidth_mbps": [10], "loss_pct": [0], "mode": ["h1", "h2", "h3"],
+                     "page": ["baidu", "amazon"]}}
+    runs = plan(spec_from_dict(spec, source="s.toml", path=tmp_path / "s.toml"))
+    assert len(runs) == 24  # one condition, 6 cells x 4 repetitions
+    grouped = blocks(runs, max_runs=10, whole_cells=True)
+    assert sorted(len(block) for block in grouped) == [8, 8, 8]
+    cells = [{(run.mode, run.page.name if run.page else None) for run in block} for block in grouped]
+    assert all(len(block_cells) == 2 for block_cells in cells)
+    assert set.union(*cells) == {(run.mode, run.page.name if run.page else None) for run in runs}
+    assert not any(a & b for i, a in enumerate(cells) for b in cells[i + 1:])
+    order = {run.key: index for index, run in enumerate(runs)}
+    assert all([order[run.key] for run in block] == sorted(order[run.key] for run in block) for block in grouped)
+    assert blocks(runs, max_runs=1000, whole_cells=True) == [runs]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -3,8 +3,8 @@ spreads an experiment's unfinished runs over Dask workers (`protolab worker`), o
 worker process, and records every run in the one results store as the local runner does.
 
 The coordinator plans the runs (the same plan, keys and order as a local run), groups them in
-blocks of one condition each (a lab session enters a condition once for its block), and submits
-one task per block. A worker rebuilds the experiment from the spec, runs its block in its own
+blocks of one condition each, at most `BLOCK_RUNS` runs (a lab session enters a condition once
+for its block), and submits one task per block. A worker rebuilds the experiment from the spec, runs its block in its own
 lab (named after the worker, so two workers on one machine never share one) and returns the
 run records; the coordinator alone writes the store, adding the worker's name to each run. A
 worker that dies takes its block's unreturned runs with it: the scheduler gives the block to
@@ -34,6 +34,7 @@ from protolab.run.runner import (
     Events,
     PlannedRun,
     Summary,
+    _cell,
     _execute_one,
     _metric,
     estimate_s,
@@ -45,8 +46,47 @@ from protolab.results.record import RunRecord
 from protolab.store import ResultsStore
 
 
-def blocks(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
-    """Consecutive runs of one condition, in plan order: the unit of work of a worker."""
+BLOCK_RUNS = 40
+"""The most runs in a block (a cell of adaptive repetitions is never split, so one cell may hold
+more). Small enough that a condition's runs are shared by all the labs (a sweep of two conditions
+kept two of three labs busy when a block was a whole condition) and that an interrupt loses little
+(a block's records reach the store when the block ends); large enough that a lab's set-up
+(topology, delay calibration: seconds) stays a small part of a block's minutes."""
+
+
+def blocks(runs: list[PlannedRun], max_runs: int = BLOCK_RUNS, whole_cells: bool = False) -> list[list[PlannedRun]]:
+    """The units of work of the workers: the runs of one condition, at most `max_runs` each, every
+    block in plan order. Without `whole_cells`, a condition's consecutive runs are cut in equal
+    consecutive parts. With it (adaptive repetitions: a worker judges a cell's convergence from
+    the repetitions it ran), every run of a cell goes into the same block: the cells are dealt to
+    the condition's blocks, each to the one with the fewest runs so far."""
+    out: list[list[PlannedRun]] = []
+    for condition_runs in _by_condition(runs):
+        parts = -(-len(condition_runs) // max_runs)
+        if not whole_cells:
+            size, extra = divmod(len(condition_runs), parts)
+            start = 0
+            for index in range(parts):
+                end = start + size + (1 if index < extra else 0)
+                out.append(condition_runs[start:end])
+                start = end
+            continue
+        runs_per_cell: dict[str, int] = {}
+        for run in condition_runs:
+            runs_per_cell[_cell(run)] = runs_per_cell.get(_cell(run), 0) + 1
+        loads = [0] * min(parts, len(runs_per_cell))
+        part_of: dict[str, int] = {}
+        for cell, count in sorted(runs_per_cell.items(), key=lambda item: -item[1]):
+            part = loads.index(min(loads))
+            part_of[cell] = part
+            loads[part] += count
+        for part in range(len(loads)):
+            out.append([run for run in condition_runs if part_of[_cell(run)] == part])
+    return out
+
+
+def _by_condition(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+    """Consecutive runs of one condition, in plan order."""
     out: list[list[PlannedRun]] = []
     for run in runs:
         if out and out[-1][0].condition == run.condition:
@@ -66,7 +106,7 @@ def execute_block(spec: dict[str, Any], spec_path: str | None, keys: list[str], 
     """Runs on a worker: the runs `keys` of the experiment, in order, in a lab of the worker.
     With adaptive repetitions ([design] ci_target) a run whose cell has converged is left out
     (no record): `prior` holds the values the coordinator knew for the block's cells, and a
-    block holds every repetition of its condition, so the worker judges as a local run would."""
+    block then holds every repetition of its cells, so the worker judges as a local run would."""
     worker = _worker_name()
     path = Path(spec_path) if spec_path else None
     experiment = spec_from_dict(spec, source=spec_path or "spec", path=path)
@@ -130,7 +170,7 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
         on_converged = getattr(events, "converged", None)
         block_keys: dict[str, list[str]] = {}
         futures = []
-        for block in blocks(todo):
+        for block in blocks(todo, whole_cells=adaptive.target is not None):
             prior = adaptive.values_for(block) if adaptive.target is not None else None
             future = client.submit(execute_block, spec, spec_path, [run.key for run in block], str(results_dir), prior,
                                    key=f"protolab-{experiment.name}-{block[0].key}", pure=False, retries=TASK_RETRIES)
