@@ -31,6 +31,7 @@ from protolab.corpus.errors import CorpusError, HarError
 from protolab.corpus.generate import generate_corpus, generated_page
 from protolab.corpus.har import import_har, import_har_file
 from protolab.corpus.manifest import check_manifest_files, load_manifest
+from protolab.lab.watchdog import NamespaceWatchdog
 from protolab.results.generated.event_listening import Listening
 
 REPO = Path(__file__).resolve().parents[1]
@@ -472,6 +473,7 @@ class _Namespace:
 
     def __init__(self, tag: str, addresses: set[str]) -> None:
         self.name = f"pl-p1-{tag}-{os.getpid()}"
+        self._watchdog = NamespaceWatchdog([self.name])  # a killed test run leaves no namespace
         subprocess.run(["ip", "netns", "add", self.name], check=True)
         try:
             subprocess.run(["ip", "-n", self.name, "link", "set", "lo", "up"], check=True)
@@ -486,6 +488,7 @@ class _Namespace:
 
     def delete(self) -> None:
         subprocess.run(["ip", "netns", "del", self.name], check=False)
+        self._watchdog.stop()
 
 
 def _start_server(ns: _Namespace, binary: Path, manifests: list[Path], tls: Path) -> tuple[subprocess.Popen[str], Listening]:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from protolab.lab.watchdog import NamespaceWatchdog
+
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 HOST = "speed.pl.test"
@@ -76,6 +78,7 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
 @pytest.fixture
 def pebble(tmp_path: Path) -> Iterator[Pebble]:
     namespace = f"pl-acme-{os.getpid()}"
+    watchdog = NamespaceWatchdog([namespace])  # a killed test run leaves neither it nor pebble
     subprocess.run(["ip", "netns", "add", namespace], check=True)
     processes: list[subprocess.Popen[bytes]] = []
     try:
@@ -105,6 +108,7 @@ def pebble(tmp_path: Path) -> Iterator[Pebble]:
                 process.kill()
                 process.wait()
         subprocess.run(["ip", "netns", "del", namespace], check=False)
+        watchdog.stop()
 
 
 def _inside(pebble: Pebble, function: str, timeout_s: float = 240, module: str = "test_live_acme") -> dict[str, object]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from awaiting import NotReady, await_listening, await_port
 
+from protolab.lab.watchdog import NamespaceWatchdog
 from protolab.results.generated.event_listening import Listening
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,8 +57,10 @@ class Netns:
     addresses: Sequence[str] = tuple(ADDRESSES.values())
     name: str = field(default_factory=lambda: "pl-r3-" + secrets.token_hex(3))
     procs: list[subprocess.Popen[Any]] = field(default_factory=list)
+    _watchdog: NamespaceWatchdog | None = field(default=None, repr=False)
 
     def __enter__(self) -> Netns:
+        self._watchdog = NamespaceWatchdog([self.name])  # a killed test run leaves no namespace
         subprocess.run(["ip", "netns", "add", self.name], check=True)
         try:
             subprocess.run(["ip", "-n", self.name, "link", "set", "lo", "up"], check=True)
@@ -102,6 +105,9 @@ class Netns:
             self.stop(p)
         self.procs.clear()
         subprocess.run(["ip", "netns", "delete", self.name], capture_output=True, check=False)
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
 
 
 # --- manifests -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from types import TracebackType
 
 from protolab.errors import LabError
 from protolab.lab.lab import Lab
+from protolab.lab.watchdog import NamespaceWatchdog
 
 DEFAULT_SUBNET = "192.168.77.0/24"
 BRIDGE = "natbr"
@@ -116,6 +117,7 @@ class NatSite:
             if not _NAME.fullmatch(client.name):
                 raise LabError(f"NAT site: client name {client.name!r} must match [a-z0-9]{{1,16}}")
         self._created: list[str] = []
+        self._watchdog: NamespaceWatchdog | None = None
 
     def __enter__(self) -> NatSite:
         try:
@@ -141,6 +143,8 @@ class NatSite:
         raise LabError(f"NAT site: no client {client!r}")
 
     def start(self) -> None:
+        # Before the first namespace exists: a kill at any later point leaves none behind.
+        self._watchdog = NamespaceWatchdog([f"pl-{self.lab.name}-{client.name}" for client in self.clients])
         gw = self.lab.namespace(self.gateway)
         prefix = self.network.prefixlen
         _run(["ip", "netns", "exec", gw, "sysctl", "-qw", "net.ipv4.ip_forward=1"], "forwarding in the gateway")
@@ -179,6 +183,9 @@ class NatSite:
             except LabError as exc:
                 errors.append(str(exc))
         self._created.clear()
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
         if errors:
             raise LabError("; ".join(errors))
 

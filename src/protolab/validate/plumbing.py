@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from protolab.errors import ToolError
 from protolab.lab import Lab, dumbbell, host, ideal_link, ms_to_ns
+from protolab.lab.watchdog import NamespaceWatchdog
 from protolab.measure.proc import MachineCpu, machine_cpu
 from protolab.measure.tools import (
     IperfResult,
@@ -211,6 +212,7 @@ def veth_pair(lab: Lab, *, realtime: bool = False) -> Iterator[tuple[str, str]]:
         ["ip", "-n", a, "link", "set", "pl-vref0", "up"], ["ip", "-n", b, "link", "set", "pl-vref1", "up"],
     ]
     server: subprocess.Popen[Any] | None = None
+    watchdog = NamespaceWatchdog([a, b])  # a killed validation leaves neither behind
     try:
         for command in commands:
             subprocess.run(command, check=True, capture_output=True, timeout=10)
@@ -226,6 +228,7 @@ def veth_pair(lab: Lab, *, realtime: bool = False) -> Iterator[tuple[str, str]]:
             server.wait()
         for name in (a, b):
             subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False, timeout=10)
+        watchdog.stop()
 
 
 def run_veth_irtt(namespace: str, output: Path, probes: int, *, realtime: bool = False) -> IrttResult:
