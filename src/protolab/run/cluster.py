@@ -164,13 +164,19 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
         finished = store.finished_run_keys(experiment.name, retry_failed=retry_failed, failed_since=failed_since)
         todo = [run for run in runs if run.key not in finished]
         summary = Summary(experiment.name, results_dir, total=len(runs), skipped=len(runs) - len(todo))
-        events.planned(len(runs), len(todo), sum(estimate_s(run, experiment.params) for run in todo))
+        # The estimate is of the wall time: the runs' sum shared by the workers.
+        workers = max(1, len(provenance["cluster"]["workers"]))
+        events.planned(len(runs), len(todo), sum(estimate_s(run, experiment.params) for run in todo) / workers)
         by_key = {run.key: run for run in todo}
         adaptive = Adaptive(experiment, store, runs)
         on_converged = getattr(events, "converged", None)
         block_keys: dict[str, list[str]] = {}
         futures = []
-        for block in blocks(todo, whole_cells=adaptive.target is not None):
+        planned_blocks = blocks(todo, whole_cells=adaptive.target is not None)
+        if planned_blocks:
+            events.note(f"{len(planned_blocks)} blocks of at most {max(map(len, planned_blocks))} runs on {workers} "
+                        f"workers; a block's runs are recorded when it ends")
+        for block in planned_blocks:
             prior = adaptive.values_for(block) if adaptive.target is not None else None
             future = client.submit(execute_block, spec, spec_path, [run.key for run in block], str(results_dir), prior,
                                    key=f"protolab-{experiment.name}-{block[0].key}", pure=False, retries=TASK_RETRIES)
