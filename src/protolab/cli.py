@@ -39,6 +39,8 @@ app = ProtolabApp(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Help texts name spec tables ([lab] offload) and patterns ([a-z0-9]): never Rich markup.
+    rich_markup_mode=None,
 )
 app.add_typer(corpus_app, name="corpus")
 

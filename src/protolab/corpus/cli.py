@@ -19,7 +19,7 @@ from protolab.corpus.errors import CorpusError
 from protolab.corpus.manifest import load_manifest, write_manifests
 
 corpus_app = typer.Typer(name="corpus", help="Page manifests: Table I replicas, generated corpora, HAR import, recording.",
-                         no_args_is_help=True, add_completion=False)
+                         no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the page model and of the bodies.", min=0)]
 

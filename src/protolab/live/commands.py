@@ -13,7 +13,7 @@ import typer
 from protolab.console import console
 
 live_app = typer.Typer(help="Analyses of the live service's store and a lab fleet to test them on.",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 
 
 @live_app.command("analyze")

@@ -472,7 +472,7 @@ def register(app: typer.Typer) -> None:
     """Add `classify train | evaluate | predict` to the `protolab traffic` Typer app. The
     commands print bad input as one error line and exit with status 2."""
     classify_app = typer.Typer(help="HTTP-version classifier over NetFlow-like flow features (000 §3.2).",
-                               no_args_is_help=True)
+                               no_args_is_help=True, rich_markup_mode=None)
     classify_app.command("train")(train_command)
     classify_app.command("evaluate")(evaluate_command)
     classify_app.command("predict")(predict_command)

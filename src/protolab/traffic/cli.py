@@ -8,7 +8,7 @@ import typer
 
 from protolab.traffic import characterize, classify, corpus, nat_corpus, parallel, synthetic, tstat
 
-traffic_app = typer.Typer(name="traffic", no_args_is_help=True, add_completion=False,
+traffic_app = typer.Typer(name="traffic", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                           help="Passive traffic analysis (docs/traffic.md): flow records (Tstat import, lab "
                                "corpus, synthetic flows), their characterization, the HTTP-version classifier, "
                                "parallel connections.")
