@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protolab.reproduce.claims import Estimate, Median, Ratio, RatioOfRatios
+from protolab.reproduce.claims import Estimate, Median, Ratio, RatioBetweenSets, RatioOfRatios
 
 TRIALS = 600
 FLOOR = 0.93  # 95% intervals; 600 trials leave a standard error of 0.9 points
@@ -95,6 +95,56 @@ def test_ratio_intervals_hold_their_coverage_or_decline(estimator: Ratio | Ratio
         assert decided == 0
 
 
+BETWEEN_SETS = RatioBetweenSets("plt_ms", {"part": 0}, {"part": 1}, {"set": "a"}, {"set": "b"})
+
+
+def between_sets_coverage(groups_a: int, groups_b: int, n: int, spread: str, seed: int = 3) -> tuple[int, float]:
+    """Pages of two sets (001's large and small pages) of different sizes (log-medians 6..9); the
+    ratio's log is 0.3 on every page of set a and 0.1 on every page of set b (truth e^0.2);
+    `spread` as `grouped_coverage`, the spreads dealt across both sets' pages."""
+    rng = np.random.default_rng(seed)
+    groups = groups_a + groups_b
+    sigma = np.full(groups, 0.3) if spread == "equal" else rng.permutation(np.geomspace(0.03, 0.9, groups))
+    effect = np.where(np.arange(groups) < groups_a, 0.3, 0.1)
+    estimates = []
+    for _ in range(TRIALS):
+        base = rng.uniform(6.0, 9.0, size=groups)
+        noise = rng.normal(0.0, 1.0, size=(groups, 2, n)) * sigma[:, None, None]
+        rows = [{"page": g, "set": "a" if g < groups_a else "b", "part": part,
+                 "plt_ms": math.exp(base[g] + (effect[g] if part == 0 else 0.0) + noise[g, part, i])}
+                for g in range(groups) for part in (0, 1) for i in range(n)]
+        estimates.append(BETWEEN_SETS.estimate(rows))
+    return _coverage(estimates, [math.exp(0.2)] * TRIALS)
+
+
+# (pages in set a, in set b, values per cell, whether it decides): one page each, order statistics
+# (8 values per cell for 4 medians, 9 for 8); three pages or more in each set, Welch's t (any n).
+BETWEEN = [(1, 1, 7, False), (1, 1, 8, True), (1, 1, 30, True), (2, 2, 8, False), (2, 2, 9, True),
+           (3, 3, 2, True), (5, 6, 3, True), (5, 6, 30, True)]
+
+
+@pytest.mark.parametrize("spread", ["equal", "mixed"])
+@pytest.mark.parametrize(("groups_a", "groups_b", "n", "decides"), BETWEEN,
+                         ids=[f"{a}+{b}pages-n{n}" for a, b, n, _ in BETWEEN])
+def test_between_sets_intervals_hold_their_coverage_or_decline(groups_a: int, groups_b: int, n: int, decides: bool,
+                                                               spread: str) -> None:
+    decided, coverage = between_sets_coverage(groups_a, groups_b, n, spread)
+    if decides:
+        assert decided == TRIALS and coverage >= FLOOR, coverage
+    else:
+        assert decided == 0
+
+
+def test_a_ratio_between_sets_is_the_ratio_of_the_pages_geometric_means() -> None:
+    # Two large pages sped up 2x and 8x (geometric mean 4), two small pages 1x and 4x (2): 4 / 2.
+    speedups = {"l1": ("a", 2.0), "l2": ("a", 8.0), "s1": ("b", 1.0), "s2": ("b", 4.0)}
+    rows = [{"page": page, "set": side, "part": part, "plt_ms": (1000.0 if part == 0 else 1000.0 / speedup) * (1 + i / 100)}
+            for page, (side, speedup) in speedups.items() for part in (0, 1) for i in range(12)]
+    estimate = BETWEEN_SETS.estimate(rows)
+    assert estimate is not None and estimate.value == pytest.approx(2.0) and estimate.groups == 4
+    assert estimate.has_interval and estimate.low <= 2.0 <= estimate.high
+
+
 def _table() -> None:
     """The coverage figures docs/reproduce.md quotes."""
     for n in (2, 5, 6, 7, 10, 25):
@@ -102,6 +152,10 @@ def _table() -> None:
     for estimator, groups, n, _ in GROUPED:
         for spread in ("equal", "mixed"):
             print(f"{type(estimator).__name__} pages={groups} n={n} {spread}: {grouped_coverage(estimator, groups, n, spread)}")
+    for groups_a, groups_b, n, _ in BETWEEN:
+        for spread in ("equal", "mixed"):
+            print(f"RatioBetweenSets pages={groups_a}+{groups_b} n={n} {spread}: "
+                  f"{between_sets_coverage(groups_a, groups_b, n, spread)}")
 
 
 if __name__ == "__main__":

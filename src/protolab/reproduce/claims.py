@@ -20,7 +20,10 @@ simulation in tests/test_reproduce_stats.py):
   level 0.95^(1/m) (m medians); the statistic is monotone in each median, so the interval made
   of their ends covers with probability >= 0.95 (the rows of different cells are independent).
   That needs 7 values per cell for a ratio over one group, 8 over two; 8 and 9 for a ratio of
-  ratios.
+  ratios;
+- a ratio between two sets of groups (`RatioBetweenSets`: a ratio per page, large pages against
+  small ones): Welch's t on the per-group log ratios of the two sets with at least
+  `MIN_GROUPS_FOR_T` groups in each, else the order-statistic intervals combined as above.
 
 Rows are dicts (one per run or per measured item). A filter is a dict of column -> value;
 ratios are taken per group (`by`, e.g. the page) and combined by their geometric mean, so a
@@ -255,6 +258,76 @@ class RatioOfRatios:
         parts = [_values(rows, self.metric, where, self.by) for where in (self.a, self.a_base, self.b, self.b_base)]
         common = sorted((g for g in parts[0] if all(g in p for p in parts[1:])), key=str)
         return _grouped([[p[g] for p in parts] for g in common], (1, -1, -1, 1))
+
+
+@dataclass(frozen=True)
+class RatioBetweenSets:
+    """How much larger a per-group ratio, median(metric | num) / median(metric | den) in each group
+    `by`, is over the groups of one set (rows matching `a`) than over those of another (`b`): the
+    geometric mean of set a's ratios over the one of set b's (001: H2-Parallel's speed-up on the
+    large pages over the one on the small pages, a page a group). A page is in one set only, so
+    the unit is the group: with at least `MIN_GROUPS_FOR_T` groups in each set, a Welch t-interval
+    on the two sets' per-group log ratios; with fewer, every median's order-statistic interval at
+    0.95^(1/m), combined as for `Ratio`. (A `RatioOfRatios` without groups pooled the loads of all
+    pages of a set into one median, which mixes pages of different sizes: an interval as wide as
+    the pages are different.)"""
+
+    metric: str
+    num: Filter
+    den: Filter
+    a: Filter
+    b: Filter
+    by: str = "page"
+
+    def minimum(self) -> str:
+        return (f"{MIN_GROUPS_FOR_T} groups in each set (Welch t), or with fewer "
+                f"{values_needed(CONFIDENCE ** (1 / 4))} values per cell for one group in each")
+
+    def filters(self) -> list[Filter]:
+        return [{**self.num, **self.a}, {**self.den, **self.a}, {**self.num, **self.b}, {**self.den, **self.b}]
+
+    def estimate(self, rows: Sequence[Row]) -> Estimate | None:
+        sides: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        for where in (self.a, self.b):
+            num = _values(rows, self.metric, {**self.num, **where}, self.by)
+            den = _values(rows, self.metric, {**self.den, **where}, self.by)
+            sides.append([(num[g], den[g]) for g in sorted((g for g in num if g in den), key=str)])
+        if not sides[0] or not sides[1]:
+            return None
+        groups = len(sides[0]) + len(sides[1])
+        n = sum(len(num) + len(den) for side in sides for num, den in side)
+        medians = [[(float(np.median(num)), float(np.median(den))) for num, den in side] for side in sides]
+        if any(m <= 0 for side in medians for pair in side for m in pair):
+            return Estimate(math.nan, math.nan, math.nan, groups, n, shortfall="a median <= 0 has no ratio")
+        logs = [np.array([math.log(num) - math.log(den) for num, den in side]) for side in medians]
+        centre = float(logs[0].mean() - logs[1].mean())
+        value = math.exp(centre)
+        if min(len(logs[0]), len(logs[1])) >= MIN_GROUPS_FOR_T:
+            var_a, var_b = (float(side.var(ddof=1)) / len(side) for side in logs)
+            se = math.sqrt(var_a + var_b)
+            denominator = var_a ** 2 / (len(logs[0]) - 1) + var_b ** 2 / (len(logs[1]) - 1)
+            dof = (var_a + var_b) ** 2 / denominator if denominator > 0 else groups - 2
+            half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof)) * se
+            return Estimate(value, math.exp(centre - half), math.exp(centre + half), groups, n,
+                            f"Welch t over {len(logs[0])} + {len(logs[1])} groups")
+        level = CONFIDENCE ** (1 / (2 * groups))
+        method = f"order statistics of {2 * groups} medians at {level:.2%} each"
+        bounds: list[list[tuple[float, float]]] = []  # per set, per group: the log ratio's ends
+        for side in sides:
+            bounds.append([])
+            for num, den in side:
+                num_bound, den_bound = median_interval(num, level), median_interval(den, level)
+                if num_bound is None or den_bound is None:
+                    return _without_interval(value, groups, n, method,
+                                             f"fewer than {values_needed(level)} values in a cell for a 95% interval "
+                                             f"of {2 * groups} medians (< {MIN_GROUPS_FOR_T} groups in a set for Welch's t)")
+                if num_bound[0] <= 0 or den_bound[0] <= 0:
+                    return _without_interval(value, groups, n, method, "an interval of a median reaches <= 0")
+                bounds[-1].append((math.log(num_bound[0]) - math.log(den_bound[1]),
+                                   math.log(num_bound[1]) - math.log(den_bound[0])))
+        low = np.mean([b[0] for b in bounds[0]]) - np.mean([b[1] for b in bounds[1]])
+        high = np.mean([b[1] for b in bounds[0]]) - np.mean([b[0] for b in bounds[1]])
+        return Estimate(value, math.exp(float(low)), math.exp(float(high)), groups, n, method)
 
 
 # ---------------------------------------------------------------------- quantiles of pooled rows
