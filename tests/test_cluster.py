@@ -5,6 +5,7 @@ worker killed in the middle of it."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -165,6 +166,8 @@ def test_a_cluster_sweep_matches_a_local_one_and_survives_a_killed_worker(
     victim.wait(timeout=10)
     out, _ = remote.communicate(timeout=600)
     assert remote.returncode == 0, out[-3000:]
+    # Four conditions of two runs: a block each, announced before they run.
+    assert re.search(r"4 blocks of at most 2 runs on [12] workers", out), out[-3000:]
 
     expected = _content(tmp_path / "local")
     assert len(expected) == 8

@@ -92,6 +92,11 @@ class RichEvents(Events):
                 f"[{style}]{record.status}[/] {escape(run.label())}: {escape((record.error or '')[:300])}",
                 highlight=False)
 
+    def status(self, text: str) -> None:
+        """What the bar stands for when no single run is starting (a cluster's blocks)."""
+        if self.task is not None:
+            self.progress.update(self.task, description=escape(text))
+
     def converged(self, run: PlannedRun) -> None:
         """A run left out because its cell converged ([design] ci_target): the bar counts it."""
         if self.task is not None:

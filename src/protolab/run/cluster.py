@@ -176,6 +176,9 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
         if planned_blocks:
             events.note(f"{len(planned_blocks)} blocks of at most {max(map(len, planned_blocks))} runs on {workers} "
                         f"workers; a block's runs are recorded when it ends")
+        status = getattr(events, "status", None)
+        if status is not None:
+            status(f"0 of {len(planned_blocks)} blocks done")
         for block in planned_blocks:
             prior = adaptive.values_for(block) if adaptive.target is not None else None
             future = client.submit(execute_block, spec, spec_path, [run.key for run in block], str(results_dir), prior,
@@ -183,7 +186,7 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
             block_keys[future.key] = [run.key for run in block]
             futures.append(future)
         try:
-            for future in as_completed(futures):
+            for done_blocks, future in enumerate(as_completed(futures), start=1):
                 try:
                     records: list[RunRecord] = future.result()
                 except Exception as exc:  # a block failed beyond its retries (a worker error, not a run's)
@@ -198,6 +201,8 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
                         summary.converged += 1
                         if on_converged is not None:
                             on_converged(by_key[key])
+                if status is not None:
+                    status(f"{done_blocks} of {len(planned_blocks)} blocks done")
         except BaseException:
             for future in futures:
                 future.cancel()

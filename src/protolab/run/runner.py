@@ -255,6 +255,10 @@ class Events:
     # executed, not recorded and not a failure; `Summary.converged` counts these.
     def converged(self, run: PlannedRun) -> None: ...
 
+    # Optional too (added with small cluster blocks): what the progress stands for when the
+    # coordinator sees blocks, not single runs starting ("12 of 60 blocks done").
+    def status(self, text: str) -> None: ...
+
 
 @dataclass
 class Summary:
