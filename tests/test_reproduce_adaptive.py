@@ -3,6 +3,7 @@ function that adds the rows of the new repetitions, and the real claims judging 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,26 @@ def test_companion_rows_are_tagged_with_their_experiment(monkeypatch: Any) -> No
                     {"pair": "tcp vs h3", "from": "fairness-004-offload-one", "experiment": "fairness-004-offload-one"}]
     # Without companions the rows are the source's, untagged.
     assert cli.figure_rows(None, figure, "x") == [{"pair": "tcp vs h3", "from": "x"}]  # type: ignore[arg-type]
+
+
+def test_a_rejudging_keeps_the_rounds_and_wall_time_of_the_run(tmp_path: Path) -> None:
+    """--evaluate-only rewrote reproduce.json with no rounds and its own seconds as the wall time;
+    it keeps the earlier document's (same figure and variant) and reports its time apart."""
+    from protolab.reproduce.cli import SCHEMA, keep_earlier_rounds
+
+    path = tmp_path / "reproduce.json"
+    rounds = [{"repetitions": 5, "runs": 150}, {"repetitions": 10, "runs": 150}]
+    path.write_text(json.dumps({"schema": SCHEMA, "figure": {"id": "001-fig6c"}, "quick": False,
+                                "rounds": rounds, "wall_time_s": 1680.0}))
+
+    def rejudged(figure: str = "001-fig6c", quick: bool = False) -> dict[str, Any]:
+        document = {"schema": SCHEMA, "figure": {"id": figure}, "quick": quick, "rounds": [], "wall_time_s": 2.5}
+        keep_earlier_rounds(document, path)
+        return document
+
+    assert rejudged() == {"schema": SCHEMA, "figure": {"id": "001-fig6c"}, "quick": False, "rounds": rounds,
+                          "wall_time_s": 1680.0, "judging_s": 2.5}
+    for other in (rejudged("001-fig5c"), rejudged(quick=True)):  # not the same run: nothing kept
+        assert other["rounds"] == [] and other["wall_time_s"] is None and other["judging_s"] == 2.5
+    path.write_text("{not json")
+    assert rejudged()["wall_time_s"] is None

@@ -136,7 +136,7 @@ def verdict_document(figure: Figure, quick: bool, experiment: Experiment, verdic
                      rounds: list[Round] | None = None, budget: int = 0, runs: dict[str, Any] | None = None,
                      wall_time_s: float | None = None) -> dict[str, Any]:
     """reproduce.json; `rounds` the adaptive rounds, `runs` as run_counts gives them, `wall_time_s`
-    the command's time on the figure (running and judging; judging only with --evaluate-only)."""
+    the command's time on the figure, running and judging (--evaluate-only: `keep_earlier_rounds`)."""
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -256,6 +256,23 @@ def build_nat_corpus(experiment: Experiment, results_dir: Path, binary: Path | N
                   f"{escape(str(summary['flows_per_client']))}")
 
 
+def keep_earlier_rounds(document: dict[str, Any], path: Path) -> None:
+    """A rejudging (--evaluate-only) keeps the rounds and the wall time of the run that made the
+    runs, from the figure's earlier reproduce.json of the same figure and variant (None without
+    one: runs made by `protolab run`, an unreadable file); the judging's own time goes to
+    `judging_s`."""
+    document["judging_s"], document["wall_time_s"] = document["wall_time_s"], None
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if (not isinstance(earlier, dict) or earlier.get("schema") != SCHEMA
+            or (earlier.get("figure") or {}).get("id") != document["figure"]["id"] or earlier.get("quick") != document["quick"]):
+        return
+    document["wall_time_s"] = earlier.get("wall_time_s")
+    document["rounds"] = earlier.get("rounds") or []
+
+
 def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate_only: bool, budget: int | None,
                      binary: Path | None, lab: str | None, retry_failed: bool = False,
                      data_dir: Path | None = None) -> dict[str, Any]:
@@ -286,6 +303,8 @@ def reproduce_figure(chosen: Figure, quick: bool, results_dir: Path, *, evaluate
     document = verdict_document(chosen, quick, experiment, verdicts, rows, rounds, budget,
                                 run_counts(results_dir, experiment.name, companion_names(chosen)),
                                 time.monotonic() - started)
+    if evaluate_only:
+        keep_earlier_rounds(document, out)
     if figure_dir != results_dir:  # the atlas draws ours from the store there
         document["data_dir"] = os.path.relpath(results_dir, figure_dir)
         figure_dir.mkdir(parents=True, exist_ok=True)
