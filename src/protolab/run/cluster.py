@@ -4,8 +4,9 @@ worker process, and records every run in the one results store as the local runn
 
 The coordinator plans the runs (the same plan, keys and order as a local run), groups them in
 blocks of one condition each, at most `BLOCK_RUNS` runs (a lab session enters a condition once
-for its block), and submits one task per block. A worker rebuilds the experiment from the spec, runs its block in its own
-lab (named after the worker, so two workers on one machine never share one) and returns the
+for its block), and submits one task per block. A worker rebuilds the experiment from the spec,
+runs its block in its own lab (named after the worker, so two workers on one machine never share
+one) and returns the
 run records; the coordinator alone writes the store, adding the worker's name to each run. A
 worker that dies takes its block's unreturned runs with it: the scheduler gives the block to
 another worker (the emulator of the dead worker's lab cleans up after its owner). Resume works
@@ -180,9 +181,7 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
         if status is not None:
             status(f"0 of {len(planned_blocks)} blocks done")
         for block in planned_blocks:
-            prior = adaptive.values_for(block) if adaptive.target is not None else None
-            future = client.submit(execute_block, spec, spec_path, [run.key for run in block], str(results_dir), prior,
-                                   key=f"protolab-{experiment.name}-{block[0].key}", pure=False, retries=TASK_RETRIES)
+            future = _submit_block(client, experiment.name, spec, spec_path, block, results_dir, adaptive)
             block_keys[future.key] = [run.key for run in block]
             futures.append(future)
         try:
@@ -209,6 +208,15 @@ def run_on_cluster(experiment: Experiment, results_dir: Path, address: str, even
             raise
     summary.duration_s = time.monotonic() - started
     return summary
+
+
+def _submit_block(client: Any, name: str, spec: dict[str, Any], spec_path: str | None, block: list[PlannedRun],
+                  results_dir: Path, adaptive: Adaptive) -> Any:
+    """One task for `block` (retried on another worker if its worker dies), with the values the
+    coordinator knows for its cells under adaptive repetitions."""
+    prior = adaptive.values_for(block) if adaptive.target is not None else None
+    return client.submit(execute_block, spec, spec_path, [run.key for run in block], str(results_dir), prior,
+                         key=f"protolab-{name}-{block[0].key}", pure=False, retries=TASK_RETRIES)
 
 
 def serve_worker(scheduler: str, name: str | None = None) -> None:
