@@ -15,8 +15,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 # Only names protolab makes: `pl-` and the characters `ip netns` allows in ours.
 _OURS = re.compile(r"pl-[A-Za-z0-9_.-]{1,60}")
@@ -51,12 +50,3 @@ class NamespaceWatchdog:
             self._process.wait()
             self._process = None
 
-
-@contextmanager
-def watched_namespaces(names: Sequence[str]) -> Iterator[NamespaceWatchdog]:
-    """A watchdog for `names` for the `with` block (the block removes them itself on exit)."""
-    watchdog = NamespaceWatchdog(names)
-    try:
-        yield watchdog
-    finally:
-        watchdog.stop()
