@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import os
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -72,17 +73,16 @@ def blocks(runs: list[PlannedRun], max_runs: int = BLOCK_RUNS, whole_cells: bool
                 out.append(condition_runs[start:end])
                 start = end
             continue
-        runs_per_cell: dict[str, int] = {}
-        for run in condition_runs:
-            runs_per_cell[_cell(run)] = runs_per_cell.get(_cell(run), 0) + 1
+        cells = [_cell(run) for run in condition_runs]  # a JSON text each: made once
+        runs_per_cell = Counter(cells)
         loads = [0] * min(parts, len(runs_per_cell))
         part_of: dict[str, int] = {}
-        for cell, count in sorted(runs_per_cell.items(), key=lambda item: -item[1]):
+        for cell, count in runs_per_cell.most_common():
             part = loads.index(min(loads))
             part_of[cell] = part
             loads[part] += count
         for part in range(len(loads)):
-            out.append([run for run in condition_runs if part_of[_cell(run)] == part])
+            out.append([run for run, cell in zip(condition_runs, cells, strict=True) if part_of[cell] == part])
     return out
 
 
