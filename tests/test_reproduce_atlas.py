@@ -24,6 +24,8 @@ from protolab.results.record import RunRecord
 from protolab.run.runner import plan
 from protolab.store import ResultsStore
 
+ROOT = Path(__file__).resolve().parents[1]
+
 SEED001 = [f for f in FIGURES if f.id.startswith("001-")]
 
 
@@ -47,6 +49,17 @@ def test_not_runnable_entries_say_why_and_name_a_runnable_substitute(figure: Fig
     assert len(figure.not_runnable) > 20 and figure.paper, figure.id
     if figure.substitute:
         assert figure.substitute in REGISTRY and not REGISTRY[figure.substitute].not_runnable, figure.id
+
+
+@pytest.mark.parametrize("figure", [f for f in FIGURES if f.explanations], ids=lambda f: f.id)
+def test_explanations_name_a_claim_of_their_figure_and_an_existing_spec(figure: Figure) -> None:
+    # A statement that drifts from its claim would leave the claim counted as unexplained.
+    statements = {claim.statement for claim in figure.claims}
+    for explanation in figure.explanations:
+        assert explanation.claim in statements | {""}, (figure.id, explanation.claim)
+        assert explanation.cause and explanation.evidence, figure.id
+        for spec in re.findall(r"specs/[\w.-]+\.toml", explanation.command + explanation.evidence):
+            assert (ROOT / spec).is_file(), (figure.id, spec)
 
 
 def test_list_marks_not_runnable_entries_and_running_one_is_refused() -> None:
