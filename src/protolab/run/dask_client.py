@@ -5,6 +5,7 @@ processes on this machine started for the one command and stopped after it."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,9 +37,12 @@ def connect(address: str) -> Iterator[Any]:
     workers = _local_workers(address)
     with contextlib.ExitStack() as stack:
         if workers is not None:
-            # One thread per worker process: a task uses one core (DuckDB and numpy in it).
+            # One thread per worker process: a task uses one core (DuckDB and numpy in it). The
+            # workers' own log stays quiet below CRITICAL: a failed task reaches the command as a
+            # ClusterError with its exception, and at shutdown a worker whose heartbeat meets the
+            # closing scheduler would print a traceback for nothing.
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                       dashboard_address=None))
+                                                       dashboard_address=None, silence_logs=logging.CRITICAL))
             address = cluster.scheduler_address
         try:
             client = stack.enter_context(Client(address, timeout="20s"))
