@@ -95,10 +95,54 @@ def test_ratio_intervals_hold_their_coverage_or_decline(estimator: Ratio | Ratio
         assert decided == 0
 
 
+RATIO_OF_MEANS = Ratio("plt_ms", {"part": 0}, {"part": 1}, by="page", statistic="mean")
+# A ratio of means has only the t over pages: below three pages it declines, whatever n.
+GROUPED_MEAN = [(1, 30, False), (2, 30, False), (3, 2, True), (5, 10, True), (15, 10, True)]
+
+
+@pytest.mark.parametrize("spread", ["equal", "mixed"])
+@pytest.mark.parametrize(("groups", "n", "decides"), GROUPED_MEAN, ids=[f"{g}pages-n{n}" for g, n, _ in GROUPED_MEAN])
+def test_ratio_of_means_holds_its_coverage_or_declines(groups: int, n: int, decides: bool, spread: str) -> None:
+    decided, coverage = grouped_coverage(RATIO_OF_MEANS, groups, n, spread)
+    if decides:
+        assert decided == TRIALS and coverage >= FLOOR, coverage
+    else:
+        assert decided == 0
+
+
+def lottery_coverage(statistic: str, groups: int = 5, n: int = 10, seed: int = 4) -> tuple[int, float, float]:
+    """001's ECMP loads: each load of the numerator's mode takes the slow path (3x) on a coin flip,
+    the denominator's never; small lognormal noise (0.1). The truth for the means is the ratio of
+    expected PLTs, 2. Returns (decided, coverage of 2, spread of the estimates' logs)."""
+    rng = np.random.default_rng(seed)
+    estimator = Ratio("plt_ms", {"part": 0}, {"part": 1}, by="page", statistic=statistic)
+    estimates = []
+    for _ in range(TRIALS):
+        base = rng.uniform(6.0, 9.0, size=(groups, 1, 1))
+        slow = np.stack([rng.random((groups, n)) < 0.5, np.zeros((groups, n), dtype=bool)], axis=1)
+        logs = base + np.where(slow, math.log(3.0), 0.0) + rng.normal(0.0, 0.1, size=(groups, 2, n))
+        estimates.append(estimator.estimate(_rows(logs)))
+    decided, coverage = _coverage(estimates, [2.0] * TRIALS)
+    return decided, coverage, float(np.std([math.log(e.value) for e in estimates]))
+
+
+def test_on_a_lottery_the_mean_holds_its_coverage_where_the_median_swings() -> None:
+    decided, coverage, spread = lottery_coverage("mean")
+    assert decided == TRIALS and coverage >= FLOOR, coverage
+    # A cell's median sits in one mode or the other as the coin falls: its estimate swings more.
+    assert lottery_coverage("median")[2] > 1.5 * spread
+
+
+def test_an_unknown_statistic_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown statistic 'mode'"):
+        Ratio("plt_ms", {}, {}, statistic="mode")
+
+
 BETWEEN_SETS = RatioBetweenSets("plt_ms", {"part": 0}, {"part": 1}, {"set": "a"}, {"set": "b"})
 
 
-def between_sets_coverage(groups_a: int, groups_b: int, n: int, spread: str, seed: int = 3) -> tuple[int, float]:
+def between_sets_coverage(groups_a: int, groups_b: int, n: int, spread: str, seed: int = 3,
+                          estimator: RatioBetweenSets = BETWEEN_SETS) -> tuple[int, float]:
     """Pages of two sets (001's large and small pages) of different sizes (log-medians 6..9); the
     ratio's log is 0.3 on every page of set a and 0.1 on every page of set b (truth e^0.2);
     `spread` as `grouped_coverage`, the spreads dealt across both sets' pages."""
@@ -113,7 +157,7 @@ def between_sets_coverage(groups_a: int, groups_b: int, n: int, spread: str, see
         rows = [{"page": g, "set": "a" if g < groups_a else "b", "part": part,
                  "plt_ms": math.exp(base[g] + (effect[g] if part == 0 else 0.0) + noise[g, part, i])}
                 for g in range(groups) for part in (0, 1) for i in range(n)]
-        estimates.append(BETWEEN_SETS.estimate(rows))
+        estimates.append(estimator.estimate(rows))
     return _coverage(estimates, [math.exp(0.2)] * TRIALS)
 
 
@@ -129,6 +173,22 @@ BETWEEN = [(1, 1, 7, False), (1, 1, 8, True), (1, 1, 30, True), (2, 2, 8, False)
 def test_between_sets_intervals_hold_their_coverage_or_decline(groups_a: int, groups_b: int, n: int, decides: bool,
                                                                spread: str) -> None:
     decided, coverage = between_sets_coverage(groups_a, groups_b, n, spread)
+    if decides:
+        assert decided == TRIALS and coverage >= FLOOR, coverage
+    else:
+        assert decided == 0
+
+
+BETWEEN_MEANS = [(2, 2, 30, False), (3, 3, 2, True), (5, 6, 10, True)]
+
+
+@pytest.mark.parametrize("spread", ["equal", "mixed"])
+@pytest.mark.parametrize(("groups_a", "groups_b", "n", "decides"), BETWEEN_MEANS,
+                         ids=[f"{a}+{b}pages-n{n}" for a, b, n, _ in BETWEEN_MEANS])
+def test_between_sets_of_means_hold_their_coverage_or_decline(groups_a: int, groups_b: int, n: int, decides: bool,
+                                                               spread: str) -> None:
+    estimator = RatioBetweenSets("plt_ms", {"part": 0}, {"part": 1}, {"set": "a"}, {"set": "b"}, statistic="mean")
+    decided, coverage = between_sets_coverage(groups_a, groups_b, n, spread, estimator=estimator)
     if decides:
         assert decided == TRIALS and coverage >= FLOOR, coverage
     else:
@@ -156,6 +216,16 @@ def _table() -> None:
         for spread in ("equal", "mixed"):
             print(f"RatioBetweenSets pages={groups_a}+{groups_b} n={n} {spread}: "
                   f"{between_sets_coverage(groups_a, groups_b, n, spread)}")
+    for groups, n, _ in GROUPED_MEAN:
+        for spread in ("equal", "mixed"):
+            print(f"Ratio (means) pages={groups} n={n} {spread}: {grouped_coverage(RATIO_OF_MEANS, groups, n, spread)}")
+    for groups_a, groups_b, n, _ in BETWEEN_MEANS:
+        estimator = RatioBetweenSets("plt_ms", {"part": 0}, {"part": 1}, {"set": "a"}, {"set": "b"}, statistic="mean")
+        for spread in ("equal", "mixed"):
+            print(f"RatioBetweenSets (means) pages={groups_a}+{groups_b} n={n} {spread}: "
+                  f"{between_sets_coverage(groups_a, groups_b, n, spread, estimator=estimator)}")
+    for statistic in ("mean", "median"):
+        print(f"lottery, {statistic}: decided, coverage of 2, spread of log estimates = {lottery_coverage(statistic)}")
 
 
 if __name__ == "__main__":

@@ -143,15 +143,34 @@ def _without_interval(value: float, groups: int, n: int, method: str, shortfall:
     return Estimate(value, math.nan, math.nan, groups, n, method, shortfall)
 
 
-def _grouped(samples: list[list[np.ndarray]], signs: tuple[int, ...]) -> Estimate | None:
+# What a cell's values are summed up by before the ratios: the median (default), or the mean where
+# a load's value is a lottery by design (001's ECMP: a connection's path is its hash's, so a cell's
+# PLTs fall in two modes and its median flips between them with the count of lucky loads; 001
+# reports averages). A mean has no distribution-free interval: it is judged by the t over groups
+# only, and declines below MIN_GROUPS_FOR_T groups.
+STATISTICS = {"median": np.median, "mean": np.mean}
+
+
+def _check_statistic(statistic: str) -> None:
+    if statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r} (known: {', '.join(STATISTICS)})")
+
+
+def _centres(samples: list[list[np.ndarray]], statistic: str) -> np.ndarray:
+    summary = STATISTICS[statistic]
+    return np.array([[float(summary(part)) for part in group] for group in samples])
+
+
+def _grouped(samples: list[list[np.ndarray]], signs: tuple[int, ...], statistic: str = "median") -> Estimate | None:
     """`samples[g][p]`: the values of part p (numerator, denominator...) in group g. The statistic
-    is exp(mean over groups of sum_p signs[p] * log median(part p)); its CI as the module says."""
+    is exp(mean over groups of sum_p signs[p] * log median(part p)) (or of the mean, `statistic`);
+    its CI as the module says."""
     if not samples or any(len(part) == 0 for group in samples for part in group):
         return None
-    medians = np.array([[float(np.median(part)) for part in group] for group in samples])
+    medians = _centres(samples, statistic)
     groups, n = len(samples), sum(len(part) for group in samples for part in group)
     if np.any(medians <= 0):
-        return Estimate(math.nan, math.nan, math.nan, groups, n, shortfall="a median <= 0 has no ratio")
+        return Estimate(math.nan, math.nan, math.nan, groups, n, shortfall=f"a {statistic} <= 0 has no ratio")
     sign = np.asarray(signs, dtype=float)
     per_group = (np.log(medians) * sign).sum(axis=1)
     value = math.exp(float(per_group.mean()))
@@ -159,6 +178,9 @@ def _grouped(samples: list[list[np.ndarray]], signs: tuple[int, ...]) -> Estimat
         half = _t_quantile(groups - 1) * float(per_group.std(ddof=1)) / math.sqrt(groups)
         centre = float(per_group.mean())
         return Estimate(value, math.exp(centre - half), math.exp(centre + half), groups, n, f"t over {groups} groups")
+    if statistic != "median":
+        return _without_interval(value, groups, n, f"t over {groups} groups",
+                                 f"a ratio of {statistic}s needs {MIN_GROUPS_FOR_T} groups for its t-interval")
     medians_count = medians.size
     level = CONFIDENCE ** (1 / medians_count)
     method = f"order statistics of {medians_count} medians at {level:.2%} each"
@@ -216,15 +238,19 @@ def _grouped_minimum(parts: int) -> str:
 @dataclass(frozen=True)
 class Ratio:
     """median(metric | num) / median(metric | den), per group `by`, geometric mean over groups
-    that have both."""
+    that have both (`statistic` "mean": the cells' means instead, see STATISTICS)."""
 
     metric: str
     num: Filter
     den: Filter
     by: str | None = None
+    statistic: str = "median"
+
+    def __post_init__(self) -> None:
+        _check_statistic(self.statistic)
 
     def minimum(self) -> str:
-        return _grouped_minimum(2)
+        return _grouped_minimum(2) if self.statistic == "median" else f"{MIN_GROUPS_FOR_T} groups"
 
     def filters(self) -> list[Filter]:
         return [self.num, self.den]
@@ -233,7 +259,7 @@ class Ratio:
         num = _values(rows, self.metric, self.num, self.by)
         den = _values(rows, self.metric, self.den, self.by)
         common = sorted((g for g in num if g in den), key=str)
-        return _grouped([[num[g], den[g]] for g in common], (1, -1))
+        return _grouped([[num[g], den[g]] for g in common], (1, -1), self.statistic)
 
 
 @dataclass(frozen=True)
@@ -278,8 +304,14 @@ class RatioBetweenSets:
     a: Filter
     b: Filter
     by: str = "page"
+    statistic: str = "median"  # or "mean" (STATISTICS): then Welch's t only
+
+    def __post_init__(self) -> None:
+        _check_statistic(self.statistic)
 
     def minimum(self) -> str:
+        if self.statistic != "median":
+            return f"{MIN_GROUPS_FOR_T} groups in each set (Welch t)"
         return (f"{MIN_GROUPS_FOR_T} groups in each set (Welch t), or with fewer "
                 f"{values_needed(CONFIDENCE ** (1 / 4))} values per cell for one group in each")
 
@@ -296,9 +328,10 @@ class RatioBetweenSets:
             return None
         groups = len(sides[0]) + len(sides[1])
         n = sum(len(num) + len(den) for side in sides for num, den in side)
-        medians = [[(float(np.median(num)), float(np.median(den))) for num, den in side] for side in sides]
+        summary = STATISTICS[self.statistic]
+        medians = [[(float(summary(num)), float(summary(den))) for num, den in side] for side in sides]
         if any(m <= 0 for side in medians for pair in side for m in pair):
-            return Estimate(math.nan, math.nan, math.nan, groups, n, shortfall="a median <= 0 has no ratio")
+            return Estimate(math.nan, math.nan, math.nan, groups, n, shortfall=f"a {self.statistic} <= 0 has no ratio")
         logs = [np.array([math.log(num) - math.log(den) for num, den in side]) for side in medians]
         centre = float(logs[0].mean() - logs[1].mean())
         value = math.exp(centre)
@@ -310,6 +343,9 @@ class RatioBetweenSets:
             half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof)) * se
             return Estimate(value, math.exp(centre - half), math.exp(centre + half), groups, n,
                             f"Welch t over {len(logs[0])} + {len(logs[1])} groups")
+        if self.statistic != "median":
+            return _without_interval(value, groups, n, f"Welch t over {len(logs[0])} + {len(logs[1])} groups",
+                                     f"a ratio of {self.statistic}s needs {MIN_GROUPS_FOR_T} groups in each set")
         level = CONFIDENCE ** (1 / (2 * groups))
         method = f"order statistics of {2 * groups} medians at {level:.2%} each"
         bounds: list[list[tuple[float, float]]] = []  # per set, per group: the log ratio's ends

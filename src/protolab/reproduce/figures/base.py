@@ -13,7 +13,8 @@ PAGES_QUICK = ["vk", "instagram", "amazon"]
 
 @dataclass(frozen=True)
 class Explanation:
-    """Why a claim does not hold here, found by a run that varied the suspected factor."""
+    """Why a claim does not hold (or stays undecided) here, found by a run that varied the suspected
+    factor."""
 
     claim: str  # the claim's statement ("" : the figure as a whole)
     cause: str
@@ -67,9 +68,9 @@ def claims_label(figure: Figure) -> str:
     return f"{len(figure.claims)} ({ours} protolab's)" if ours else str(len(figure.claims))
 
 
-def plt_ratio(num: dict[str, Any], den: dict[str, Any]) -> Ratio:
-    """median PLT of `num` over `den`, per page."""
-    return Ratio("plt_ms", num, den, by="page")
+def plt_ratio(num: dict[str, Any], den: dict[str, Any], statistic: str = "median") -> Ratio:
+    """median (or mean, `statistic`) PLT of `num` over `den`, per page."""
+    return Ratio("plt_ms", num, den, by="page", statistic=statistic)
 
 
 def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
