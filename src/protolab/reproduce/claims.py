@@ -23,7 +23,9 @@ simulation in tests/test_reproduce_stats.py):
   ratios;
 - a ratio between two sets of groups (`RatioBetweenSets`: a ratio per page, large pages against
   small ones): Welch's t on the per-group log ratios of the two sets with at least
-  `MIN_GROUPS_FOR_T` groups in each, else the order-statistic intervals combined as above.
+  `MIN_GROUPS_FOR_T` groups in each, else the order-statistic intervals combined as above;
+- a ratio of the cells' means (`statistic="mean"`, for loads that are a lottery by design): the
+  t over groups only; fewer groups decline.
 
 Rows are dicts (one per run or per measured item). A filter is a dict of column -> value;
 ratios are taken per group (`by`, e.g. the page) and combined by their geometric mean, so a
@@ -167,12 +169,12 @@ def _grouped(samples: list[list[np.ndarray]], signs: tuple[int, ...], statistic:
     its CI as the module says."""
     if not samples or any(len(part) == 0 for group in samples for part in group):
         return None
-    medians = _centres(samples, statistic)
+    centres = _centres(samples, statistic)
     groups, n = len(samples), sum(len(part) for group in samples for part in group)
-    if np.any(medians <= 0):
+    if np.any(centres <= 0):
         return Estimate(math.nan, math.nan, math.nan, groups, n, shortfall=f"a {statistic} <= 0 has no ratio")
     sign = np.asarray(signs, dtype=float)
-    per_group = (np.log(medians) * sign).sum(axis=1)
+    per_group = (np.log(centres) * sign).sum(axis=1)
     value = math.exp(float(per_group.mean()))
     if groups >= MIN_GROUPS_FOR_T:
         half = _t_quantile(groups - 1) * float(per_group.std(ddof=1)) / math.sqrt(groups)
@@ -181,7 +183,7 @@ def _grouped(samples: list[list[np.ndarray]], signs: tuple[int, ...], statistic:
     if statistic != "median":
         return _without_interval(value, groups, n, f"t over {groups} groups",
                                  f"a ratio of {statistic}s needs {MIN_GROUPS_FOR_T} groups for its t-interval")
-    medians_count = medians.size
+    medians_count = centres.size
     level = CONFIDENCE ** (1 / medians_count)
     method = f"order statistics of {medians_count} medians at {level:.2%} each"
     log_low = log_high = 0.0
@@ -329,10 +331,10 @@ class RatioBetweenSets:
         groups = len(sides[0]) + len(sides[1])
         n = sum(len(num) + len(den) for side in sides for num, den in side)
         summary = STATISTICS[self.statistic]
-        medians = [[(float(summary(num)), float(summary(den))) for num, den in side] for side in sides]
-        if any(m <= 0 for side in medians for pair in side for m in pair):
+        centres = [[(float(summary(num)), float(summary(den))) for num, den in side] for side in sides]
+        if any(m <= 0 for side in centres for pair in side for m in pair):
             return Estimate(math.nan, math.nan, math.nan, groups, n, shortfall=f"a {self.statistic} <= 0 has no ratio")
-        logs = [np.array([math.log(num) - math.log(den) for num, den in side]) for side in medians]
+        logs = [np.array([math.log(num) - math.log(den) for num, den in side]) for side in centres]
         centre = float(logs[0].mean() - logs[1].mean())
         value = math.exp(centre)
         if min(len(logs[0]), len(logs[1])) >= MIN_GROUPS_FOR_T:
