@@ -61,7 +61,11 @@ def test_detected_losses_match_the_emulators_truth(tmp_path: Path, emu_binary: P
         assert row["ground_truth"] and row["role"] == "server", row
         # 1% of some 3000 datagrams: enough losses to mean something.
         assert row["true_losses"] >= 10, row
-        assert row["precision"] >= 0.99 and row["recall"] >= 0.99, (transport, row)
+        assert row["precision"] >= 0.99, (transport, row)
+        # TCP's truth counts a retransmission dropped again as a second loss of its segment, which
+        # the sender's record shows once (bursts make that likelier): one such miss is allowed.
+        missed = round(row["true_losses"] * (1 - row["recall"]))
+        assert row["recall"] >= 0.99 or (transport == "tcp" and missed <= 1), (transport, row)
         assert row["spurious"] <= 1, row
         # TCP's truth also counts dropped retransmissions and the censored tail, which a sender
         # never retransmits: a few dozen losses leave its mean burst a little looser.

@@ -151,7 +151,7 @@ FIG5C = Figure(
     spec="wifi-loss-speedup.toml",
     source="runs_by_size",
     quick={"repetitions": 3, "axes": {"page": ["baidu", "amazon"]}},
-    budget=10,  # 15 pages judged per page: more loads per cell help only as far as the pages agree
+    budget=30,
     quick_budget=9,  # quick: one page per size class, so a ratio of ratios needs 9 loads per cell
     drawing="speedup",
     paper=(("7 Mbit/s, 50 ms, 15 pages sorted by size x 30 cold loads", "mean speed-up over H2 in seconds per page"),
@@ -180,7 +180,7 @@ FIG6C = Figure(
     spec="ecmp-speedup.toml",
     source="runs_by_size",
     # quick: three pages per size class, the fewest a t over pages (the means' only interval) needs
-    quick={"repetitions": 3, "axes": {"page": ["baidu", "google", "twitter", "sohu", "youtube", "amazon"]}},
+    quick={"repetitions": 2, "axes": {"page": ["baidu", "google", "twitter", "sohu", "youtube", "amazon"]}},
     budget=10,  # 15 pages judged per page: more loads per cell help only as far as the pages agree
     quick_budget=3,
     drawing="speedup",
