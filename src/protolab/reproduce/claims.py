@@ -330,11 +330,10 @@ class RatioBetweenSets:
             return None
         groups = len(sides[0]) + len(sides[1])
         n = sum(len(num) + len(den) for side in sides for num, den in side)
-        summary = STATISTICS[self.statistic]
-        centres = [[(float(summary(num)), float(summary(den))) for num, den in side] for side in sides]
-        if any(m <= 0 for side in centres for pair in side for m in pair):
+        centres = [_centres([[num, den] for num, den in side], self.statistic) for side in sides]
+        if any(np.any(side <= 0) for side in centres):
             return Estimate(math.nan, math.nan, math.nan, groups, n, shortfall=f"a {self.statistic} <= 0 has no ratio")
-        logs = [np.array([math.log(num) - math.log(den) for num, den in side]) for side in centres]
+        logs = [np.log(side[:, 0]) - np.log(side[:, 1]) for side in centres]
         centre = float(logs[0].mean() - logs[1].mean())
         value = math.exp(centre)
         if min(len(logs[0]), len(logs[1])) >= MIN_GROUPS_FOR_T:
