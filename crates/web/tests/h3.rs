@@ -308,7 +308,9 @@ async fn first_answer_to_an_initial(lab: &Lab) -> Vec<u8> {
     let now = std::time::Instant::now();
     let (_, mut conn) = endpoint.connect(now, quinn_proto::ClientConfig::new(Arc::new(crypto)), lab.h3, "www.a.test").unwrap();
     let mut datagram = Vec::new();
-    conn.poll_transmit(now, 1, &mut datagram).expect("a client Initial");
+    // the Initial is the datagram's first `size` bytes
+    let transmit = conn.poll_transmit(now, 1, &mut datagram).expect("a client Initial");
+    datagram.truncate(transmit.size);
     let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
     socket.send_to(&datagram, lab.h3).await.unwrap();
     let mut answer = vec![0u8; 65536];
