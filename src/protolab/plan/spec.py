@@ -228,6 +228,9 @@ class Transport(BaseModel):
     quic_max_ack_delay_ms: Annotated[int, Field(ge=1, le=16_383)] | None = None
     # Flow control: every QUIC stream's receive window, bytes (None: quinn's 1.25 MB).
     quic_stream_window: Annotated[int, Field(ge=1200, le=1 << 40)] | None = None
+    # The servers' TCP_NOTSENT_LOWAT, bytes (None: the kernel's, unlimited): how much written
+    # data a connection may hold unsent before the server stops writing to it.
+    tcp_notsent_lowat: Annotated[int, Field(ge=1, le=(1 << 31) - 1)] | None = None
     h1_connections: Annotated[int, Field(ge=1, le=64)] = 6
     scheduler: Scheduler = "round-robin"
     # Who loads the pages: protolab's page-load engine or headless Chromium (docs/browser.md).

@@ -63,10 +63,18 @@ TRANSPORT_FLAGS = {
 }
 
 
-def transport_argv(transport: dict[str, Any], quic_cc: str | None = None) -> list[str]:
-    """The endpoint flags of a run's transport options (`quic_cc` overrides the controller)."""
+# Transport options only the servers take (they shape what a server writes).
+SERVER_TRANSPORT_FLAGS = {
+    "tcp_notsent_lowat": "--tcp-notsent-lowat",
+}
+
+
+def transport_argv(transport: dict[str, Any], quic_cc: str | None = None, server: bool = False) -> list[str]:
+    """The endpoint flags of a run's transport options (`quic_cc` overrides the controller);
+    with `server`, also the server-only ones."""
     argv: list[str] = []
-    for key, flag in TRANSPORT_FLAGS.items():
+    flags = {**TRANSPORT_FLAGS, **SERVER_TRANSPORT_FLAGS} if server else TRANSPORT_FLAGS
+    for key, flag in flags.items():
         value = quic_cc if key == "quic_cc" and quic_cc is not None else transport.get(key)
         if value is not None:
             argv += [flag, str(value)]
@@ -178,7 +186,8 @@ class LabSession:
             argv += ["--manifest", manifest]
         for address in listen:
             argv += ["--listen", address]
-        argv += ["--tls-dir", base / "tls", "--lab", self.lab.name or "lab", *transport_argv(transport, quic_cc)]
+        argv += ["--tls-dir", base / "tls", "--lab", self.lab.name or "lab",
+                 *transport_argv(transport, quic_cc, server=True)]
         if self.mptcp:
             argv += ["--mptcp"]  # MPTCP listeners also take plain TCP clients (they fall back)
         if spec.artifacts.samples:
