@@ -87,6 +87,13 @@ def test_spec_refuses_what_chromium_cannot_do(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"transport\.client"):
         spec_from_dict({**_spec(page, ["h2"]), "transport": {"client": "firefox"}}, source="s.toml",
                        path=tmp_path / "s.toml")
+    # the engine's QUIC handshake bound is not Chromium's to take
+    with pytest.raises(SpecError, match=r"transport\.quic_handshake_timeout_ms: bounds protolab's page-load engine"):
+        spec_from_dict({**_spec(page, ["h3"]), "transport": {"client": "chromium", "quic_handshake_timeout_ms": 60000}},
+                       source="s.toml", path=tmp_path / "s.toml")
+    engine = _spec(page, ["h3"])
+    engine["transport"] = {"quic_handshake_timeout_ms": 60000}
+    assert spec_from_dict(engine, source="s.toml", path=tmp_path / "s.toml")
 
 
 def test_flags_force_the_protocol_of_each_mode() -> None:

@@ -240,19 +240,22 @@ def test_the_spec_takes_the_modes_the_engine_runs(emu_binary: Path) -> None:
 def test_every_transport_flag_of_a_spec_is_an_endpoint_option(emu_binary: Path) -> None:
     """Each spec transport key the runner passes on (run.session.TRANSPORT_FLAGS) is an option of
     the server and of both clients, so a spec key never reaches an endpoint that refuses it."""
-    from protolab.run.session import SERVER_TRANSPORT_FLAGS, TRANSPORT_FLAGS, transport_argv
+    from protolab.run.session import ENDPOINT_TRANSPORT_FLAGS, TRANSPORT_FLAGS, transport_argv
 
     for command in ("serve", "load", "bulk"):
         usage = subprocess.run([str(emu_binary), command, "--help"], capture_output=True, text=True,
                                check=True).stdout
-        flags = [*TRANSPORT_FLAGS.values(), *(SERVER_TRANSPORT_FLAGS.values() if command == "serve" else ())]
+        flags = [*TRANSPORT_FLAGS.values(), *ENDPOINT_TRANSPORT_FLAGS.get(command, {}).values()]
         missing = [flag for flag in flags if flag not in usage]
         assert not missing, (command, missing)
     assert transport_argv({"quic_stream_window": 16_000_000}) == ["--quic-stream-window", "16000000"]
-    # the server-only options reach the servers and never a client
-    options = {"quic_stream_window": 16_000_000, "tcp_notsent_lowat": 16384}
+    # an endpoint's own options reach that endpoint only
+    options = {"quic_stream_window": 16_000_000, "tcp_notsent_lowat": 16384, "quic_handshake_timeout_ms": 60000}
     assert transport_argv(options) == ["--quic-stream-window", "16000000"]
-    assert transport_argv(options, server=True) == ["--quic-stream-window", "16000000", "--tcp-notsent-lowat", "16384"]
+    assert transport_argv(options, endpoint="server") == ["--quic-stream-window", "16000000",
+                                                          "--tcp-notsent-lowat", "16384"]
+    assert transport_argv(options, endpoint="load") == ["--quic-stream-window", "16000000",
+                                                        "--quic-handshake-timeout-ms", "60000"]
 
 
 def test_the_store_documentation_lists_the_columns_of_the_code() -> None:

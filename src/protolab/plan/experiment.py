@@ -209,6 +209,10 @@ def _check_client(source: str, spec: Spec, axes: Mapping[str, list[Any]], worklo
             chromium_mode(mode)
         except UnsupportedMode as exc:
             raise SpecError(f"{source}: axes.mode[{index}]: {exc} (client \"chromium\" in {where})") from None
+    if spec.transport.quic_handshake_timeout_ms is not None or "quic_handshake_timeout_ms" in axes:
+        name = "axes" if "quic_handshake_timeout_ms" in axes else "transport"
+        raise SpecError(f"{source}: {name}.quic_handshake_timeout_ms: bounds protolab's page-load engine only; "
+                        f"Chromium keeps its own (client \"chromium\" in {where})")
     # sprout-ewma's window comes from the receiver's reports, which only protolab's client sends:
     # under Chromium the server would stay at its initial window.
     cc_fields = [("transport.quic_cc", spec.transport.quic_cc)]

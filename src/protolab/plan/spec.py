@@ -231,6 +231,9 @@ class Transport(BaseModel):
     # The servers' TCP_NOTSENT_LOWAT, bytes (None: the kernel's, unlimited): how much written
     # data a connection may hold unsent before the server stops writing to it.
     tcp_notsent_lowat: Annotated[int, Field(ge=1, le=(1 << 31) - 1)] | None = None
+    # The page-load engine's bound on one QUIC connection attempt, ms (None: Chromium's 10 s,
+    # after which Chromium falls back to TCP and the engine's h3 modes fail the connection).
+    quic_handshake_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] | None = None
     h1_connections: Annotated[int, Field(ge=1, le=64)] = 6
     scheduler: Scheduler = "round-robin"
     # Who loads the pages: protolab's page-load engine or headless Chromium (docs/browser.md).

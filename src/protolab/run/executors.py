@@ -106,7 +106,7 @@ def load_argv(session: LabSession, run: PlannedRun, mode: str, manifest: Path, s
         str(session.binary), "load", "--manifest", str(manifest), "--mode", mode,
         "--ca", str(server.tls_dir / "ca.pem"), "--out", str(out.resolve()),
         "--scheduler", str(run.transport["scheduler"]), "--h1-connections", str(run.transport["h1_connections"]),
-        "--timeout-ms", str(int(spec.timeout_s * 1000)), *transport_argv(run.transport, quic_cc),
+        "--timeout-ms", str(int(spec.timeout_s * 1000)), *transport_argv(run.transport, quic_cc, endpoint="load"),
     ]
     if run.transport.get("warm") == "resumed":
         argv += ["--warm"]

@@ -69,11 +69,19 @@ SERVER_TRANSPORT_FLAGS = {
 }
 
 
-def transport_argv(transport: dict[str, Any], quic_cc: str | None = None, server: bool = False) -> list[str]:
+# Transport options only the page-load engine takes.
+LOAD_TRANSPORT_FLAGS = {
+    "quic_handshake_timeout_ms": "--quic-handshake-timeout-ms",
+}
+# The extra options of each endpoint kind beside TRANSPORT_FLAGS, by kind.
+ENDPOINT_TRANSPORT_FLAGS = {"server": SERVER_TRANSPORT_FLAGS, "load": LOAD_TRANSPORT_FLAGS}
+
+
+def transport_argv(transport: dict[str, Any], quic_cc: str | None = None, endpoint: str | None = None) -> list[str]:
     """The endpoint flags of a run's transport options (`quic_cc` overrides the controller);
-    with `server`, also the server-only ones."""
+    with `endpoint` ("server", "load"), also the options only that kind of endpoint takes."""
     argv: list[str] = []
-    flags = {**TRANSPORT_FLAGS, **SERVER_TRANSPORT_FLAGS} if server else TRANSPORT_FLAGS
+    flags = {**TRANSPORT_FLAGS, **ENDPOINT_TRANSPORT_FLAGS.get(endpoint or "", {})}
     for key, flag in flags.items():
         value = quic_cc if key == "quic_cc" and quic_cc is not None else transport.get(key)
         if value is not None:
@@ -187,7 +195,7 @@ class LabSession:
         for address in listen:
             argv += ["--listen", address]
         argv += ["--tls-dir", base / "tls", "--lab", self.lab.name or "lab",
-                 *transport_argv(transport, quic_cc, server=True)]
+                 *transport_argv(transport, quic_cc, endpoint="server")]
         if self.mptcp:
             argv += ["--mptcp"]  # MPTCP listeners also take plain TCP clients (they fall back)
         if spec.artifacts.samples:
