@@ -186,3 +186,18 @@ def _worker_namespaces() -> list[str]:
     """The network namespaces of cluster workers' labs (`pl-w...`) on this machine."""
     listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     return [line.split()[0] for line in listing.splitlines() if line.startswith("pl-w")]
+
+
+def test_two_local_clusters_at_once_start_without_a_port_warning() -> None:
+    """Two sweeps on `--cluster local:N` at the same time: each scheduler's HTTP server takes a free
+    port, so neither warns that another holds 8787."""
+    import warnings
+
+    from protolab.run.dask_client import connect
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with connect("local:1") as first, connect("local:1") as second:
+            assert first.scheduler.address != second.scheduler.address
+            assert first.submit(sum, [1, 2]).result(timeout=60) == 3
+    assert not [w for w in caught if "already in use" in str(w.message)], [str(w.message) for w in caught]

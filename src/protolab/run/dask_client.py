@@ -40,9 +40,10 @@ def connect(address: str) -> Iterator[Any]:
             # One thread per worker process: a task uses one core (DuckDB and numpy in it). The
             # workers' own log stays quiet below CRITICAL: a failed task reaches the command as a
             # ClusterError with its exception, and at shutdown a worker whose heartbeat meets the
-            # closing scheduler would print a traceback for nothing.
+            # closing scheduler would print a traceback for nothing. The scheduler's HTTP server
+            # takes a free port (None meant 8787, and a second sweep at once warned about it).
             cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                       dashboard_address=None, silence_logs=logging.CRITICAL))
+                                                       dashboard_address=":0", silence_logs=logging.CRITICAL))
             address = cluster.scheduler_address
         try:
             client = stack.enter_context(Client(address, timeout="20s"))
