@@ -94,6 +94,10 @@ def test_spec_refuses_what_chromium_cannot_do(tmp_path: Path) -> None:
     engine = _spec(page, ["h3"])
     engine["transport"] = {"quic_handshake_timeout_ms": 60000}
     assert spec_from_dict(engine, source="s.toml", path=tmp_path / "s.toml")
+    with pytest.raises(SpecError, match=r"b\.toml: transport\.quic_handshake_timeout_ms: bounds the page-load "
+                                        r"engine's QUIC connections; scenario \"cc-suite\" runs a bulk workload"):
+        spec_from_dict({**bulk, "transport": {"quic_handshake_timeout_ms": 60000}}, source="b.toml",
+                       path=tmp_path / "b.toml")
 
 
 def test_flags_force_the_protocol_of_each_mode() -> None:

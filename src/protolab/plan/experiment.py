@@ -224,11 +224,18 @@ def _check_client(source: str, spec: Spec, axes: Mapping[str, list[Any]], worklo
 
 
 def _check_warm(source: str, spec: Spec, axes: Mapping[str, list[Any]], workload_name: str) -> None:
-    """Warm loads prime the TLS sessions of a page's origins: page loads only."""
-    if "resumed" in axes.get("warm", [spec.transport.warm]) and workload_name != "page":
+    """Warm loads prime the TLS sessions of a page's origins, and the QUIC handshake bound is the
+    page-load engine's: page loads only."""
+    if workload_name == "page":
+        return
+    if "resumed" in axes.get("warm", [spec.transport.warm]):
         where = "axes.warm" if "warm" in axes else "transport.warm"
         raise SpecError(f"{source}: {where}: warm loads are page loads; scenario {quoted(spec.scenario)} "
                         f"runs a {workload_name} workload")
+    if spec.transport.quic_handshake_timeout_ms is not None or "quic_handshake_timeout_ms" in axes:
+        where = "axes" if "quic_handshake_timeout_ms" in axes else "transport"
+        raise SpecError(f"{source}: {where}.quic_handshake_timeout_ms: bounds the page-load engine's QUIC "
+                        f"connections; scenario {quoted(spec.scenario)} runs a {workload_name} workload")
 
 
 def _check_ranges(spec: Spec, scenario: Any, written: Mapping[str, list[Any]], source: str) -> None:
