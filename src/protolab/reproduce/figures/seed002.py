@@ -244,6 +244,26 @@ _LOWEST_BANDWIDTH_EXPLANATION = Explanation(
               "vk 288 / 92 / 81, instagram 387 / 113 / 98, wikipedia 133 / 65 / 60"),
     command="protolab run specs/bw-rtt-heatmap.toml (then configuration_improvements per pair of modes, as the claims)")
 
+# Why QUIC falls behind at 0.3-1 Mbit/s in the grid (docs/reproduce.md, "002-fig5-2-grid in full").
+_LOW_RATE_EXPLANATION = Explanation(
+    claim="at 0.3-1 Mbit/s QUIC beats HTTP/1.1 (improvement > 0)",
+    cause=("quinn's path-MTU discovery: after its handshake each QUIC connection probes the path with datagrams of "
+           "1,354, 1,417, 1,448 and 1,480 bytes in each direction, 5.7 kB downstream per connection (a connection "
+           "that carries a 53-byte response puts 8,144 bytes on the downstream link, over TCP+TLS 2,099). A page of "
+           "15-52 origins pays 64-339 kB more downstream than over HTTP/2, and more upstream; at 0.3-1 Mbit/s that "
+           "is seconds, and its PLT gap is that many bytes at the link's rate. The few-origin pages are as fast over "
+           "QUIC as over HTTP/2. The queue is not the factor. Chromium's QUIC of 2015 sent packets of at most 1,350 "
+           "bytes and did not probe by default"),
+    evidence=("2026-11-29: the full grid's 0.3-1 Mbit/s cells, QUIC over HTTP/2 -7.4% [-9.8, -5.0] (HTTP/2 over "
+              "HTTP/1.1 +3.5% [-0.5, +7.6]); per load, QUIC / HTTP/2 bytes on the downstream link and PLT "
+              "(geometric means): pages of 15-52 origins 1.185 and 1.123 (86 pairs), Table I pages (1-4 origins) "
+              "1.034 and 0.963 (150). specs/quic-low-rate-queue.toml (80 loads, all ok): at 1 Mbit/s, 120 ms, 4-BDP "
+              "queue, QUIC minus HTTP/2 PLT / extra downstream bytes at the rate: page-001 (52 connections) +2.37 s "
+              "/ 2.71 s, page-004 (37) +1.81 / 1.93 s, page-005 (27) +1.14 / 1.34 s; QUIC's improvement over HTTP/2 "
+              "-10.3% (1 BDP) and -11.5% (4 BDP) at 1 Mbit/s, -9.6% and -11.8% at 0.6 Mbit/s; the probes seen in a "
+              "capture of page-005 at 25 Mbit/s"),
+    command="protolab run specs/quic-low-rate-queue.toml --cluster local:4")
+
 FIG_5_2_PAPER: tuple[tuple[str, str], ...] = (
     ("QUIC over HTTP/1.1, 0.2 Mbit/s row (30 ... 300 ms)", "48 -57 -63 -17 23 15 13 62 57 58 %"),
     ("QUIC over HTTP/1.1, 25 Mbit/s row (30 ... 300 ms)", "-44 -60 -39 -21 -16 -4 -1 3 7 27 %"),
@@ -254,7 +274,7 @@ FIG_5_2_QUICK_PAGES = ["baidu", "page-019"]
 
 # Measured in docs/reproduce.md, "HTTP/3 at 0.2 Mbit/s: the Initials and the queue".
 _FEW_ORIGINS_AT_LOWEST = (
-    "At the lowest bandwidths the pages of many origins (the generated ones, 15-49) fail over HTTP/3: dozens of "
+    "At the lowest bandwidths the pages of many origins (the generated ones, 15-52) fail over HTTP/3: dozens of "
     "QUIC Initials, padded to 1,200 bytes, meet a 1-BDP queue of two packets at once (specs/quic-initials-queue.toml: "
     "57 of 146 QUIC connections failed at 0.2 Mbit/s, 60 ms; 7 of 157 with an 8-BDP queue; a 60 s handshake bound "
     "instead of Chromium's 10 s rescues few, specs/quic-handshake-bound.toml). A cell takes only pages with a PLT in "
@@ -288,7 +308,7 @@ FIG_5_2_GRID = Figure(
     paper=FIG_5_2_PAPER,
     drawing="heatmap",
     claims=_heatmap_claims(_VERY_LOW_BANDWIDTH),
-    explanations=(*_RTT_TREND_EXPLANATIONS, _LOWEST_BANDWIDTH_EXPLANATION),
+    explanations=(*_RTT_TREND_EXPLANATIONS, _LOWEST_BANDWIDTH_EXPLANATION, _LOW_RATE_EXPLANATION),
     budget=0,  # the units are pages and configurations: more loads per cell cannot decide the claims
     quick_budget=0,
     note=("002's 100 configurations (quick: 4 bandwidths x 3 RTTs, 2 pages); claims as 002-fig5-2. "
