@@ -232,11 +232,10 @@ _RTT_TREND_EXPLANATIONS = tuple(
 _LOWEST_BANDWIDTH_EXPLANATION = Explanation(
     claim="at the lowest bandwidth HTTP/1.1 beats QUIC (QUIC's improvement < 0)",
     cause=("002's own 0.2 Mbit/s row does not show it either: its cells (transcribed above) average +13.9%, QUIC "
-           "ahead at 7 of 10 RTTs, behind at 60-120 ms. Here the gain is multiplexing's, not "
-           "QUIC's: HTTP/2 over TCP beats HTTP/1.1 by as much on the same pages, and QUIC against HTTP/2 is even. "
-           "In a queue of two packets, one connection per origin loses a third to a half as many packets as "
-           "HTTP/1.1's six. The row compares "
-           "the pages of few origins only: the many-origin pages fail over QUIC there (the note)"),
+           "ahead at 7 of 10 RTTs, behind at 60-120 ms. Here the gain is multiplexing's, not QUIC's: HTTP/2 over "
+           "TCP beats HTTP/1.1 by as much on the same pages, and QUIC against HTTP/2 is even. In a queue of two "
+           "packets, one connection per origin loses a third to a half as many packets as HTTP/1.1's six. The row "
+           "compares the pages of few origins only: the many-origin pages fail over QUIC there (the note)"),
     evidence=("2026-11-29, the full grid (3,000 loads, 2,867 ok), mean over the 10 configurations of the 0.2 Mbit/s "
               "row, t-interval: QUIC over HTTP/1.1 +11.2% [+2.8, +19.6]; HTTP/2 over HTTP/1.1 +14.6% [+5.7, +23.5]; "
               "QUIC over HTTP/2 +1.3% [-0.6, +3.3]; 4-6 pages per cell with a PLT over both QUIC and HTTP/1.1; "
@@ -249,7 +248,7 @@ _LOW_RATE_EXPLANATION = Explanation(
     claim="at 0.3-1 Mbit/s QUIC beats HTTP/1.1 (improvement > 0)",
     cause=("quinn's path-MTU discovery: after its handshake each QUIC connection probes the path with datagrams of "
            "1,354, 1,417, 1,448 and 1,480 bytes in each direction, 5.7 kB downstream per connection (a connection "
-           "that carries a 53-byte response puts 8,144 bytes on the downstream link, over TCP+TLS 2,099). A page of "
+           "that carries a 53-byte response puts about 8.1 kB on the downstream link, over TCP+TLS 2.1 kB). A page of "
            "15-52 origins pays 64-339 kB more downstream than over HTTP/2, and more upstream; at 0.3-1 Mbit/s that "
            "is seconds, and its PLT gap is that many bytes at the link's rate. The few-origin pages are as fast over "
            "QUIC as over HTTP/2. The queue is not the factor. Chromium's QUIC of 2015 sent packets of at most 1,350 "
@@ -260,8 +259,8 @@ _LOW_RATE_EXPLANATION = Explanation(
               "1.034 and 0.963 (150). specs/quic-low-rate-queue.toml (80 loads, all ok): at 1 Mbit/s, 120 ms, 4-BDP "
               "queue, QUIC minus HTTP/2 PLT / extra downstream bytes at the rate: page-001 (52 connections) +2.37 s "
               "/ 2.71 s, page-004 (37) +1.81 / 1.93 s, page-005 (27) +1.14 / 1.34 s; QUIC's improvement over HTTP/2 "
-              "-10.3% (1 BDP) and -11.5% (4 BDP) at 1 Mbit/s, -9.6% and -11.8% at 0.6 Mbit/s; the probes seen in a "
-              "capture of page-005 at 25 Mbit/s"),
+              "-10.3% (1 BDP) and -11.5% (4 BDP) at 1 Mbit/s, -9.6% and -11.8% at 0.6 Mbit/s; the probes in the "
+              "captures of specs/quic-mtu-probes.toml"),
     command="protolab run specs/quic-low-rate-queue.toml --cluster local:4")
 
 FIG_5_2_PAPER: tuple[tuple[str, str], ...] = (
