@@ -209,9 +209,8 @@ def _check_client(source: str, spec: Spec, axes: Mapping[str, list[Any]], worklo
             chromium_mode(mode)
         except UnsupportedMode as exc:
             raise SpecError(f"{source}: axes.mode[{index}]: {exc} (client \"chromium\" in {where})") from None
-    if spec.transport.quic_handshake_timeout_ms is not None or "quic_handshake_timeout_ms" in axes:
-        name = "axes" if "quic_handshake_timeout_ms" in axes else "transport"
-        raise SpecError(f"{source}: {name}.quic_handshake_timeout_ms: bounds protolab's page-load engine only; "
+    if handshake_bound := _transport_option_set(spec, axes, "quic_handshake_timeout_ms"):
+        raise SpecError(f"{source}: {handshake_bound}: bounds protolab's page-load engine only; "
                         f"Chromium keeps its own (client \"chromium\" in {where})")
     # sprout-ewma's window comes from the receiver's reports, which only protolab's client sends:
     # under Chromium the server would stay at its initial window.
@@ -223,7 +222,14 @@ def _check_client(source: str, spec: Spec, axes: Mapping[str, list[Any]], worklo
                             f"Chromium does not send (client \"chromium\" in {where}); use sprout-ewma-sender")
 
 
-def _check_warm(source: str, spec: Spec, axes: Mapping[str, list[Any]], workload_name: str) -> None:
+def _transport_option_set(spec: Spec, axes: Mapping[str, list[Any]], name: str) -> str | None:
+    """Where the spec sets an optional transport option (`axes.NAME` or `transport.NAME`), or None."""
+    if name in axes:
+        return f"axes.{name}"
+    return f"transport.{name}" if getattr(spec.transport, name) is not None else None
+
+
+def _check_page_only(source: str, spec: Spec, axes: Mapping[str, list[Any]], workload_name: str) -> None:
     """Warm loads prime the TLS sessions of a page's origins, and the QUIC handshake bound is the
     page-load engine's: page loads only."""
     if workload_name == "page":
@@ -232,10 +238,9 @@ def _check_warm(source: str, spec: Spec, axes: Mapping[str, list[Any]], workload
         where = "axes.warm" if "warm" in axes else "transport.warm"
         raise SpecError(f"{source}: {where}: warm loads are page loads; scenario {quoted(spec.scenario)} "
                         f"runs a {workload_name} workload")
-    if spec.transport.quic_handshake_timeout_ms is not None or "quic_handshake_timeout_ms" in axes:
-        where = "axes" if "quic_handshake_timeout_ms" in axes else "transport"
-        raise SpecError(f"{source}: {where}.quic_handshake_timeout_ms: bounds the page-load engine's QUIC "
-                        f"connections; scenario {quoted(spec.scenario)} runs a {workload_name} workload")
+    if handshake_bound := _transport_option_set(spec, axes, "quic_handshake_timeout_ms"):
+        raise SpecError(f"{source}: {handshake_bound}: bounds the page-load engine's QUIC connections; "
+                        f"scenario {quoted(spec.scenario)} runs a {workload_name} workload")
 
 
 def _check_ranges(spec: Spec, scenario: Any, written: Mapping[str, list[Any]], source: str) -> None:
@@ -356,7 +361,7 @@ def resolve(spec: Spec, *, source: str, path: Path | None) -> Experiment:
             raise SpecError(f"{source}: axes.{name}: also set in [transport]; give it in one place")
     _check_controllers(source, spec, axes)
     _check_client(source, spec, axes, workload.name)
-    _check_warm(source, spec, axes, workload.name)
+    _check_page_only(source, spec, axes, workload.name)
 
     base_dir = path.parent if path is not None else Path.cwd()
     scenario_pages = scenario.pages(params)

@@ -63,18 +63,12 @@ TRANSPORT_FLAGS = {
 }
 
 
-# Transport options only the servers take (they shape what a server writes).
-SERVER_TRANSPORT_FLAGS = {
-    "tcp_notsent_lowat": "--tcp-notsent-lowat",
+# Transport options only one kind of endpoint takes, beside TRANSPORT_FLAGS: the servers (what a
+# server writes) and the page-load engine.
+ENDPOINT_TRANSPORT_FLAGS = {
+    "server": {"tcp_notsent_lowat": "--tcp-notsent-lowat"},
+    "load": {"quic_handshake_timeout_ms": "--quic-handshake-timeout-ms"},
 }
-
-
-# Transport options only the page-load engine takes.
-LOAD_TRANSPORT_FLAGS = {
-    "quic_handshake_timeout_ms": "--quic-handshake-timeout-ms",
-}
-# The extra options of each endpoint kind beside TRANSPORT_FLAGS, by kind.
-ENDPOINT_TRANSPORT_FLAGS = {"server": SERVER_TRANSPORT_FLAGS, "load": LOAD_TRANSPORT_FLAGS}
 
 
 def transport_argv(transport: dict[str, Any], quic_cc: str | None = None, endpoint: str | None = None) -> list[str]:
