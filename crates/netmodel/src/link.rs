@@ -1,7 +1,6 @@
 //! One direction of a link: loss at arrival, a queue, a transmitter, delay and jitter.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -18,6 +17,7 @@ use crate::shaper::TokenBucket;
 use crate::trace::TRACE_OPPORTUNITY_BYTES;
 use crate::wifi::Station;
 use crate::Nanos;
+use in_flight::{InFlight, InFlightQueue};
 
 /// Why a packet was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -93,30 +93,6 @@ impl EventLog {
 struct Waiting<P> {
     packet: Packet<P>,
     arrived: Nanos,
-}
-
-struct InFlight<P> {
-    deliver_at: Nanos,
-    seq: u64,
-    packet: Packet<P>,
-}
-
-impl<P> PartialEq for InFlight<P> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.deliver_at, self.seq) == (other.deliver_at, other.seq)
-    }
-}
-impl<P> Eq for InFlight<P> {}
-impl<P> PartialOrd for InFlight<P> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<P> Ord for InFlight<P> {
-    // Reversed: BinaryHeap is a max-heap and the earliest delivery must come out first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.deliver_at, other.seq).cmp(&(self.deliver_at, self.seq))
-    }
 }
 
 /// The serializer: when can the next packet start, and when does it finish.
@@ -195,7 +171,7 @@ pub struct Link<P> {
     config: LinkConfig,
     queue: VecDeque<Waiting<P>>,
     transmitter: Transmitter,
-    in_flight: BinaryHeap<InFlight<P>>,
+    in_flight: InFlightQueue<P>,
     next_seq: u64,
     last_delivery: Nanos,
     codel: Codel,
@@ -264,7 +240,7 @@ impl<P> Link<P> {
             config,
             queue: VecDeque::new(),
             transmitter: Transmitter { trace_bytes_left: TRACE_OPPORTUNITY_BYTES, ..Transmitter::default() },
-            in_flight: BinaryHeap::new(),
+            in_flight: InFlightQueue::default(),
             next_seq: 0,
             last_delivery: 0,
             codel: Codel::default(),
@@ -392,7 +368,7 @@ impl<P> Link<P> {
 
     /// The next moment something happens on this link (a transmission starts or a packet leaves).
     pub fn next_event(&self) -> Option<Nanos> {
-        let delivery = self.in_flight.peek().map(|f| f.deliver_at);
+        let delivery = self.in_flight.next_delivery();
         match (self.head_start(), delivery) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -476,7 +452,7 @@ impl<P> Link<P> {
     /// left the link, with the time it left.
     pub fn step(&mut self, now: Nanos, events: &mut EventLog) -> Option<(Nanos, Packet<P>)> {
         let start = self.head_start().filter(|&s| s <= now);
-        let delivery = self.in_flight.peek().map(|f| f.deliver_at).filter(|&d| d <= now);
+        let delivery = self.in_flight.next_delivery().filter(|&d| d <= now);
         match (start, delivery) {
             (Some(s), d) if d.is_none_or(|d| s <= d) => {
                 self.start_transmission(s, events);
@@ -554,5 +530,6 @@ impl<P> Link<P> {
 }
 
 mod aqm;
+mod in_flight;
 #[cfg(test)]
 mod tests;
