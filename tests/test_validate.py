@@ -130,11 +130,25 @@ def test_every_timing_level_has_the_emulators_own_check(report: ValidationReport
         assert 0 <= late["mean_ns"] <= late["max_ns"]
     end_to_end = [c for c in report.checks if c.group in ("delay", "contention") and c.emulator_check]
     assert {c.emulator_check for c in end_to_end} == set(emulator)
+    # Each emulator check names the host's wake-up probe of the same minutes.
+    hosts = {c.id: c for c in report.checks if ".host.wakeups" in c.id}
+    assert {c.host_check for c in emulator.values()} == set(hosts)
+    for host in hosts.values():
+        assert host.details["probe"]["wakeups"] >= 100  # 1 ms sleeps over the level's seconds
+        assert host.status in ("info", "fail")
+
+    def emulator_place(check_id: str) -> str:
+        host = hosts[emulator[check_id].host_check or ""]
+        return "tools_host" if host.status == "fail" else "emulator"
+
     for check in report.checks:
         # A failure is placed only beside an emulator check, and never turned into a pass.
         assert check.attribution is None or check.status == "fail", check
-        if check.status == "fail" and check.emulator_check:
-            expected = "emulator" if emulator[check.emulator_check].status == "fail" else "tools_host"
+        if check.status == "fail" and check.id in emulator:
+            assert check.attribution == emulator_place(check.id), check
+        elif check.status == "fail" and check.emulator_check:
+            failed = emulator[check.emulator_check].status == "fail"
+            expected = emulator_place(check.emulator_check) if failed else "tools_host"
             assert check.attribution == expected, check
 
 
@@ -198,7 +212,7 @@ def test_report_is_self_describing(report: ValidationReport, tmp_path: Path) -> 
     out = tmp_path / "validation.json"
     write_report(report, out)
     data = json.loads(out.read_text())
-    assert data["schema"] == SCHEMA and data["schema_version"] == 2
+    assert data["schema"] == SCHEMA and data["schema_version"] == 3
     assert set(data["attribution"]) == {"emulator", "tools_host", "unattributed"}
     assert data["protolab_version"] == "0.1.0"
     assert data["config"]["quick"] is True

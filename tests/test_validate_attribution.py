@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from protolab.errors import ToolError
-from protolab.validate.attribution import attribute, failure_summary
+from protolab.validate.attribution import attribute, failure_summary, host_late
 from protolab.validate.decomposition import (
     Datagram,
     Probe,
@@ -24,6 +24,7 @@ from protolab.validate.decomposition import (
 )
 from protolab.validate.report import Check, Status, Thresholds
 from protolab.validate.timing import lateness_check, split_check
+from protolab.validate.wakeups import host_wakeups, summarise, wakeup_check
 
 
 def _check(check_id: str, status: Status, emulator_check: str | None = None) -> Check:
@@ -71,6 +72,54 @@ def test_failures_without_an_emulator_check_stay_unattributed() -> None:
                                           "the emulator on time")
     only_loss = [_check("loss.irtt.up.1", "fail")]
     assert failure_summary(1, attribute(only_loss)) == "1 failed"
+
+
+def _level_with_host(emulator_status: Status, host_status: Status) -> list[Check]:
+    checks = [*_level("fail", emulator_status), _check("delay.host.wakeups.25ms", host_status)]
+    checks[2].host_check = "delay.host.wakeups.25ms"
+    return checks
+
+
+def test_when_the_host_woke_a_real_time_probe_late_the_level_lies_in_the_host() -> None:
+    checks = _level_with_host("fail", "fail")
+    counts = attribute(checks)
+    assert [c.attribution for c in checks] == ["tools_host", None, "tools_host", "tools_host"]
+    assert [c.status for c in checks] == ["fail", "pass", "fail", "fail"]
+    assert counts == {"emulator": 0, "tools_host": 3, "unattributed": 0}
+    assert host_late(checks)
+    assert failure_summary(3, counts, woke_late=True) == (
+        "3 failed: 0 in the emulator, 3 in the tools/host, the host woke a real-time probe late")
+
+
+def test_a_host_on_time_leaves_the_emulators_failure_its_own() -> None:
+    checks = _level_with_host("fail", "info")
+    counts = attribute(checks)
+    assert [c.attribution for c in checks] == ["emulator", None, "emulator", None]
+    assert counts == {"emulator": 2, "tools_host": 0, "unattributed": 0}
+    assert not host_late(checks)
+
+
+def test_the_probe_summary_and_its_check() -> None:
+    late = [10_000] * 990 + [300_000] * 9 + [4_000_000]
+    summary = summarise(late)
+    assert summary["wakeups"] == 1000 and summary["max_ns"] == 4_000_000
+    assert (summary["p99_ns"], summary["p999_ns"]) == (10_000, 300_000)
+    assert summary["mean_ns"] == pytest.approx((990 * 10_000 + 9 * 300_000 + 4_000_000) / 1000)
+    limits = Thresholds()
+    within = wakeup_check("delay.host.wakeups.5ms", "delay", "host", summary, limits)
+    assert (within.status, within.measured) == ("info", pytest.approx(0.3))
+    beyond = wakeup_check("delay.host.wakeups.5ms", "delay", "host", summarise([2_000_000] * 10), limits)
+    assert beyond.status == "fail" and "p99.9 2" in beyond.measured_text
+    assert wakeup_check("x", "delay", "host", None, limits).status == "info"
+    assert summarise([])["p999_ns"] is None
+
+
+def test_the_probe_measures_real_wake_ups(tmp_path: Path) -> None:
+    import time
+    with host_wakeups(tmp_path, "t") as probe:
+        time.sleep(0.3)
+    assert probe.summary is not None and probe.summary["wakeups"] >= 20
+    assert probe.summary["max_ns"] >= probe.summary["p999_ns"] >= probe.summary["p99_ns"] >= 0
 
 
 def _late(mean_ns: int, p999_ns: int | None, packets: int = 4000) -> dict[str, Any]:

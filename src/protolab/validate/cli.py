@@ -69,7 +69,7 @@ def validate_emulator_command(
                             "share and the hosts' (docs/validation.md).")] = False,
 ) -> None:
     """Measure the emulator with real tools (irtt, ping, iperf3) against its configured links."""
-    from protolab.validate.attribution import failure_summary
+    from protolab.validate.attribution import failure_summary, host_late
     from protolab.validate.emulator import run_validation
     from protolab.validate.report import GROUP_NAMES, ValidationConfig, write_report
 
@@ -104,7 +104,8 @@ def validate_emulator_command(
         progress.update(task, completed=config.step_count(), description="done")
     console.print(validation_table(report))
     summary = report.summary
-    console.print(f"{summary['pass']} passed, {failure_summary(summary['fail'], report.attribution)}; "
+    failures = failure_summary(summary["fail"], report.attribution, woke_late=host_late(report.checks))
+    console.print(f"{summary['pass']} passed, {failures}; "
                   f"{summary['info']} info in {report.duration_s:.0f} s")
     if out is not None:
         write_report(report, out)
@@ -112,4 +113,4 @@ def validate_emulator_command(
     if not report.ok:
         failed = ", ".join(c.id + (f" ({c.attribution.replace('_', '/')})" if c.attribution else "")
                            for c in report.checks if c.status == "fail")
-        raise ValidationFailed(f"{failure_summary(summary['fail'], report.attribution)}: {failed}")
+        raise ValidationFailed(f"{failures}: {failed}")

@@ -15,8 +15,9 @@ from protolab.files import write_text_atomically
 
 SCHEMA = "protolab.emulator_validation"
 # 2: checks name the emulator check of their level (`emulator_check`) and say where a failure
-# lies (`attribution`); the report counts them (`attribution`).
-SCHEMA_VERSION = 2
+# lies (`attribution`); the report counts them (`attribution`). 3: emulator checks name the host
+# check of their level (`host_check`: a real-time probe's wake-ups in the same minutes).
+SCHEMA_VERSION = 3
 
 # The check groups, in the order they run (protolab.validate.emulator holds what runs each).
 GROUP_NAMES = ("delay", "jitter", "loss", "rate", "ecmp", "contention", "wifi")
@@ -143,6 +144,8 @@ class Check(BaseModel):
     details: dict[str, Any] = {}
     # End-to-end checks: the id of the emulator's own check for the same level, if there is one.
     emulator_check: str | None = None
+    # The emulator's own checks: the id of the host's wake-up check of the same minutes, if any.
+    host_check: str | None = None
     # Failed checks: where the error lies (protolab.validate.attribution); None when not known.
     attribution: Attribution | None = None
 

@@ -40,6 +40,7 @@ from protolab.validate.plumbing import (
     veth_pair,
 )
 from protolab.validate.report import Check, Status, Thresholds, ValidationConfig
+from protolab.validate.wakeups import host_wakeups, wakeup_check
 
 # Paired readings of the emulator's clock and the wall clock before and after a split irtt run;
 # the one with the shortest round trip sets the offset.
@@ -138,14 +139,19 @@ def _delay_level(
     lab.reset_counters()
     label = f"delay-{delay_ms:g}"
     split: Decomposition | None = None
-    if config.decompose:
-        irtt, split = irtt_split(lab, workdir, label, config.delay_probes, 2 * ms_to_ns(delay_ms))
-    else:
-        irtt = run_irtt(lab, workdir, label, config.delay_probes)
-    ping = run_ping(lab, config.delay_pings)
+    with host_wakeups(workdir, label) as probe:
+        if config.decompose:
+            irtt, split = irtt_split(lab, workdir, label, config.delay_probes, 2 * ms_to_ns(delay_ms))
+        else:
+            irtt = run_irtt(lab, workdir, label, config.delay_probes)
+        ping = run_ping(lab, config.delay_pings)
     emulator = lateness_check(f"delay.emulator.{delay_ms:g}ms", "delay",
                               f"delay {delay_ms:g} ms/link: the emulator's delivery lateness", _emulator_lateness(lab),
                               limits)
+    host = wakeup_check(f"delay.host.wakeups.{delay_ms:g}ms", "delay",
+                        f"delay {delay_ms:g} ms/link: the host's real-time wake-ups (same minutes)", probe.summary,
+                        limits)
+    emulator.host_check = host.id
     irtt_details = {
         "probes": irtt.packets_sent,
         "received": irtt.packets_received,
@@ -175,7 +181,7 @@ def _delay_level(
     ]
     for check in checks:
         check.emulator_check = emulator.id
-    checks.append(emulator)
+    checks += [emulator, host]
     if split is not None:
         # The compensation comes out of the configured delay, never below zero.
         deducted_rtt_ns = 2 * min(int(lab.info().get("delay_compensation_ns", 0)), 2 * ms_to_ns(delay_ms))
@@ -250,7 +256,7 @@ def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: S
     try:
         time.sleep(0.5)
         lab.reset_counters()
-        with sampled_cpu() as cpu:
+        with sampled_cpu() as cpu, host_wakeups(workdir, "contention") as probe:
             if config.decompose:
                 irtt, split = irtt_split(lab, workdir, "contention", config.contention_probes,
                                          2 * ms_to_ns(delay_ms), realtime=True)
@@ -270,6 +276,10 @@ def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: S
                "rtt_p99_ms": irtt.rtt_p99_ms, "emulator_delivery_late": late}
     emulator = lateness_check("contention.emulator", "contention",
                               f"{config.contention_hogs} CPU hogs: the emulator's delivery lateness", late, limits)
+    host = wakeup_check("contention.host.wakeups", "contention",
+                        f"{config.contention_hogs} CPU hogs: the host's real-time wake-ups (same minutes)",
+                        probe.summary, limits)
+    emulator.host_check = host.id
     checks: list[Check] = [_contention_reference_check(reference, config.contention_hogs)]
     for stat, measured, tool_own, limit in (
             ("p99.9", irtt.rtt_p999_ms, reference.rtt_p999_ms, limits.contention_p999_ms),
@@ -287,8 +297,7 @@ def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: S
             status="pass" if error <= limit else "fail",
             details={**details, "error_without_reference_ms": measured - configured, "veth_reference_ms": tool_own},
             emulator_check=emulator.id))
-    checks.append(emulator)
-    checks.append(steal_check(cpu, config.contention_hogs))
+    checks += [emulator, host, steal_check(cpu, config.contention_hogs)]
     if split is not None:
         checks.append(tail_split_check(split, configured, config.contention_hogs))
     return checks

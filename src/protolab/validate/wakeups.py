@@ -1,0 +1,109 @@
+"""How late this machine wakes a real-time thread: a probe beside each timing level.
+
+The emulator's own check (its delivery lateness) fails when its loop wakes late. Its loop runs
+under SCHED_FIFO, so inside the guest nothing but the kernel should delay it; a virtual machine
+whose host is busy can still wake a vCPU milliseconds late (measured here on 2026-11-29: a
+SCHED_FIFO thread sleeping 0.1 ms overslept 89 us on average, 0.66 ms at the 99th percentile and
+4.8 ms at worst, the machine otherwise idle). So each level runs a probe in the same minutes: a
+process under SCHED_FIFO priority 1 (below the emulator's loop) that sleeps 1 ms at a time and
+records how late each sleep ends. When the probe's own 99.9th percentile misses the limit the
+emulator's lateness is held to, no program could have met it on this machine then: the
+emulator's failure of that level lies in the host (protolab.validate.attribution).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from protolab.validate.plumbing import fmt_number
+from protolab.validate.report import Check, Thresholds
+
+# The probe: sleeps `interval` seconds at a time until SIGTERM, then writes every oversleep (ns).
+PROBE_SOURCE = """
+import json, signal, sys, time
+interval, out = float(sys.argv[1]), sys.argv[2]
+late, running = [], [True]
+signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
+target_ns = int(interval * 1e9)
+while running[0]:
+    start = time.perf_counter_ns()
+    time.sleep(interval)
+    late.append(max(0, time.perf_counter_ns() - start - target_ns))
+with open(out, "w") as f:
+    json.dump(late, f)
+"""
+PROBE_INTERVAL_S = 0.001
+PROBE_PRIORITY = 1
+
+
+class WakeupProbe:
+    """The probe's result once it has stopped: the summary, or None if it gave nothing."""
+
+    def __init__(self) -> None:
+        self.summary: dict[str, Any] | None = None
+
+
+def summarise(late_ns: Sequence[int]) -> dict[str, Any]:
+    """Count, mean, 99th and 99.9th percentile (nearest rank) and maximum of the oversleeps, ns."""
+    if not late_ns:
+        return {"wakeups": 0, "mean_ns": None, "p99_ns": None, "p999_ns": None, "max_ns": None}
+    ordered = sorted(late_ns)
+
+    def rank(q: float) -> int:
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+    return {"wakeups": len(ordered), "mean_ns": sum(ordered) / len(ordered), "p99_ns": rank(0.99),
+            "p999_ns": rank(0.999), "max_ns": ordered[-1], "interval_s": PROBE_INTERVAL_S}
+
+
+@contextmanager
+def host_wakeups(workdir: Path, label: str) -> Iterator[WakeupProbe]:
+    """Runs the probe for the duration of the block; its summary is set on leaving."""
+    out = workdir / f"wakeups-{label}.json"
+    probe = WakeupProbe()
+    process = subprocess.Popen(["chrt", "-f", str(PROBE_PRIORITY), sys.executable, "-c", PROBE_SOURCE,
+                                str(PROBE_INTERVAL_S), str(out)], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield probe
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        try:
+            probe.summary = summarise([int(n) for n in json.loads(out.read_text())])
+        except (OSError, ValueError, TypeError):
+            probe.summary = None
+
+
+def wakeup_check(check_id: str, group: str, name: str, summary: dict[str, Any] | None,
+                 limits: Thresholds) -> Check:
+    """The host's row of a level: `fail` when the probe's 99.9th percentile oversleep is beyond
+    the limit of the emulator's own lateness (then the host, not the emulator's code, is what
+    cannot deliver on time); `info` when it is within, or the probe gave nothing."""
+    limit = limits.emulator_late_p999_ms
+    p999 = summary.get("p999_ns") if summary else None
+    if p999 is None:
+        return Check(id=check_id, group=group, name=name, unit="ms", configured=None, measured=None, error=None,
+                     configured_text="-", measured_text="no probe result", error_text="-",
+                     criterion="reported", status="info", details={"probe": summary})
+    assert summary is not None
+    p999_ms, mean_ms, max_ms = p999 / 1e6, summary["mean_ns"] / 1e6, summary["max_ns"] / 1e6
+    return Check(
+        id=check_id, group=group, name=name, unit="ms", configured=0.0, measured=p999_ms, error=p999_ms,
+        configured_text="0 ms",
+        measured_text=f"p99.9 {fmt_number(p999_ms)} ms, mean {mean_ms:.3f} ms, max {fmt_number(max_ms)} ms",
+        error_text=f"{p999_ms:+.3f} ms",
+        criterion=f"p99.9 <= {limit:g} ms, as the emulator's own lateness (a real-time thread "
+                  f"sleeping {PROBE_INTERVAL_S * 1e3:g} ms)",
+        status="fail" if p999_ms > limit else "info", details={"probe": summary})
