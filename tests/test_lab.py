@@ -59,6 +59,27 @@ def test_lab_ping_and_counters(emu_binary: Path, lab_name: Callable[[], str]) ->
     assert lab_namespaces(name) == []
 
 
+def _cpu_latency_target_us() -> int:
+    """The kernel's CPU wake-up latency bound in force (PM QoS), as /dev/cpu_dma_latency reads."""
+    fd = os.open("/dev/cpu_dma_latency", os.O_RDONLY)
+    try:
+        return int.from_bytes(os.read(fd, 4), "little", signed=True)
+    finally:
+        os.close(fd)
+
+
+def test_the_lab_holds_the_cpu_wakeup_latency_while_it_runs(emu_binary: Path, lab_name: Callable[[], str]) -> None:
+    # Idle vCPUs of a VM wake the loop milliseconds late unless they poll (docs/emulator.md).
+    with Lab(_two_hosts(lab_name())) as lab:
+        assert lab.info()["cpu_latency_us"] == 0
+        assert _cpu_latency_target_us() == 0
+    with Lab(_two_hosts(lab_name()), emu_args=["--cpu-latency-us", "off"]) as lab:
+        assert lab.info()["cpu_latency_us"] is None
+    with Lab(_two_hosts(lab_name()), emu_args=["--cpu-latency-us", "25"]) as lab:
+        assert lab.info()["cpu_latency_us"] == 25
+        assert _cpu_latency_target_us() <= 25
+
+
 def test_set_link_changes_delay_live(emu_binary: Path, lab_name: Callable[[], str]) -> None:
     with Lab(_two_hosts(lab_name())) as lab:
         baseline = _ping(lab, 10)

@@ -167,6 +167,19 @@ fn parse_raw_port(text: &str) -> Result<RawPort, String> {
     text.parse::<u16>().map(|p| RawPort(Some(p))).map_err(|_| format!("{text:?} is neither a port number nor \"off\""))
 }
 
+/// `--cpu-latency-us`: microseconds, or `off`.
+#[derive(Clone, Copy, Debug)]
+struct CpuLatency(Option<u32>);
+
+fn parse_cpu_latency(text: &str) -> Result<CpuLatency, String> {
+    if text == "off" {
+        return Ok(CpuLatency(None));
+    }
+    text.parse::<u32>()
+        .map(|us| CpuLatency(Some(us)))
+        .map_err(|_| format!("{text:?} is neither a number of microseconds nor \"off\""))
+}
+
 /// The manifests served together, and the documents too small for all their references (each
 /// warned about on stderr).
 fn load_site(paths: &[PathBuf]) -> anyhow::Result<(web::Site, Vec<UnfitDocument>)> {
@@ -319,6 +332,11 @@ enum EmuCommand {
         /// SCHED_FIFO priority of the packet loop, 1-99, so other load cannot delay packets (0 = off).
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=99))]
         rt_priority: i32,
+        /// Hold the CPUs' wake-up latency at or below this many microseconds while the lab runs
+        /// (/dev/cpu_dma_latency: idle CPUs poll instead of halting, so the loop's timers fire on
+        /// time on a VM; docs/emulator.md), or `off`.
+        #[arg(long, default_value = "0", value_parser = parse_cpu_latency)]
+        cpu_latency_us: CpuLatency,
         /// Segmentation offloads on the TUN devices: read and write 64 KB GSO super-packets, the
         /// model still sees every wire segment (docs/emulator.md). A host's own `offload` in the
         /// topology wins over this.
@@ -369,9 +387,9 @@ enum EmuCommand {
 
 fn emu_command(command: EmuCommand) -> anyhow::Result<()> {
     match command {
-        EmuCommand::Run { topology, state_dir, no_watchdog, owner_pid, spin_us, rt_priority, offload } => {
+        EmuCommand::Run { topology, state_dir, no_watchdog, owner_pid, spin_us, rt_priority, cpu_latency_us, offload } => {
             let offload = offload == "on";
-            emu::run(&emu::RunOptions { topology, state_dir, watchdog: !no_watchdog, spin_us, rt_priority, owner_pid, offload })?;
+            emu::run(&emu::RunOptions { topology, state_dir, watchdog: !no_watchdog, spin_us, rt_priority, cpu_latency_us: cpu_latency_us.0, owner_pid, offload })?;
         }
         EmuCommand::Check { topology } => {
             let (topology, _) = emu::check(&topology)?;

@@ -310,6 +310,10 @@ pub struct Info {
     pub spin_ns: u64,
     /// The loop's SCHED_FIFO priority in force (0: normal scheduling).
     pub rt_priority: i32,
+    /// The CPU wake-up latency bound the emulator holds while it runs (PM QoS,
+    /// `/dev/cpu_dma_latency`), µs; null: none held (`--cpu-latency-us off`, or refused).
+    #[serde(default)]
+    pub cpu_latency_us: Option<u32>,
     /// The delay compensation in force, ns.
     pub delay_compensation_ns: u64,
     /// Unix ns at the emulator's time zero.

@@ -59,6 +59,7 @@ pub struct ControlPlane<L> {
     clock: Clock,
     spin_ns: u64,
     rt_priority: Arc<AtomicI32>,
+    cpu_latency_us: Option<u32>,
     delay_compensation_ns: u64,
     capturing: Vec<bool>,
     logging_events: bool,
@@ -83,6 +84,7 @@ impl<L: PacketLoop> ControlPlane<L> {
             clock,
             spin_ns,
             rt_priority,
+            cpu_latency_us: None,
             logging_events: false,
             packet_loop,
         }
@@ -141,12 +143,18 @@ impl<L: PacketLoop> ControlPlane<L> {
         Ok(done(Done::Nothing(Nothing {})))
     }
 
+    /// The CPU wake-up latency bound the emulator holds, µs (None: none), for `info`.
+    pub fn set_cpu_latency_us(&mut self, microseconds: Option<u32>) {
+        self.cpu_latency_us = microseconds;
+    }
+
     fn info(&self) -> Answer {
         done(Done::Info(Info {
             lab: self.topology.lab.clone(),
             pid: std::process::id(),
             spin_ns: self.spin_ns,
             rt_priority: self.rt_priority.load(Ordering::Relaxed),
+            cpu_latency_us: self.cpu_latency_us,
             delay_compensation_ns: self.delay_compensation_ns,
             start_unix_ns: self.clock.start_unix_ns,
             now_ns: self.clock.start_unix_ns + self.clock.now(),

@@ -125,6 +125,9 @@ pub struct RunOptions {
     pub spin_us: u64,
     /// SCHED_FIFO priority of the packet loop (0: normal scheduling).
     pub rt_priority: i32,
+    /// Hold the CPUs' wake-up latency at or below this many microseconds while the lab runs
+    /// (`/dev/cpu_dma_latency`, docs/emulator.md); None: leave it to the machine.
+    pub cpu_latency_us: Option<u32>,
     /// Segmentation offloads on the TUN devices (docs/emulator.md, "Segmentation offloads"):
     /// every host's unless its topology entry says otherwise (`offload`).
     pub offload: bool,
@@ -222,7 +225,16 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
     engine.set_rt_priority(options.rt_priority);
     // The control plane keeps the lab's authoritative link parameters and routing; it starts
     // from the model the loop now owns.
-    let control = ControlPlane::new(topology, engine.network(), clock, spin_ns, engine.rt_in_force(), LoopChannel::new(tx, wake));
+    // Held until `run` returns; the kernel drops the request with the process in any case.
+    let latency_hold = options.cpu_latency_us.and_then(|us| match realtime::hold_cpu_latency(us) {
+        Ok(hold) => Some((us, hold)),
+        Err(e) => {
+            eprintln!("warning: could not hold the CPU wake-up latency at {us} us ({e}); packet timing may suffer on an idle machine");
+            None
+        }
+    });
+    let mut control = ControlPlane::new(topology, engine.network(), clock, spin_ns, engine.rt_in_force(), LoopChannel::new(tx, wake));
+    control.set_cpu_latency_us(latency_hold.as_ref().map(|(us, _)| *us));
     control::serve(&state.control(), Arc::new(Mutex::new(control))).map_err(io("bind the control socket"))?;
     let ready = contract::events::Ready {
         ready: true,

@@ -1,4 +1,5 @@
-//! Real-time scheduling for the packet loop, and the allocator tunables of the offload path.
+//! Real-time scheduling for the packet loop, the CPU wake-up latency bound it holds, and the
+//! allocator tunables of the offload path.
 //!
 //! The one place in this crate that calls libc directly: neither rustix nor std exposes
 //! `sched_setscheduler` or `mallopt`. The calls only read a local struct or pass integers.
@@ -38,4 +39,29 @@ pub fn keep_freed_heap() {
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
         libc::mallopt(libc::M_TOP_PAD, 16 << 20);
     }
+}
+
+/// The kernel's CPU wake-up latency bound (PM QoS, `/dev/cpu_dma_latency`), held while this
+/// lives: the request lasts as long as the file stays open, so it ends with the process however
+/// the process ends.
+///
+/// Why: an idle CPU enters an idle state, and leaving it delays the next wake-up. On a virtual
+/// machine the idle state halts the vCPU, and its host may take milliseconds to run it again:
+/// measured on this VM kind (cpuidle `haltpoll`, guest polling off), a real-time thread sleeping
+/// 1 ms at a time woke 5-12 ms late at its 99.9th percentile while the machine was otherwise
+/// idle, and on time while two CPU hogs kept every vCPU busy (docs/emulator.md, "The host's
+/// wake-ups"). A bound of 0 keeps idle CPUs in their polling state (as `cyclictest` does), so
+/// the loop's timers fire on time, at the cost of idle CPUs that spin instead of halting.
+#[derive(Debug)]
+pub struct CpuLatencyHold {
+    _device: std::fs::File,
+}
+
+/// Asks the kernel to keep CPU wake-up latency at or below `microseconds` until the hold drops.
+pub fn hold_cpu_latency(microseconds: u32) -> std::io::Result<CpuLatencyHold> {
+    use std::io::Write;
+    let value = i32::try_from(microseconds).unwrap_or(i32::MAX);
+    let mut device = std::fs::OpenOptions::new().write(true).open("/dev/cpu_dma_latency")?;
+    device.write_all(&value.to_ne_bytes())?;
+    Ok(CpuLatencyHold { _device: device })
 }

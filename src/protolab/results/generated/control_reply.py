@@ -173,6 +173,11 @@ class Info(BaseModel):
         extra='forbid',
         use_attribute_docstrings=True,
     )
+    cpu_latency_us: Annotated[int | None, Field(ge=0)] = None
+    """
+    The CPU wake-up latency bound the emulator holds while it runs (PM QoS,
+    `/dev/cpu_dma_latency`), µs; null: none held (`--cpu-latency-us off`, or refused).
+    """
     delay_compensation_ns: Annotated[int, Field(ge=0)]
     """
     The delay compensation in force, ns.
