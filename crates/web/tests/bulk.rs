@@ -183,11 +183,20 @@ async fn paced_transfers_hold_their_rate() {
     lab.stop().await;
 }
 
-fn tempdir(name: &str) -> PathBuf {
+/// A scratch directory, removed when dropped (also when an assertion fails first).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("protolab-bulk-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 fn read_ndjson(path: &Path) -> (Value, Vec<Value>) {
@@ -200,7 +209,8 @@ fn read_ndjson(path: &Path) -> (Value, Vec<Value>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn samples_and_qlog_are_written_when_asked() {
     let lab = Lab::start(Limits::default()).await;
-    let tcp_dir = tempdir("tcp-samples");
+    let tcp_scratch = tempdir("tcp-samples");
+    let tcp_dir = tcp_scratch.0.clone();
     let r = run(BulkOptions {
         instrument: InstrumentOptions { samples_dir: Some(tcp_dir.clone()), interval: Duration::from_millis(2), qlog_dir: None },
         rate_bps: Some(20_000_000),
@@ -220,7 +230,8 @@ async fn samples_and_qlog_are_written_when_asked() {
     assert!(rows.len() >= 10, "{} rows", rows.len());
     assert!(rows.last().unwrap()["bytes_received"].as_u64().unwrap() >= 500_000);
 
-    let quic_dir = tempdir("quic");
+    let quic_scratch = tempdir("quic");
+    let quic_dir = quic_scratch.0.clone();
     let r = run(BulkOptions {
         instrument: InstrumentOptions { samples_dir: Some(quic_dir.clone()), qlog_dir: Some(quic_dir.clone()), ..InstrumentOptions::default() },
         ..options(&lab, "h3", Direction::Upload, Amount::Bytes(2_000_000))
