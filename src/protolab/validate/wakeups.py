@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from protolab.lab import stop_process
 from protolab.validate.plumbing import fmt_number
 from protolab.validate.report import Check, Thresholds
 
@@ -70,16 +71,12 @@ def host_wakeups(workdir: Path, label: str) -> Iterator[WakeupProbe]:
     probe = WakeupProbe()
     process = subprocess.Popen(["chrt", "-f", str(PROBE_PRIORITY), sys.executable, "-c", PROBE_SOURCE,
                                 str(PROBE_INTERVAL_S), str(out)], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         yield probe
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        # SIGTERM first: the probe writes what it measured on it.
+        stop_process(process)
         try:
             probe.summary = summarise([int(n) for n in json.loads(out.read_text())])
         except (OSError, ValueError, TypeError):
