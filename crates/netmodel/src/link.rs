@@ -83,10 +83,17 @@ pub struct EventLog {
 }
 
 impl EventLog {
+    /// Records one event per wire segment of `packet`.
     fn record<P>(&mut self, time: Nanos, kind: EventKind, link: u32, packet: &Packet<P>) {
-        if self.enabled {
-            self.events.push(Event { time, kind, link, flow: packet.flow, size: packet.size, ip_id: packet.ip_id });
+        if !self.enabled {
+            return;
         }
+        if packet.segments <= 1 {
+            self.events.push(Event { time, kind, link, flow: packet.flow, size: packet.size, ip_id: packet.ip_id });
+            return;
+        }
+        let flow = packet.flow;
+        self.events.extend(packet.segment_sizes().map(|(size, ip_id)| Event { time, kind, link, flow, size, ip_id }));
     }
 }
 
@@ -295,7 +302,7 @@ impl<P> Link<P> {
     }
 
     fn count_drop(&mut self, now: Nanos, cause: DropCause, packet: &Packet<P>, events: &mut EventLog) {
-        count_drop(&mut self.counters.dropped_packets, cause, 1);
+        count_drop(&mut self.counters.dropped_packets, cause, u64::from(packet.segments));
         count_drop(&mut self.counters.dropped_bytes, cause, u64::from(packet.size));
         events.record(now, EventKind::Drop(cause), self.id, packet);
     }
@@ -309,9 +316,46 @@ impl<P> Link<P> {
             }
     }
 
-    /// A packet arrives at `now`. Returns false if it was dropped on arrival.
+    /// Whether a packet of several wire segments (all but the last of `segment_size` bytes) may
+    /// cross this link whole: only where each segment's fate is the one it would meet alone, and
+    /// the same for all. That holds without a rate (each segment would find the queue empty and
+    /// leave at once, at the same moment), shaper, random loss, jitter, AQM or WiFi, with room
+    /// for one segment in the empty queue.
+    pub fn takes_whole(&self, segment_size: u32) -> bool {
+        let c = &self.config;
+        matches!(c.rate, Rate::Unlimited)
+            && c.shaper.is_none()
+            && c.loss.is_none()
+            && c.jitter.is_none()
+            && matches!(c.queue.kind, QueueKind::DropTail | QueueKind::DropHead)
+            && self.fq.is_none()
+            && self.wifi.is_none()
+            && self.counters.queue_packets == 0
+            && self.fits(1, u64::from(segment_size))
+    }
+
+    /// A packet of several segments, which [`Link::takes_whole`] allowed, arrives at `now`: it
+    /// is counted as its segments would be, one after another, each entering the empty queue
+    /// and leaving at once.
+    fn arrive_whole(&mut self, now: Nanos, packet: Packet<P>, events: &mut EventLog) -> bool {
+        events.record(now, EventKind::Enqueue, self.id, &packet);
+        let c = &mut self.counters;
+        c.enqueued_packets += u64::from(packet.segments);
+        c.enqueued_bytes += u64::from(packet.size);
+        c.max_queue_packets = c.max_queue_packets.max(c.queue_packets + 1);
+        c.max_queue_bytes = c.max_queue_bytes.max(c.queue_bytes + u64::from(packet.segment_size));
+        let finish = self.transmitter.transmit(&self.config.rate, now, packet.size);
+        self.propagate(finish, packet);
+        true
+    }
+
+    /// A packet arrives at `now`. Returns false if it was dropped on arrival. A packet of
+    /// several segments must be one [`Link::takes_whole`] allows.
     pub fn arrive(&mut self, now: Nanos, packet: Packet<P>, events: &mut EventLog) -> bool {
         self.advance(now, events);
+        if packet.segments > 1 {
+            return self.arrive_whole(now, packet, events);
+        }
         if let Some(loss) = self.config.loss {
             if self.loss.lose_next(&loss, &mut self.rng) {
                 self.count_drop(now, DropCause::RandomLoss, &packet, events);
@@ -460,7 +504,7 @@ impl<P> Link<P> {
             }
             (_, Some(_)) => {
                 let f = self.in_flight.pop()?;
-                self.counters.delivered_packets += 1;
+                self.counters.delivered_packets += u64::from(f.packet.segments);
                 self.counters.delivered_bytes += u64::from(f.packet.size);
                 events.record(f.deliver_at, EventKind::Deliver, self.id, &f.packet);
                 Some((f.deliver_at, f.packet))

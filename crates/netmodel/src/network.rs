@@ -10,7 +10,7 @@ use siphasher::sip::SipHasher13;
 
 use crate::config::{ConfigError, LinkConfig};
 use crate::link::{Event, EventLog, Link, LinkCounters};
-use crate::packet::{FlowKey, Packet};
+use crate::packet::{FlowKey, Packet, Segmented};
 use crate::Nanos;
 
 /// Index of a host.
@@ -109,6 +109,7 @@ pub enum NetworkError {
     UnknownLink(String),
 }
 
+#[derive(Clone, Copy)]
 struct Route {
     hops: [u32; 3],
     len: u8,
@@ -120,6 +121,14 @@ struct Route {
 pub struct Transit<P> {
     route: Route,
     payload: P,
+}
+
+/// Every segment of a packet carried whole follows the same route.
+impl<P: Segmented> Segmented for Transit<P> {
+    fn split(self, segments: u32, each: &mut dyn FnMut(Self)) {
+        let route = self.route;
+        self.payload.split(segments, &mut |payload| each(Transit { route, payload }));
+    }
 }
 
 /// A packet that reached its destination host.
@@ -346,10 +355,23 @@ impl<P> Network<P> {
 
     /// The path a packet of `flow` from `from` to `to` takes (both hosts on different sides).
     pub fn select_path(&mut self, from: HostId, to: HostId, flow: &FlowKey) -> PathId {
+        if let Some(path) = self.fixed_path(from, to, flow) {
+            return path;
+        }
+        let from_left = self.hosts[from.0 as usize].side == Side::Left;
+        let n = self.paths.len().max(1) as u64;
+        let counter = &mut self.round_robin[usize::from(!from_left)];
+        *counter += 1;
+        PathId(((*counter - 1) % n) as u32)
+    }
+
+    /// The path every packet of `flow` from `from` to `to` takes: pinned or hashed (None:
+    /// round robin, where each packet takes the next).
+    fn fixed_path(&self, from: HostId, to: HostId, flow: &FlowKey) -> Option<PathId> {
         let from_left = self.hosts[from.0 as usize].side == Side::Left;
         let pair = if from_left { (from, to) } else { (to, from) };
         if let Some(&path) = self.pins.get(&pair) {
-            return path;
+            return Some(path);
         }
         let n = self.paths.len().max(1) as u64;
         let index = match self.selection {
@@ -366,40 +388,88 @@ impl<P> Network<P> {
                 flow.canonical().hash(&mut hasher);
                 hasher.finish() % n
             }
-            PathSelection::RoundRobin => {
-                let counter = &mut self.round_robin[usize::from(!from_left)];
-                *counter += 1;
-                (*counter - 1) % n
-            }
+            PathSelection::RoundRobin => return None,
         };
-        PathId(index as u32)
+        Some(PathId(index as u32))
     }
 
-    /// A packet leaves host `from` at `now`. Returns false if no host has its destination
-    /// address (the packet is discarded). Call [`Network::poll`] afterwards.
-    pub fn send(&mut self, now: Nanos, from: HostId, packet: Packet<P>) -> bool {
-        let Some(to) = self.host_of(packet.flow.dst) else { return false };
-        let Some(src) = self.hosts.get(from.0 as usize) else { return false };
-        let dst = &self.hosts[to.0 as usize];
-        let (up, down, same_side, from_left) = (src.up, dst.down, src.side == dst.side, src.side == Side::Left);
-        let route = if same_side {
-            Route { hops: [up, down, 0], len: 2, next: 0, dst: to }
-        } else {
-            let path_id = self.select_path(from, to, &packet.flow);
-            let path = &self.paths[path_id.0 as usize];
-            let middle = if from_left { path.forward } else { path.reverse };
-            Route { hops: [up, middle, down], len: 3, next: 0, dst: to }
-        };
-        let mut packet = packet.map(|payload| Transit { route, payload });
-        packet.delay_credit = self.delay_compensation;
-        self.links[up as usize].arrive(now, packet, &mut self.events);
-        self.refresh(up as usize);
-        true
+    /// The link directions from `from` to `to` over `path` (None: the hosts are on one side).
+    fn hops(&self, from: HostId, to: HostId, path: Option<PathId>) -> ([u32; 3], u8) {
+        let (src, dst) = (&self.hosts[from.0 as usize], &self.hosts[to.0 as usize]);
+        match path.and_then(|p| self.paths.get(p.0 as usize)).filter(|_| src.side != dst.side) {
+            Some(p) => ([src.up, if src.side == Side::Left { p.forward } else { p.reverse }, dst.down], 3),
+            None => ([src.up, dst.down, 0], 2),
+        }
     }
 
     /// The earliest time at which [`Network::poll`] has something to do.
     pub fn next_wakeup(&self) -> Option<Nanos> {
         self.next_events.iter().copied().min().filter(|&t| t != NEVER)
+    }
+
+    /// Whether a packet of several wire segments of `flow`, `segment_size` bytes each but the
+    /// last, sent by `from` now would cross every link direction of its route whole (see
+    /// [`Link::takes_whole`]): not while events are recorded (each segment's are, in order),
+    /// never over round-robin paths. A driver splits other packets itself before sending.
+    pub fn carries_whole(&self, from: HostId, flow: &FlowKey, segment_size: u32) -> bool {
+        if self.events.enabled || from.0 as usize >= self.hosts.len() {
+            return false;
+        }
+        let Some(to) = self.host_of(flow.dst) else { return false };
+        let same_side = self.hosts[from.0 as usize].side == self.hosts[to.0 as usize].side;
+        let path = if same_side { None } else { self.fixed_path(from, to, flow) };
+        if !same_side && path.is_none() {
+            return false;
+        }
+        let (hops, len) = self.hops(from, to, path);
+        hops[..usize::from(len)].iter().all(|&l| self.links[l as usize].takes_whole(segment_size))
+    }
+}
+
+impl<P: Segmented> Network<P> {
+    /// A packet leaves host `from` at `now`. Returns false if no host has its destination
+    /// address (the packet is discarded). Call [`Network::poll`] afterwards. A packet of several
+    /// segments is carried whole as far as the links allow and split from there.
+    pub fn send(&mut self, now: Nanos, from: HostId, packet: Packet<P>) -> bool {
+        let Some(to) = self.host_of(packet.flow.dst) else { return false };
+        if from.0 as usize >= self.hosts.len() {
+            return false;
+        }
+        let same_side = self.hosts[from.0 as usize].side == self.hosts[to.0 as usize].side;
+        let path = if same_side {
+            None
+        } else if let Some(path) = self.fixed_path(from, to, &packet.flow) {
+            Some(path)
+        } else if packet.segments > 1 {
+            // Round robin sends each segment on the next path.
+            packet.into_segments(|segment| {
+                self.send(now, from, segment);
+            });
+            return true;
+        } else {
+            Some(self.select_path(from, to, &packet.flow))
+        };
+        let (hops, len) = self.hops(from, to, path);
+        let route = Route { hops, len, next: 0, dst: to };
+        let mut packet = packet.map(|payload| Transit { route, payload });
+        packet.delay_credit = self.delay_compensation;
+        self.enter(hops[0] as usize, now, packet);
+        true
+    }
+
+    /// A packet arrives at link direction `link`: whole if it is one packet or the link takes
+    /// it whole, else segment by segment.
+    fn enter(&mut self, link: usize, now: Nanos, packet: Packet<Transit<P>>) {
+        let whole = packet.segments <= 1 || (!self.events.enabled && self.links[link].takes_whole(packet.segment_size));
+        if whole {
+            self.links[link].arrive(now, packet, &mut self.events);
+        } else {
+            let (links, events) = (&mut self.links, &mut self.events);
+            packet.into_segments(|segment| {
+                links[link].arrive(now, segment, events);
+            });
+        }
+        self.refresh(link);
     }
 
     /// Processes every event due at or before `now` in time order; packets that reached their
@@ -416,8 +486,7 @@ impl<P> Network<P> {
             route.next += 1;
             if route.next < route.len {
                 let hop = route.hops[usize::from(route.next)] as usize;
-                self.links[hop].arrive(time, packet, &mut self.events);
-                self.refresh(hop);
+                self.enter(hop, time, packet);
             } else {
                 let host = route.dst;
                 out.push(Delivered { time, host, packet: packet.map(|t| t.payload) });

@@ -64,13 +64,23 @@ impl fmt::Display for FlowKey {
 
 /// A packet travelling through the model. `P` is whatever the driver needs to carry along
 /// (the bytes in the emulator, `()` in tests).
+///
+/// A packet may stand for several wire segments sent back to back at the same moment (a GSO
+/// super-packet the driver read whole): the model carries it whole only over links where every
+/// segment's fate is the one it would have alone ([`crate::Link::takes_whole`]), counts and logs
+/// it per segment, and splits it ([`Segmented`]) before any other link.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packet<P> {
-    /// IP packet size in bytes (what the rate and byte limits count).
+    /// IP bytes in bytes (what the rate and byte limits count): of all its segments together.
     pub size: u32,
+    /// Wire segments it stands for (1: a single packet).
+    pub segments: u32,
+    /// IP bytes of each segment but the last (of a single packet: `size`).
+    pub segment_size: u32,
     /// The 5-tuple.
     pub flow: FlowKey,
-    /// The IPv4 identification field (for matching events with captures).
+    /// The IPv4 identification field (for matching events with captures); the segments of a
+    /// super-packet count up from it.
     pub ip_id: u16,
     /// Opaque payload.
     pub payload: P,
@@ -83,12 +93,70 @@ pub struct Packet<P> {
 impl<P> Packet<P> {
     /// A packet with the given metadata.
     pub fn new(size: u32, flow: FlowKey, ip_id: u16, payload: P) -> Self {
-        Packet { size, flow, ip_id, payload, delay_credit: 0 }
+        Packet { size, segments: 1, segment_size: size, flow, ip_id, payload, delay_credit: 0 }
+    }
+
+    /// A packet standing for `segments` wire segments (at least 1) of `segment_size` IP bytes
+    /// each but the last, `size` in all, their IP ids counting up from `ip_id`.
+    pub fn segmented(size: u32, segment_size: u32, segments: u32, flow: FlowKey, ip_id: u16, payload: P) -> Self {
+        Packet { size, segments: segments.max(1), segment_size, flow, ip_id, payload, delay_credit: 0 }
     }
 
     /// The same packet with another payload.
     pub fn map<Q>(self, f: impl FnOnce(P) -> Q) -> Packet<Q> {
-        Packet { size: self.size, flow: self.flow, ip_id: self.ip_id, payload: f(self.payload), delay_credit: self.delay_credit }
+        let Packet { size, segments, segment_size, flow, ip_id, payload, delay_credit } = self;
+        Packet { size, segments, segment_size, flow, ip_id, payload: f(payload), delay_credit }
+    }
+
+    /// Each segment's (IP bytes, IP id), in order.
+    pub fn segment_sizes(&self) -> impl Iterator<Item = (u32, u16)> + '_ {
+        let before_last = self.segments.saturating_sub(1);
+        (0..self.segments).map(move |i| {
+            let size = if i < before_last {
+                self.segment_size
+            } else {
+                self.size.saturating_sub(self.segment_size.saturating_mul(before_last))
+            };
+            (size, self.ip_id.wrapping_add(i as u16))
+        })
+    }
+}
+
+/// A payload that can stand for several wire segments: how the model splits a packet carried
+/// whole before a link where its segments' fates may differ.
+pub trait Segmented: Sized {
+    /// The payloads of the `segments` wire segments this payload stands for, in order, handed
+    /// to `each`.
+    fn split(self, segments: u32, each: &mut dyn FnMut(Self));
+}
+
+/// Payloads that are tags (the model's tests number their packets): every segment carries a
+/// copy.
+macro_rules! segmented_by_copy {
+    ($($tag:ty),*) => {$(
+        impl Segmented for $tag {
+            fn split(self, segments: u32, each: &mut dyn FnMut($tag)) {
+                (0..segments).for_each(|_| each(self));
+            }
+        }
+    )*};
+}
+segmented_by_copy!((), u16, u32, u64);
+
+impl<P: Segmented> Packet<P> {
+    /// This packet's wire segments as packets of their own, in order (itself if it is one).
+    pub fn into_segments(self, mut each: impl FnMut(Packet<P>)) {
+        if self.segments <= 1 {
+            return each(self);
+        }
+        let sizes: Vec<(u32, u16)> = self.segment_sizes().collect();
+        let Packet { flow, delay_credit, payload, .. } = self;
+        let mut sizes = sizes.into_iter();
+        payload.split(sizes.len() as u32, &mut |payload| {
+            if let Some((size, ip_id)) = sizes.next() {
+                each(Packet { size, segments: 1, segment_size: size, flow, ip_id, payload, delay_credit });
+            }
+        });
     }
 }
 
@@ -125,7 +193,7 @@ impl Packet<Vec<u8>> {
     pub fn from_ipv4(bytes: Vec<u8>) -> Result<Self, PacketError> {
         let (flow, ip_id) = parse_ipv4(&bytes)?;
         let size = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-        Ok(Packet { size, flow, ip_id, payload: bytes, delay_credit: 0 })
+        Ok(Packet::new(size, flow, ip_id, bytes))
     }
 }
 

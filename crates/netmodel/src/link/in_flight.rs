@@ -46,17 +46,20 @@ impl<P> Ord for InFlight<P> {
 pub(super) struct InFlightQueue<P> {
     in_order: VecDeque<InFlight<P>>,
     out_of_order: BinaryHeap<InFlight<P>>,
+    /// Wire segments in both (a packet carried whole counts each of its segments).
+    segments: usize,
 }
 
 impl<P> Default for InFlightQueue<P> {
     fn default() -> Self {
-        InFlightQueue { in_order: VecDeque::new(), out_of_order: BinaryHeap::new() }
+        InFlightQueue { in_order: VecDeque::new(), out_of_order: BinaryHeap::new(), segments: 0 }
     }
 }
 
 impl<P> InFlightQueue<P> {
     /// Adds a packet; its `seq` must exceed every earlier one's.
     pub(super) fn push(&mut self, flight: InFlight<P>) {
+        self.segments += flight.packet.segments as usize;
         if self.in_order.back().is_none_or(|last| last.deliver_at <= flight.deliver_at) {
             self.in_order.push_back(flight);
         } else {
@@ -79,16 +82,14 @@ impl<P> InFlightQueue<P> {
             (None, Some(_)) => true,
             _ => false,
         };
-        if from_heap {
-            self.out_of_order.pop()
-        } else {
-            self.in_order.pop_front()
-        }
+        let flight = if from_heap { self.out_of_order.pop() } else { self.in_order.pop_front() }?;
+        self.segments -= flight.packet.segments as usize;
+        Some(flight)
     }
 
-    /// Packets in flight.
+    /// Wire segments in flight.
     pub(super) fn len(&self) -> usize {
-        self.in_order.len() + self.out_of_order.len()
+        self.segments
     }
 
     /// Whether none is in flight.
@@ -103,7 +104,7 @@ mod tests {
     use crate::packet::Packet;
 
     fn flight(deliver_at: Nanos, seq: u64) -> InFlight<()> {
-        let packet = Packet { size: 100, flow: Default::default(), ip_id: seq as u16, payload: (), delay_credit: 0 };
+        let packet = Packet::new(100, Default::default(), seq as u16, ());
         InFlight { deliver_at, seq, packet }
     }
 

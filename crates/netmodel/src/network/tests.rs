@@ -29,7 +29,7 @@ fn flow(sport: u16) -> FlowKey {
     FlowKey { src: Ipv4Addr::new(10, 77, 0, 1), dst: Ipv4Addr::new(10, 77, 1, 1), sport, dport: 5201, proto: 6 }
 }
 
-fn run_until_idle<P>(net: &mut Network<P>) -> Vec<Delivered<P>> {
+fn run_until_idle<P: Segmented>(net: &mut Network<P>) -> Vec<Delivered<P>> {
     let mut out = Vec::new();
     while let Some(t) = net.next_wakeup() {
         net.poll(t, &mut out);
@@ -210,4 +210,99 @@ fn delay_compensation_keeps_a_rate_limited_stream_in_order_and_at_rate() {
     for w in out.windows(2) {
         assert_eq!(w[1].time - w[0].time, 1200 * US);
     }
+}
+
+/// One client and one server over one path, every link direction configured alike.
+fn uniform_spec(link: &LinkConfig, pins: bool) -> TopologySpec {
+    TopologySpec {
+        seed: 21,
+        hosts: vec![
+            host("client", Side::Left, [10, 77, 0, 1], link.clone(), link.clone()),
+            host("server", Side::Right, [10, 77, 1, 1], link.clone(), link.clone()),
+        ],
+        paths: vec![
+            PathSpec { name: "p0".into(), forward: link.clone(), reverse: link.clone() },
+            PathSpec { name: "p1".into(), forward: link.clone(), reverse: link.clone() },
+        ],
+        selection: if pins { PathSelection::EcmpHash } else { PathSelection::RoundRobin },
+        pins: vec![],
+    }
+}
+
+/// Each delivered wire segment as (time, host, size, ip id).
+fn per_segment(delivered: &[Delivered<u32>]) -> Vec<(Nanos, HostId, u32, u16)> {
+    delivered.iter().flat_map(|d| d.packet.segment_sizes().map(move |(size, id)| (d.time, d.host, size, id))).collect()
+}
+
+#[test]
+fn a_packet_carried_whole_meets_the_fates_its_segments_meet_alone() {
+    use crate::config::{JitterConfig, JitterDistribution, LossConfig};
+    let rated = LinkConfig::with_rate(100_000_000, 2 * MS);
+    let cases: Vec<(&str, LinkConfig, bool, bool)> = vec![
+        // (name, every link, hashed paths (else round robin), carried whole all the way)
+        ("ideal", LinkConfig::default(), true, true),
+        ("delay", LinkConfig { delay: 5 * MS, ..LinkConfig::default() }, true, true),
+        ("round robin", LinkConfig { delay: 5 * MS, ..LinkConfig::default() }, false, false),
+        ("rate", rated, true, false),
+        ("loss", LinkConfig { loss: Some(LossConfig::Bernoulli { p: 0.3 }), ..LinkConfig::default() }, true, false),
+        (
+            "jitter",
+            LinkConfig {
+                delay: 5 * MS,
+                jitter: Some(JitterConfig { std: MS, dist: JitterDistribution::Normal, preserve_order: false }),
+                ..LinkConfig::default()
+            },
+            true,
+            false,
+        ),
+    ];
+    // Super-packets of 1, 2, 7 and 45 segments (1500 bytes each, a short last one) and a lone ACK.
+    let sends: [(Nanos, u32, u32); 5] = [(0, 45, 700), (10 * US, 7, 100), (MS, 1, 1500), (MS + 5, 2, 1), (3 * MS, 1, 52)];
+    for (name, link, hashed, whole) in cases {
+        for events in [false, true] {
+            let mut carried = Network::new(uniform_spec(&link, hashed)).unwrap();
+            let mut alone = Network::new(uniform_spec(&link, hashed)).unwrap();
+            carried.record_events(events);
+            alone.record_events(events);
+            assert_eq!(carried.carries_whole(HostId(0), &flow(1000), 1500), whole && !events, "{name}");
+            for (i, &(t, segments, last)) in sends.iter().enumerate() {
+                let size = (segments - 1) * 1500 + last;
+                let ip_id = 100 * i as u16;
+                let segment_size = if segments > 1 { 1500 } else { size };
+                carried.send(t, HostId(0), Packet::segmented(size, segment_size, segments, flow(1000), ip_id, i as u32));
+                for s in 0..segments {
+                    let size = if s + 1 < segments { 1500 } else { last };
+                    alone.send(t, HostId(0), Packet::new(size, flow(1000), ip_id.wrapping_add(s as u16), i as u32));
+                }
+            }
+            let (got, want) = (run_until_idle(&mut carried), run_until_idle(&mut alone));
+            assert_eq!(per_segment(&got), per_segment(&want), "{name}, events {events}");
+            let tags = |d: &[Delivered<u32>]| d.iter().flat_map(|d| vec![d.packet.payload; d.packet.segments as usize]).collect::<Vec<_>>();
+            assert_eq!(tags(&got), tags(&want), "{name}");
+            assert_eq!(got.iter().any(|d| d.packet.segments > 1), whole && !events, "{name}: carried whole");
+            let counters = |n: &Network<u32>| n.counters().map(|(name, c)| (name.to_string(), c)).collect::<Vec<_>>();
+            assert_eq!(counters(&carried), counters(&alone), "{name}, events {events}");
+            let log = |n: &mut Network<u32>| n.drain_events().collect::<Vec<_>>();
+            assert_eq!(log(&mut carried), log(&mut alone), "{name}");
+        }
+    }
+}
+
+#[test]
+fn a_packet_carried_whole_counts_its_segments_in_flight_and_in_the_log() {
+    let link = LinkConfig { delay: 5 * MS, ..LinkConfig::default() };
+    let mut net = Network::new(uniform_spec(&link, true)).unwrap();
+    net.send(0, HostId(0), Packet::segmented(3 * 1500 + 60, 1500, 4, flow(1000), 7, 0u32));
+    let up = net.link(LinkId(0)).unwrap().counters();
+    assert_eq!((up.enqueued_packets, up.enqueued_bytes, up.in_flight_packets), (4, 4560, 4));
+    assert_eq!((up.max_queue_packets, up.max_queue_bytes), (1, 1500), "each segment alone in the queue");
+    // The log starts while it is in flight: its delivery is logged per segment, and from the
+    // next link on it travels split.
+    net.record_events(true);
+    let delivered = run_until_idle(&mut net);
+    assert_eq!(delivered.len(), 4);
+    let events: Vec<Event> = net.drain_events().collect();
+    assert_eq!(events.len(), 4 + 2 * (4 + 4), "per segment: a delivery from the first link, then an enqueue and a delivery on two");
+    let first_link: Vec<(u32, u16)> = events.iter().filter(|e| e.link == 0).map(|e| (e.size, e.ip_id)).collect();
+    assert_eq!(first_link, vec![(1500, 7), (1500, 8), (1500, 9), (60, 10)]);
 }
