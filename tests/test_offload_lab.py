@@ -119,6 +119,36 @@ def test_bulk_transfer_delivers_the_exact_bytes_as_wire_segments(
     assert sum(sizes) == links["server.down"]["delivered_bytes"] + links["server.up"]["delivered_bytes"]
 
 
+@pytest.mark.parametrize("shaped", [False, True], ids=["ideal-route", "shaped-route"])
+def test_super_packets_cross_whole_only_where_their_route_takes_them_whole(
+    emu_binary: Path, lab_name: Callable[[], str], shaped: bool
+) -> None:
+    """Without a capture, a route of delay-only links carries super-packets whole (counted and
+    delivered per segment); a shaped bottleneck splits them at the read."""
+    name = lab_name()
+    bottleneck = link(delay_ns=ms_to_ns(1), rate_bps=200_000_000) if shaped else link(delay_ns=ms_to_ns(1))
+    topology = dumbbell(name, ["client"], ["server"], paths=[path("p0", forward=bottleneck)])
+    with Lab(topology, offload=True) as lab:
+        lab.reset_counters()
+        sent, received = _transfer(lab)
+        lab.await_quiet()
+        counters = lab.counters()
+    assert received == sent, "the server must receive exactly the bytes the client sent"
+    emulator, links = counters["emulator"], counters["links"]
+    assert emulator["rx_super_packets"] > 0
+    assert (emulator["rx_whole_super_packets"] > 0) != shaped
+    assert emulator["rx_whole_super_packets"] <= emulator["rx_super_packets"]
+    assert emulator["rx_malformed"] == 0 and emulator["tx_errors"] == 0
+    assert emulator["rx_packets"] == emulator["tx_packets"]
+    assert emulator["delivery_late"]["packets"] == emulator["tx_packets"], "lateness counts wire segments"
+    for direction in ("client.up", "p0.forward", "server.down"):
+        counted = links[direction]
+        assert counted["delivered_bytes"] <= MTU * counted["delivered_packets"], direction
+        assert counted["max_queue_bytes"] <= MTU or shaped, direction
+    assert links["server.down"]["delivered_bytes"] == links["client.up"]["delivered_bytes"] >= TRANSFER_BYTES
+    assert links["server.down"]["delivered_packets"] == links["client.up"]["delivered_packets"]
+
+
 def test_random_loss_acts_per_segment_with_offloads(emu_binary: Path, lab_name: Callable[[], str]) -> None:
     name = lab_name()
     topology = dumbbell(name, ["client"], ["server"], paths=[path("p0", forward=link(delay_ns=ms_to_ns(1), loss=LOSS))])

@@ -67,7 +67,7 @@ fn frame(packet: &[u8], partial: bool) -> Frame {
             addresses.copy_from_slice(&bytes[12..20]);
             let pseudo = pseudo_header_sum(&addresses, bytes[9], (bytes.len() - start) as u16);
             bytes[start + offset..start + offset + 2].copy_from_slice(&pseudo.to_be_bytes());
-            Frame { bytes, partial_checksum: true }
+            Frame::partial(bytes)
         }
         _ => Frame::complete(bytes),
     }

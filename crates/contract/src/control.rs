@@ -403,6 +403,10 @@ pub struct EmulatorCounters {
     /// TUN reads that carried a GSO super-packet (offloads on; docs/emulator.md).
     #[serde(default)]
     pub rx_super_packets: u64,
+    /// Of those, the super-packets that crossed the model whole, not split into wire segments
+    /// at the read (their route took them whole; docs/emulator.md).
+    #[serde(default)]
+    pub rx_whole_super_packets: u64,
     /// TUN reads that could not be split into wire segments (a malformed virtio-net header or
     /// super-packet), dropped.
     #[serde(default)]

@@ -8,9 +8,12 @@
 use contract::control::EmulatorCounters;
 use netmodel::{Delivered, Event, HostId, LinkConfig, LinkCounters, LinkId, Nanos, Network, Packet, PathId, PathSelection};
 
-use crate::frame::Frame;
+use crate::frame::{Frame, FramePool, GsoShape};
 use crate::lateness::Lateness;
+use crate::vnet;
 use crate::writer::{CapturedPacket, PendingSummary, Writer};
+
+const PROTO_TCP: u8 = 6;
 
 /// A change or a question for the packet loop, checked by the control plane.
 pub enum Command {
@@ -71,6 +74,7 @@ pub enum Outcome {
 pub struct LoopCounters {
     rx_packets: u64,
     rx_super_packets: u64,
+    rx_whole_super_packets: u64,
     rx_malformed: u64,
     tx_packets: u64,
     unroutable: u64,
@@ -93,6 +97,11 @@ pub struct DataPlane {
     events: Option<Writer<Vec<Event>>>,
     delivered: Vec<Delivered<Frame>>,
     stopping: bool,
+    /// Per host: whether its device takes a super-packet whole, for TCP and for UDP (set by
+    /// the loop from the devices; none by default).
+    takes_whole: Vec<[bool; 2]>,
+    /// Buffers for the capture's copies of a super-packet's segments.
+    capture_pool: FramePool,
 }
 
 impl DataPlane {
@@ -107,7 +116,31 @@ impl DataPlane {
             events: None,
             delivered: Vec::new(),
             stopping: false,
+            takes_whole: Vec::new(),
+            capture_pool: FramePool::default(),
         }
+    }
+
+    /// Whether `host`'s device takes super-packets whole, of TCP and of UDP.
+    pub fn set_takes_whole(&mut self, host: usize, tcp: bool, udp: bool) {
+        if self.takes_whole.len() <= host {
+            self.takes_whole.resize(host + 1, [false, false]);
+        }
+        self.takes_whole[host] = [tcp, udp];
+    }
+
+    /// Whether a super-packet `ip` (of `shape`) read from `host` crosses the model whole: its
+    /// route takes it whole, nothing captures either end, and the receiving device can take it.
+    pub fn keeps_whole(&self, host: usize, ip: &[u8], shape: &GsoShape) -> bool {
+        let Ok((flow, _)) = netmodel::parse_ipv4(ip) else { return false };
+        let Some(to) = self.net.host_of(flow.dst) else { return false };
+        let to = to.0 as usize;
+        let captured = |h: usize| self.pcaps.get(h).is_some_and(Option::is_some);
+        let receiver_takes = self.takes_whole.get(to).is_some_and(|t| t[usize::from(shape.proto != PROTO_TCP)]);
+        receiver_takes
+            && !captured(host)
+            && !captured(to)
+            && self.net.carries_whole(HostId(host as u32), &flow, shape.segment_size() as u32)
     }
 
     /// The model (read only: it changes through commands and packets).
@@ -132,19 +165,39 @@ impl DataPlane {
 
     /// A packet read from `host` at model time `now` (its buffer becomes the model's packet).
     pub fn ingest(&mut self, now: Nanos, host: usize, frame: Frame) {
-        self.counters.rx_packets += 1;
-        if let Some(Some(w)) = self.pcaps.get_mut(host) {
-            w.offer((self.start_unix_ns + now, frame.wire_copy()), 1);
-        }
-        let Frame { bytes, partial_checksum } = frame;
-        match Packet::from_ipv4(bytes) {
-            Ok(packet) => {
-                let packet = packet.map(|bytes| Frame { bytes, partial_checksum });
-                if !self.net.send(now, HostId(host as u32), packet) {
-                    self.counters.unroutable += 1;
-                }
+        let segments = frame.gso.map_or(1, |shape| shape.segments);
+        self.counters.rx_packets += segments as u64;
+        self.counters.rx_whole_super_packets += u64::from(frame.gso.is_some());
+        self.capture(host, now, &frame);
+        let packet = match (netmodel::parse_ipv4(frame.ip()), frame.gso) {
+            (Err(_), _) => {
+                self.counters.non_ipv4 += segments as u64;
+                return;
             }
-            Err(_) => self.counters.non_ipv4 += 1,
+            (Ok((flow, ip_id)), None) => Packet::new(frame.bytes.len() as u32, flow, ip_id, frame),
+            (Ok((flow, ip_id)), Some(shape)) => {
+                let (size, segment_size) = (shape.wire_bytes() as u32, shape.segment_size() as u32);
+                Packet::segmented(size, segment_size, segments as u32, flow, ip_id, frame)
+            }
+        };
+        if !self.net.send(now, HostId(host as u32), packet) {
+            self.counters.unroutable += segments as u64;
+        }
+    }
+
+    /// Offers `frame` to `host`'s capture, if one runs: each wire segment, checksums complete.
+    fn capture(&mut self, host: usize, now: Nanos, frame: &Frame) {
+        let Some(Some(w)) = self.pcaps.get_mut(host) else { return };
+        let time = self.start_unix_ns + now;
+        if frame.gso.is_none() {
+            return w.offer((time, frame.wire_copy()), 1);
+        }
+        // A super-packet read whole before the capture started: split a copy.
+        let mut segments = Vec::new();
+        vnet::split_whole(frame.clone(), &mut self.capture_pool, |segment| segments.push(segment));
+        for segment in segments {
+            w.offer((time, segment.wire_copy()), 1);
+            self.capture_pool.give(segment.bytes);
         }
     }
 
@@ -152,18 +205,19 @@ impl DataPlane {
     /// and hands the recorded events to the event writer.
     pub fn forward_due(&mut self, now: Nanos, mut send: impl FnMut(usize, Frame) -> bool) {
         self.net.poll(now, &mut self.delivered);
-        for d in self.delivered.drain(..) {
-            self.counters.delivery_lateness.record(now.saturating_sub(d.time));
+        let mut delivered = std::mem::take(&mut self.delivered);
+        for d in delivered.drain(..) {
+            let segments = u64::from(d.packet.segments);
+            self.counters.delivery_lateness.record_many(now.saturating_sub(d.time), segments);
             let host = d.host.0 as usize;
-            if let Some(Some(w)) = self.pcaps.get_mut(host) {
-                w.offer((self.start_unix_ns + now, d.packet.payload.wire_copy()), 1);
-            }
+            self.capture(host, now, &d.packet.payload);
             if send(host, d.packet.payload) {
-                self.counters.tx_packets += 1;
+                self.counters.tx_packets += segments;
             } else {
-                self.counters.tx_errors += 1;
+                self.counters.tx_errors += segments;
             }
         }
+        self.delivered = delivered;
         let events: Vec<Event> = self.net.drain_events().collect();
         if let (false, Some(w)) = (events.is_empty(), &mut self.events) {
             let n = events.len() as u64;
@@ -269,6 +323,7 @@ impl DataPlane {
         EmulatorCounters {
             rx_packets: c.rx_packets,
             rx_super_packets: c.rx_super_packets,
+            rx_whole_super_packets: c.rx_whole_super_packets,
             rx_malformed: c.rx_malformed,
             tx_packets: c.tx_packets,
             unroutable: c.unroutable,

@@ -15,12 +15,14 @@ use rustix::event::{epoll, Timespec};
 use crate::clock::Clock;
 use crate::control::Envelope;
 use crate::dataplane::DataPlane;
-use crate::frame::Frame;
-use crate::host_io::{Buffers, HostIo, Read};
+use crate::frame::{Frame, GsoShape};
+use crate::host_io::{Arrivals, Buffers, HostIo, Read};
 
 const TOKEN_WAKE: u64 = u64::MAX - 1;
 const TOKEN_SIGNAL: u64 = u64::MAX - 2;
 const READ_BATCH: usize = 64;
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
 
 /// Limits busy-polling to a share of each window. At high packet rates the loop would spin
 /// before every packet and never sleep: under SCHED_FIFO the kernel then throttles it (a 50 ms
@@ -92,6 +94,23 @@ impl LoopLoad {
     }
 }
 
+/// One read's packets from `host`, into the model at `now`.
+struct HostArrivals<'a> {
+    plane: &'a mut DataPlane,
+    host: usize,
+    now: Nanos,
+}
+
+impl Arrivals for HostArrivals<'_> {
+    fn keeps_whole(&self, ip: &[u8], shape: &GsoShape) -> bool {
+        self.plane.keeps_whole(self.host, ip, shape)
+    }
+
+    fn arrive(&mut self, frame: Frame) {
+        self.plane.ingest(self.now, self.host, frame);
+    }
+}
+
 /// The packet loop: the devices and timing around the [`DataPlane`].
 pub struct Engine {
     plane: DataPlane,
@@ -122,6 +141,10 @@ impl Engine {
         requests: Receiver<Envelope>,
         clock: Clock,
     ) -> std::io::Result<Engine> {
+        let mut plane = plane;
+        for (host, tun) in tuns.iter().enumerate() {
+            plane.set_takes_whole(host, tun.takes_whole(PROTO_TCP), tun.takes_whole(PROTO_UDP));
+        }
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         for (i, tun) in tuns.iter().enumerate() {
             epoll::add(&epoll, tun.device().as_fd(), epoll::EventData::new_u64(i as u64), epoll::EventFlags::IN)?;
@@ -257,12 +280,11 @@ impl Engine {
         let Some(tun) = self.tuns.get(host) else { return };
         for _ in 0..READ_BATCH {
             // Every segment of a super-packet arrived at the same moment.
-            let now = self.clock.now();
-            let plane = &mut self.plane;
-            match tun.read(&mut self.buffers, |frame| plane.ingest(now, host, frame)) {
+            let mut to = HostArrivals { plane: &mut self.plane, host, now: self.clock.now() };
+            match tun.read(&mut self.buffers, &mut to) {
                 Read::Empty => return,
-                Read::Segments(n) => plane.count_read(n),
-                Read::Malformed => plane.count_malformed(),
+                Read::Segments(n) => self.plane.count_read(n),
+                Read::Malformed => self.plane.count_malformed(),
             }
         }
     }

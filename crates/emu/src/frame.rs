@@ -15,6 +15,10 @@
 pub const SEGMENT_ROOM: usize = 2048;
 /// Idle buffers the pool keeps at most (8 MB of segments); beyond that they are freed.
 const POOL_CAP: usize = 4096;
+/// Room of a datagram buffer: a 64 KB GSO packet and its virtio-net header.
+pub const DATAGRAM_ROOM: usize = 65_536 + VNET_HEADER_LEN;
+/// Idle datagram buffers the pool keeps at most (8 MB).
+const DATAGRAM_POOL_CAP: usize = 128;
 
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
@@ -23,20 +27,74 @@ pub const TCP_CHECKSUM_OFFSET: usize = 16;
 /// See [`TCP_CHECKSUM_OFFSET`].
 pub const UDP_CHECKSUM_OFFSET: usize = 6;
 
-/// An IPv4 packet travelling through the emulator.
+/// An IPv4 packet travelling through the emulator: one wire segment, or a GSO super-packet
+/// carried whole (see [`Frame::whole`]).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Frame {
-    /// The IP packet.
+    /// The IP packet; of a super-packet carried whole, the datagram as the sending device read
+    /// it: its virtio-net header ([`VNET_HEADER_LEN`] bytes), then the IP packet.
     pub bytes: Vec<u8>,
     /// The TCP or UDP checksum holds only the pseudo-header sum (still to be completed over the
     /// transport header and payload, as a NIC with checksum offload would).
     pub partial_checksum: bool,
+    /// The shape of a super-packet carried whole (checked when it was read); None for a wire
+    /// segment.
+    pub gso: Option<GsoShape>,
+}
+
+/// Length of the virtio-net header in front of every datagram on a TUN with offloads.
+pub const VNET_HEADER_LEN: usize = 10;
+
+/// The checked shape of a GSO super-packet: what its wire segments will be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GsoShape {
+    /// Length of the IP header.
+    pub ip_header: usize,
+    /// IP and transport headers: what every segment repeats.
+    pub headers: usize,
+    /// IP protocol (TCP or UDP).
+    pub proto: u8,
+    /// Payload bytes of every segment but the last.
+    pub gso_size: usize,
+    /// Wire segments (at least 1).
+    pub segments: usize,
+    /// IP bytes of the super-packet.
+    pub ip_len: usize,
+}
+
+impl GsoShape {
+    /// IP bytes of each segment but the last.
+    pub fn segment_size(&self) -> usize {
+        self.headers + self.gso_size.min(self.ip_len - self.headers)
+    }
+
+    /// IP bytes of all segments together (each repeats the headers).
+    pub fn wire_bytes(&self) -> usize {
+        self.ip_len + (self.segments - 1) * self.headers
+    }
 }
 
 impl Frame {
     /// A packet whose checksums are complete (or that has none to complete).
     pub fn complete(bytes: Vec<u8>) -> Frame {
-        Frame { bytes, partial_checksum: false }
+        Frame { bytes, partial_checksum: false, gso: None }
+    }
+
+    /// A packet whose transport checksum holds only the pseudo-header sum.
+    pub fn partial(bytes: Vec<u8>) -> Frame {
+        Frame { bytes, partial_checksum: true, gso: None }
+    }
+
+    /// A super-packet carried whole: `datagram` as the device read it (virtio-net header
+    /// first), `shape` what checking it gave.
+    pub fn whole(datagram: Vec<u8>, shape: GsoShape) -> Frame {
+        Frame { bytes: datagram, partial_checksum: true, gso: Some(shape) }
+    }
+
+    /// The IP packet.
+    pub fn ip(&self) -> &[u8] {
+        let start = if self.gso.is_some() { VNET_HEADER_LEN } else { 0 };
+        self.bytes.get(start..).unwrap_or_default()
     }
 
     /// Completes the transport checksum in place, if it is partial.
@@ -136,10 +194,12 @@ pub fn set_ipv4_header_checksum(header: &mut [u8]) {
     header[10..12].copy_from_slice(&checksum.to_be_bytes());
 }
 
-/// Recycled packet buffers, shared by every host's reads and writes.
+/// Recycled packet buffers, shared by every host's reads and writes: segment-sized ones, and
+/// datagram-sized ones that super-packets carried whole were read into.
 #[derive(Debug, Default)]
 pub struct FramePool {
     free: Vec<Vec<u8>>,
+    free_datagrams: Vec<Vec<u8>>,
 }
 
 impl FramePool {
@@ -148,12 +208,25 @@ impl FramePool {
         self.free.pop().unwrap_or_else(|| Vec::with_capacity(SEGMENT_ROOM))
     }
 
-    /// Returns a buffer once its packet has been written. Only segment-sized buffers are kept,
-    /// and at most [`POOL_CAP`] of them.
+    /// An empty buffer with room for the largest datagram a read returns.
+    pub fn take_datagram(&mut self) -> Vec<u8> {
+        self.free_datagrams.pop().unwrap_or_else(|| Vec::with_capacity(DATAGRAM_ROOM))
+    }
+
+    /// Returns a buffer once its packet has been written. Only segment-sized and datagram-sized
+    /// buffers are kept, at most [`POOL_CAP`] and [`DATAGRAM_POOL_CAP`] of them.
     pub fn give(&mut self, mut bytes: Vec<u8>) {
-        if self.free.len() < POOL_CAP && (SEGMENT_ROOM..=2 * SEGMENT_ROOM).contains(&bytes.capacity()) {
+        let capacity = bytes.capacity();
+        let (list, cap) = if (SEGMENT_ROOM..=2 * SEGMENT_ROOM).contains(&capacity) {
+            (&mut self.free, POOL_CAP)
+        } else if (DATAGRAM_ROOM..=2 * DATAGRAM_ROOM).contains(&capacity) {
+            (&mut self.free_datagrams, DATAGRAM_POOL_CAP)
+        } else {
+            return;
+        };
+        if list.len() < cap {
             bytes.clear();
-            self.free.push(bytes);
+            list.push(bytes);
         }
     }
 
@@ -218,7 +291,7 @@ pub(crate) mod tests {
         addresses.copy_from_slice(&partial[12..20]);
         let pseudo = pseudo_header_sum(&addresses, PROTO_TCP, (partial.len() - 20) as u16);
         partial[36..38].copy_from_slice(&pseudo.to_be_bytes());
-        let mut frame = Frame { bytes: partial, partial_checksum: true };
+        let mut frame = Frame::partial(partial);
         assert!(!checksums_verify(&frame.bytes));
         assert_eq!(frame.wire_copy(), complete);
         frame.complete_checksum();
@@ -239,7 +312,7 @@ pub(crate) mod tests {
         assert_eq!(checksum_layout(&[0x60; 60]), None);
         assert_eq!(checksum_layout(&[]), None);
         // Completing leaves what it cannot place alone.
-        let mut short = Frame { bytes: vec![0x45; 30], partial_checksum: true };
+        let mut short = Frame::partial(vec![0x45; 30]);
         short.complete_checksum();
         assert_eq!(short.bytes, vec![0x45; 30]);
     }
@@ -254,9 +327,15 @@ pub(crate) mod tests {
         pool.give(buffer);
         let again = pool.take();
         assert_eq!((again.as_ptr(), again.len()), (address, 0), "the same buffer, emptied");
-        pool.give(Vec::with_capacity(64 * 1024));
+        pool.give(Vec::with_capacity(16 * 1024));
         pool.give(Vec::new());
         assert_eq!(pool.idle(), 0, "only segment-sized buffers are kept");
+        let datagram = pool.take_datagram();
+        assert!(datagram.capacity() >= DATAGRAM_ROOM);
+        let address = datagram.as_ptr();
+        pool.give(datagram);
+        let again = pool.take_datagram();
+        assert_eq!((pool.idle(), again.as_ptr()), (0, address), "datagram buffers are kept apart");
         for _ in 0..POOL_CAP + 10 {
             pool.give(Vec::with_capacity(SEGMENT_ROOM));
         }

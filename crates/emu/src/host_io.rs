@@ -3,30 +3,38 @@
 //! With offloads (`IFF_VNET_HDR` and `TUNSETOFFLOAD` CSUM/TSO4/TSO6, plus USO4/USO6 where the
 //! kernel accepts them; tun-rs sets them up) the host's kernel hands the emulator GSO
 //! super-packets of up to 64 KB with a virtio-net header instead of one 1500-byte packet per
-//! read. Reading splits a super-packet into its wire segments (sequence numbers, IP ids, lengths
-//! as the kernel would have sent them: [`crate::vnet::split`]) straight into pooled buffers that become
-//! the model's packets, so the model, the capture and the event log still see one packet per
-//! wire segment. Writing queues the packets the model delivers per host and writes each run of
-//! consecutive segments of a flow as one super-packet with one vectored write (the headers
-//! built once, the segments' payloads written from their own buffers), then returns the
-//! buffers to the pool.
+//! read. A super-packet whose route takes it whole (the reader decides: [`Arrivals`]) stays in
+//! the buffer it was read into and crosses the model as one packet standing for its segments;
+//! any other is split into its wire segments (sequence numbers, IP ids, lengths as the kernel
+//! would have sent them: [`crate::vnet::split`]) straight into pooled buffers that become the
+//! model's packets. Writing queues the packets the model delivers per host and writes a
+//! super-packet carried whole as it was read, and each run of consecutive segments of a flow as
+//! one super-packet with one vectored write (the headers built once, the segments' payloads
+//! written from their own buffers), then returns the buffers to the pool.
 //!
 //! Transport checksums the sending kernel left partial stay partial (the receiving device is
 //! asked to complete them, which for a local receiver means they are trusted as a NIC's would
 //! be); they are completed for a host without offloads and in captures.
 
+use std::os::fd::AsFd;
+
 use tun_rs::SyncDevice;
 
-use crate::frame::{Frame, FramePool};
+use crate::frame::{Frame, FramePool, GsoShape};
 use crate::vnet::{self, MAX_DATAGRAM, VNET_HEADER_LEN};
 
 /// Delivered packets queued per host before they are written (runs coalesce within a batch).
 pub const WRITE_BATCH: usize = 128;
 
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+
 /// Buffers shared by every host (the loop serves one host at a time): the read buffer, and the
 /// pool the packets' buffers come from and return to.
 #[derive(Debug)]
 pub struct Buffers {
+    /// Empty, with room for the largest read (a super-packet carried whole takes it along, and
+    /// a datagram buffer from the pool takes its place).
     raw: Vec<u8>,
     /// Packet buffers, recycled after each write.
     pub pool: FramePool,
@@ -35,8 +43,17 @@ pub struct Buffers {
 impl Buffers {
     /// Room for the largest read.
     pub fn new() -> Buffers {
-        Buffers { raw: vec![0u8; MAX_DATAGRAM], pool: FramePool::default() }
+        let mut pool = FramePool::default();
+        Buffers { raw: pool.take_datagram(), pool }
     }
+}
+
+/// Where a host's reads go: the packet loop's side of a read.
+pub trait Arrivals {
+    /// Whether the super-packet `ip` (its checked `shape`) crosses the model whole.
+    fn keeps_whole(&self, ip: &[u8], shape: &GsoShape) -> bool;
+    /// A packet read: a wire segment, or a super-packet `keeps_whole` kept.
+    fn arrive(&mut self, frame: Frame);
 }
 
 impl Default for Buffers {
@@ -94,32 +111,57 @@ impl HostIo {
         self.offload.is_some()
     }
 
-    /// Reads one datagram and hands each of its wire segments to `each`.
-    pub fn read(&self, buffers: &mut Buffers, mut each: impl FnMut(Frame)) -> Read {
+    /// Reads one datagram and hands it to `to`: whole if it is a super-packet `to` keeps whole,
+    /// else each of its wire segments.
+    pub fn read(&self, buffers: &mut Buffers, to: &mut impl Arrivals) -> Read {
         let Buffers { raw, pool } = buffers;
-        let length = match self.device.recv(raw) {
-            Ok(n) => n.min(raw.len()),
+        raw.clear();
+        debug_assert!(raw.capacity() >= MAX_DATAGRAM);
+        if rustix::io::read(self.device.as_fd(), rustix::buffer::spare_capacity(raw)).is_err() {
             // Would block, interrupted, or the device failed: nothing more now either way.
-            Err(_) => return Read::Empty,
-        };
-        let datagram = &raw[..length];
+            return Read::Empty;
+        }
         if self.offload.is_none() {
             let mut bytes = pool.take();
-            bytes.extend_from_slice(datagram);
-            each(Frame::complete(bytes));
+            bytes.extend_from_slice(raw);
+            to.arrive(Frame::complete(bytes));
             return Read::Segments(1);
         }
-        match vnet::split(datagram, pool, each) {
-            Ok(count) => Read::Segments(count),
+        match vnet::super_packet_shape(raw) {
+            Ok(Some(shape)) if to.keeps_whole(&raw[VNET_HEADER_LEN..], &shape) => {
+                let datagram = std::mem::replace(raw, pool.take_datagram());
+                to.arrive(Frame::whole(datagram, shape));
+                Read::Segments(shape.segments)
+            }
+            Ok(_) => match vnet::split(raw, pool, |frame| to.arrive(frame)) {
+                Ok(count) => Read::Segments(count),
+                Err(_) => Read::Malformed,
+            },
             Err(_) => Read::Malformed,
         }
     }
 
+    /// Whether a super-packet of this IP protocol may be written whole to this device.
+    pub fn takes_whole(&self, proto: u8) -> bool {
+        self.offload.as_ref().is_some_and(|batch| proto == PROTO_TCP || (proto == PROTO_UDP && batch.udp))
+    }
+
     /// Sends `frame`: without offloads at once (false: the write failed), with them at the next
     /// [`HostIo::flush`] or when the batch is full (true). Its buffer goes back to `pool`.
-    pub fn send(&mut self, mut frame: Frame, pool: &mut FramePool) -> bool {
+    pub fn send(&mut self, frame: Frame, pool: &mut FramePool) -> bool {
+        if frame.gso.is_some_and(|shape| !self.takes_whole(shape.proto)) {
+            // A super-packet this device cannot take whole goes out as its segments.
+            let mut segments = Vec::new();
+            vnet::split_whole(frame, pool, |segment| segments.push(segment));
+            let mut written = true;
+            for segment in segments {
+                written &= self.send(segment, pool);
+            }
+            return written;
+        }
         let Some(batch) = &mut self.offload else {
             // No device to finish the checksum here: a wire packet needs it whole.
+            let mut frame = frame;
             frame.complete_checksum();
             let written = self.device.send(&frame.bytes).is_ok();
             pool.give(frame.bytes);

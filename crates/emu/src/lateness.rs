@@ -23,11 +23,16 @@ pub struct Lateness {
 impl Lateness {
     /// Counts one packet `late_ns` late.
     pub fn record(&mut self, late_ns: Nanos) {
+        self.record_many(late_ns, 1);
+    }
+
+    /// Counts `packets` packets `late_ns` late each (the segments of a super-packet).
+    pub fn record_many(&mut self, late_ns: Nanos, packets: u64) {
         let bucket = EDGES_NS.iter().position(|&edge| late_ns <= edge).unwrap_or(EDGES_NS.len());
-        self.counts[bucket] += 1;
-        self.sum_ns += u128::from(late_ns);
+        self.counts[bucket] += packets;
+        self.sum_ns += u128::from(late_ns) * u128::from(packets);
         self.max_ns = self.max_ns.max(late_ns);
-        self.packets += 1;
+        self.packets += packets;
     }
 
     /// The smallest bucket edge at or below which at least `fraction` of the packets lie (the

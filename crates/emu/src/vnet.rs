@@ -14,15 +14,14 @@
 use std::io::IoSlice;
 
 use crate::frame::{
-    checksum_layout, complete_checksum_at, pseudo_header_sum, set_ipv4_header_checksum, Frame, FramePool, SEGMENT_ROOM,
-    TCP_CHECKSUM_OFFSET, UDP_CHECKSUM_OFFSET,
+    checksum_layout, complete_checksum_at, pseudo_header_sum, set_ipv4_header_checksum, Frame, FramePool, GsoShape,
+    DATAGRAM_ROOM, SEGMENT_ROOM, TCP_CHECKSUM_OFFSET, UDP_CHECKSUM_OFFSET,
 };
+pub use crate::frame::VNET_HEADER_LEN;
 
-/// Length of the virtio-net header in front of every datagram on a TUN with offloads.
-pub const VNET_HEADER_LEN: usize = 10;
 const _: () = assert!(VNET_HEADER_LEN == tun_rs::VIRTIO_NET_HDR_LEN);
 /// The largest datagram a TUN read returns with offloads: a 64 KB GSO packet and its header.
-pub const MAX_DATAGRAM: usize = 65_536 + VNET_HEADER_LEN;
+pub const MAX_DATAGRAM: usize = DATAGRAM_ROOM;
 
 const F_NEEDS_CSUM: u8 = 1;
 const GSO_NONE: u8 = 0;
@@ -137,18 +136,53 @@ pub enum Malformed {
 /// segments, each handed to `each` in a buffer from `pool`; returns how many (at least 1).
 /// Nothing is handed on for a malformed datagram.
 pub fn split(datagram: &[u8], pool: &mut FramePool, mut each: impl FnMut(Frame)) -> Result<usize, Malformed> {
-    let (Some(header), Some(packet)) = (VnetHeader::parse(datagram), datagram.get(VNET_HEADER_LEN..)) else {
-        return Err(Malformed::NoPacket(datagram.len()));
-    };
-    if packet.is_empty() {
-        return Err(Malformed::NoPacket(datagram.len()));
-    }
+    let (header, packet) = header_and_packet(datagram)?;
     if header.gso_type == GSO_NONE {
         each(single(header, packet, pool)?);
         return Ok(1);
     }
-    let shape = SuperPacket::check(header, packet)?;
+    let shape = check_super_packet(header, packet)?;
     Ok(split_super_packet(&shape, packet, pool, each))
+}
+
+/// The shape of a datagram that is a GSO super-packet, checked as [`split`] checks it (None:
+/// a single packet, checked only when it is split).
+pub fn super_packet_shape(datagram: &[u8]) -> Result<Option<GsoShape>, Malformed> {
+    let (header, packet) = header_and_packet(datagram)?;
+    if header.gso_type == GSO_NONE {
+        return Ok(None);
+    }
+    check_super_packet(header, packet).map(Some)
+}
+
+fn header_and_packet(datagram: &[u8]) -> Result<(VnetHeader, &[u8]), Malformed> {
+    match (VnetHeader::parse(datagram), datagram.get(VNET_HEADER_LEN..)) {
+        (Some(header), Some(packet)) if !packet.is_empty() => Ok((header, packet)),
+        _ => Err(Malformed::NoPacket(datagram.len())),
+    }
+}
+
+/// Hands on a frame's wire segments: a super-packet carried whole split as [`split`] would
+/// have split it when it was read (its buffer goes back to `pool`), any other frame as it is.
+/// Returns how many.
+pub fn split_whole(frame: Frame, pool: &mut FramePool, each: impl FnMut(Frame)) -> usize {
+    let Some(shape) = frame.gso else {
+        let mut each = each;
+        each(frame);
+        return 1;
+    };
+    let count = split_super_packet(&shape, frame.ip(), pool, each);
+    pool.give(frame.bytes);
+    count
+}
+
+/// The model splits a super-packet it carries whole before a link where its segments' fates may
+/// differ (rarely: the emulator reads one whole only when its route takes it whole), into
+/// freshly allocated buffers that join the pool once written.
+impl netmodel::Segmented for Frame {
+    fn split(self, _segments: u32, each: &mut dyn FnMut(Frame)) {
+        split_whole(self, &mut FramePool::default(), each);
+    }
 }
 
 /// A datagram that is one packet already; its checksum stays partial if the kernel left it so
@@ -169,62 +203,51 @@ fn single(header: VnetHeader, packet: &[u8], pool: &mut FramePool) -> Result<Fra
         return Ok(Frame::complete(bytes));
     }
     if checksum_layout(&bytes) == Some((start, offset)) {
-        return Ok(Frame { bytes, partial_checksum: true });
+        return Ok(Frame::partial(bytes));
     }
     complete_checksum_at(&mut bytes, start, offset);
     Ok(Frame::complete(bytes))
 }
 
-/// The shape of a super-packet, checked against its bytes.
-struct SuperPacket {
-    ip_header: usize,
-    /// IP and transport headers: what every segment repeats.
-    headers: usize,
-    proto: u8,
-    gso_size: usize,
-}
-
-impl SuperPacket {
-    /// Checks that every segment will be a valid IPv4 TCP/UDP packet no longer than a wire
-    /// segment: the GSO type that of the IP protocol, no fragment, the checksum at the transport
-    /// header's checksum field, whole headers, a payload, and not too many segments.
-    fn check(header: VnetHeader, packet: &[u8]) -> Result<SuperPacket, Malformed> {
-        if packet.len() > MAX_IP_PACKET {
-            return Err(Malformed::TooLong(packet.len()));
-        }
-        // `split` hands on only a packet of at least one byte.
-        let version = packet.first().map_or(0, |b| b >> 4);
-        let (proto, checksum_offset) = match (header.gso_type, version) {
-            (GSO_TCPV4 | GSO_TCPV4_ECN, 4) => (PROTO_TCP, TCP_CHECKSUM_OFFSET),
-            (GSO_UDP_L4, 4) => (PROTO_UDP, UDP_CHECKSUM_OFFSET),
-            (gso_type, version) => return Err(Malformed::GsoType { gso_type, version }),
-        };
-        if header.gso_size == 0 {
-            return Err(Malformed::ZeroGsoSize);
-        }
-        let ip_header = ipv4_header_len(packet, proto)?;
-        if usize::from(header.csum_start) != ip_header {
-            return Err(Malformed::IpHeader("the checksum does not start where the IP header ends"));
-        }
-        if usize::from(header.csum_offset) != checksum_offset {
-            return Err(Malformed::TransportHeader("the checksum offset is not the transport's checksum field"));
-        }
-        let transport_header = if proto == PROTO_TCP { tcp_header_len(packet, ip_header)? } else { 8 };
-        let headers = ip_header + transport_header;
-        if packet.len() <= headers {
-            return Err(Malformed::NoPayload);
-        }
-        let (gso_size, payload) = (usize::from(header.gso_size), packet.len() - headers);
-        let segment_len = headers + gso_size.min(payload);
-        if segment_len > SEGMENT_ROOM {
-            return Err(Malformed::SegmentsTooLong(segment_len));
-        }
-        let count = payload.div_ceil(gso_size);
-        if count > MAX_SEGMENTS {
-            return Err(Malformed::TooManySegments(count));
-        }
-        Ok(SuperPacket { ip_header, headers, proto, gso_size })
+/// Checks that every segment of a super-packet will be a valid IPv4 TCP/UDP packet no longer
+/// than a wire segment: the GSO type that of the IP protocol, no fragment, the checksum at the
+/// transport header's checksum field, whole headers, a payload, and not too many segments.
+fn check_super_packet(header: VnetHeader, packet: &[u8]) -> Result<GsoShape, Malformed> {
+    if packet.len() > MAX_IP_PACKET {
+        return Err(Malformed::TooLong(packet.len()));
     }
+    // `split` hands on only a packet of at least one byte.
+    let version = packet.first().map_or(0, |b| b >> 4);
+    let (proto, checksum_offset) = match (header.gso_type, version) {
+        (GSO_TCPV4 | GSO_TCPV4_ECN, 4) => (PROTO_TCP, TCP_CHECKSUM_OFFSET),
+        (GSO_UDP_L4, 4) => (PROTO_UDP, UDP_CHECKSUM_OFFSET),
+        (gso_type, version) => return Err(Malformed::GsoType { gso_type, version }),
+    };
+    if header.gso_size == 0 {
+        return Err(Malformed::ZeroGsoSize);
+    }
+    let ip_header = ipv4_header_len(packet, proto)?;
+    if usize::from(header.csum_start) != ip_header {
+        return Err(Malformed::IpHeader("the checksum does not start where the IP header ends"));
+    }
+    if usize::from(header.csum_offset) != checksum_offset {
+        return Err(Malformed::TransportHeader("the checksum offset is not the transport's checksum field"));
+    }
+    let transport_header = if proto == PROTO_TCP { tcp_header_len(packet, ip_header)? } else { 8 };
+    let headers = ip_header + transport_header;
+    if packet.len() <= headers {
+        return Err(Malformed::NoPayload);
+    }
+    let (gso_size, payload) = (usize::from(header.gso_size), packet.len() - headers);
+    let segment_len = headers + gso_size.min(payload);
+    if segment_len > SEGMENT_ROOM {
+        return Err(Malformed::SegmentsTooLong(segment_len));
+    }
+    let count = payload.div_ceil(gso_size);
+    if count > MAX_SEGMENTS {
+        return Err(Malformed::TooManySegments(count));
+    }
+    Ok(GsoShape { ip_header, headers, proto, gso_size, segments: count, ip_len: packet.len() })
 }
 
 /// The IPv4 header's length, once it is known to carry `proto` unfragmented.
@@ -262,8 +285,8 @@ fn tcp_header_len(packet: &[u8], at: usize) -> Result<usize, Malformed> {
 /// gets the headers with its own IP total length, IP id (counting up) and header checksum, TCP
 /// sequence number (FIN and PSH on the last segment only, CWR on the first only) or UDP length,
 /// and a partial transport checksum (the pseudo-header sum of its own length). Returns how many.
-fn split_super_packet(shape: &SuperPacket, packet: &[u8], pool: &mut FramePool, mut each: impl FnMut(Frame)) -> usize {
-    let SuperPacket { ip_header, headers, proto, gso_size } = *shape;
+fn split_super_packet(shape: &GsoShape, packet: &[u8], pool: &mut FramePool, mut each: impl FnMut(Frame)) -> usize {
+    let GsoShape { ip_header, headers, proto, gso_size, .. } = *shape;
     let first_id = u16::from_be_bytes([packet[4], packet[5]]);
     let transport = &packet[ip_header..];
     let first_seq = u32::from_be_bytes([transport[4], transport[5], transport[6], transport[7]]);
@@ -298,7 +321,7 @@ fn split_super_packet(shape: &SuperPacket, packet: &[u8], pool: &mut FramePool, 
         };
         let pseudo = pseudo_header_sum(&addresses, proto, transport_len);
         transport[offset..offset + 2].copy_from_slice(&pseudo.to_be_bytes());
-        each(Frame { bytes, partial_checksum: true });
+        each(Frame::partial(bytes));
     }
     count
 }
@@ -317,6 +340,9 @@ struct Candidate<'a> {
 
 impl<'a> Candidate<'a> {
     fn of(frame: &'a Frame, udp: bool) -> Option<Candidate<'a>> {
+        if frame.gso.is_some() {
+            return None;
+        }
         let bytes = frame.bytes.as_slice();
         let ip = bytes.get(..20)?;
         let length_ok = usize::from(u16::from_be_bytes([ip[2], ip[3]])) == bytes.len();
@@ -440,7 +466,10 @@ pub fn for_each_write(frames: &[Frame], udp: bool, headers: &mut Vec<u8>, mut wr
     let mut start = 0;
     while let Some(rest) = frames.get(start..).filter(|rest| !rest.is_empty()) {
         let count = coalescible(rest, udp);
-        if count == 1 {
+        if let Some(shape) = rest[0].gso {
+            // Carried whole: written back as it was read, virtio-net header and all.
+            write(&[IoSlice::new(&rest[0].bytes)], shape.segments);
+        } else if count == 1 {
             let header = VnetHeader::for_single(&rest[0]).encode();
             write(&[IoSlice::new(&header), IoSlice::new(&rest[0].bytes)], 1);
         } else {
@@ -458,4 +487,4 @@ pub fn for_each_write(frames: &[Frame], udp: bool, headers: &mut Vec<u8>, mut wr
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

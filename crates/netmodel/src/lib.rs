@@ -35,7 +35,7 @@ pub use network::{
     Delivered, HostId, HostSpec, LinkId, Network, NetworkError, PathId, PathSelection, PathSpec, Side, Transit,
     TopologySpec,
 };
-pub use packet::{FlowKey, Packet, PacketError, Segmented};
+pub use packet::{parse_ipv4, FlowKey, Packet, PacketError, Segmented};
 pub use trace::{DeliveryTrace, TraceError, TRACE_OPPORTUNITY_BYTES};
 pub use wifi::{WifiConfig, MPDU_OVERHEAD_BYTES};
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use netmodel::{LinkConfig, Rate, MS};
 
 use super::*;
+use crate::frame::GsoShape;
 use crate::testkit::{self, udp, Scratch};
 use crate::writer;
 
@@ -142,13 +143,13 @@ fn partial_checksums_are_forwarded_as_they_are_and_captured_complete() {
     let pseudo = crate::frame::pseudo_header_sum(&addresses, 17, 280);
     partial[26..28].copy_from_slice(&pseudo.to_be_bytes());
     crate::frame::set_ipv4_header_checksum(&mut partial[..20]);
-    plane.ingest(0, 0, Frame { bytes: partial.clone(), partial_checksum: true });
+    plane.ingest(0, 0, Frame::partial(partial.clone()));
     let mut sent = Vec::new();
     plane.forward_due(5 * MS, |host, frame| {
         sent.push((host, frame));
         true
     });
-    assert_eq!(sent, [(1, Frame { bytes: partial.clone(), partial_checksum: true })], "left to the receiving device");
+    assert_eq!(sent, [(1, Frame::partial(partial.clone()))], "left to the receiving device");
     let Outcome::Finishing(pending) = plane.apply(0, Command::StopCapture { host: HostId(1) }) else { panic!() };
     assert_eq!(pending.wait().written, 1);
     let file = std::fs::read(scratch.0.join("server.pcap")).unwrap();
@@ -158,4 +159,69 @@ fn partial_checksums_are_forwarded_as_they_are_and_captured_complete() {
     assert!(crate::frame::tests::checksums_verify(captured), "the capture shows what a wire would carry");
     assert_eq!(captured[..26], partial[..26]);
     assert_eq!(captured[28..], partial[28..]);
+}
+
+/// A TCP super-packet from the client to the server (3 segments: 1448 + 1448 + 1104 payload bytes).
+fn super_packet() -> (Vec<u8>, GsoShape) {
+    let mut bytes = crate::vnet::tests::tcp_super_packet(&crate::vnet::tests::payload(4000), 1448, 0x10);
+    let ip = crate::vnet::VNET_HEADER_LEN;
+    bytes[ip + 12..ip + 16].copy_from_slice(&CLIENT);
+    bytes[ip + 16..ip + 20].copy_from_slice(&SERVER);
+    let shape = crate::vnet::super_packet_shape(&bytes).unwrap().unwrap();
+    (bytes, shape)
+}
+
+#[test]
+fn a_super_packet_crosses_whole_only_where_nothing_could_tell_its_segments_apart() {
+    let scratch = Scratch::new("dataplane-whole");
+    let mut plane = plane();
+    let (bytes, shape) = super_packet();
+    let ip = &bytes[crate::vnet::VNET_HEADER_LEN..];
+    assert!(!plane.keeps_whole(0, ip, &shape), "no device is known to take super-packets yet");
+    plane.set_takes_whole(1, true, false);
+    plane.set_takes_whole(0, true, false);
+    assert!(plane.keeps_whole(0, ip, &shape), "ideal links but a delay, to a device that takes it");
+    let mut udp_shape = shape;
+    udp_shape.proto = 17;
+    assert!(!plane.keeps_whole(0, ip, &udp_shape), "the server's device takes no UDP super-packets");
+    // Carried whole: counted and timed per segment, written as one.
+    plane.ingest(0, 0, Frame::whole(bytes.clone(), shape));
+    let mut sent = Vec::new();
+    plane.forward_due(5 * MS + 3_000, |host, frame| {
+        sent.push((host, frame));
+        true
+    });
+    assert_eq!(sent, [(1, Frame::whole(bytes.clone(), shape))]);
+    let (links, emulator) = counters(&mut plane);
+    let up = links[link(&plane, "client.up").0 as usize];
+    assert_eq!((up.delivered_packets, up.delivered_bytes), (3, shape.wire_bytes() as u64));
+    assert_eq!((emulator.rx_packets, emulator.tx_packets, emulator.delivery_late.packets), (3, 3, 3));
+    assert_eq!(emulator.rx_whole_super_packets, 1);
+    // A capture on either end, a shaped link or a random loss on the route: split at the read.
+    let writer = writer::pcap(&scratch.0.join("server.pcap")).unwrap();
+    assert!(matches!(plane.apply(0, Command::StartCapture { host: HostId(1), writer }), Outcome::Done));
+    assert!(!plane.keeps_whole(0, ip, &shape));
+    let Outcome::Finishing(pending) = plane.apply(0, Command::StopCapture { host: HostId(1) }) else { panic!() };
+    pending.wait();
+    assert!(plane.keeps_whole(0, ip, &shape));
+    let shaped = LinkConfig { rate: Rate::BitsPerSecond(1_000_000_000), ..LinkConfig::default() };
+    let down = link(&plane, "server.down");
+    assert!(matches!(plane.apply(0, Command::Reconfigure { links: vec![(down, shaped)], seed: None }), Outcome::Done));
+    assert!(!plane.keeps_whole(0, ip, &shape));
+}
+
+#[test]
+fn a_capture_started_while_a_super_packet_is_in_flight_records_its_segments() {
+    let scratch = Scratch::new("dataplane-whole-pcap");
+    let mut plane = plane();
+    plane.set_takes_whole(1, true, true);
+    let (bytes, shape) = super_packet();
+    plane.ingest(0, 0, Frame::whole(bytes, shape));
+    let writer = writer::pcap(&scratch.0.join("server.pcap")).unwrap();
+    assert!(matches!(plane.apply(MS, Command::StartCapture { host: HostId(1), writer }), Outcome::Done));
+    assert_eq!(forward(&mut plane, 5 * MS).len(), 1, "still written whole");
+    let Outcome::Finishing(pending) = plane.apply(0, Command::StopCapture { host: HostId(1) }) else { panic!() };
+    assert_eq!(pending.wait().written, 3, "one record per wire segment");
+    let file_len = std::fs::metadata(scratch.0.join("server.pcap")).unwrap().len();
+    assert_eq!(file_len, 24 + 3 * 16 + shape.wire_bytes() as u64);
 }

@@ -26,7 +26,7 @@ fn tcp_v4(payload: &[u8], fin: bool) -> Vec<u8> {
     packet
 }
 
-fn payload(len: usize) -> Vec<u8> {
+pub(crate) fn payload(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 % 251) as u8).collect()
 }
 
@@ -74,7 +74,7 @@ fn make_partial(packet: &mut [u8], at: usize) {
 /// A TCP super-packet as a host's kernel hands it over with TSO: one IP/TCP header for all of
 /// `data` (`flags` on it), IP id 0x1000, a sequence number about to wrap, the checksum field
 /// holding the pseudo-header sum of the whole.
-fn tcp_super_packet(data: &[u8], gso_size: u16, flags: u8) -> Vec<u8> {
+pub(crate) fn tcp_super_packet(data: &[u8], gso_size: u16, flags: u8) -> Vec<u8> {
     let mut packet = tcp_packet(data);
     packet[4..6].copy_from_slice(&0x1000u16.to_be_bytes());
     packet[24..28].copy_from_slice(&0xffff_f000u32.to_be_bytes());
@@ -174,7 +174,7 @@ fn a_packet_left_to_checksum_stays_so_and_completes_to_the_full_checksum() {
     make_partial(&mut partial, 36);
     let header = VnetHeader { flags: F_NEEDS_CSUM, csum_start: 20, csum_offset: 16, ..VnetHeader::default() };
     let frames = split_all(&datagram(header, &partial)).unwrap();
-    assert_eq!(frames, [Frame { bytes: partial.clone(), partial_checksum: true }]);
+    assert_eq!(frames, [Frame::partial(partial.clone())]);
     assert_eq!(wire(&frames), [packet]);
     // A checksum the kernel asks for somewhere unusual is completed at once.
     let odd = VnetHeader { flags: F_NEEDS_CSUM, csum_start: 24, csum_offset: 2, ..VnetHeader::default() };
@@ -353,4 +353,33 @@ fn single_writes_ask_the_device_for_partial_checksums_only() {
     let header = VnetHeader::for_single(&partial);
     assert_eq!((header.flags, header.gso_type, header.csum_start, header.csum_offset), (F_NEEDS_CSUM, GSO_NONE, 20, 16));
     assert_eq!(VnetHeader::parse(&header.encode()), Some(header));
+}
+
+#[test]
+fn a_super_packet_carried_whole_is_written_as_read_and_splits_as_it_would_have_at_the_read() {
+    let bytes = tcp_super_packet(&payload(4000), 1448, TCP_ACK | TCP_PSH);
+    let segments = split_all(&bytes).unwrap();
+    let shape = super_packet_shape(&bytes).unwrap().expect("a super-packet");
+    assert_eq!((shape.segments, shape.segment_size()), (3, segments[0].bytes.len()));
+    assert_eq!(shape.wire_bytes(), segments.iter().map(|f| f.bytes.len()).sum::<usize>());
+    let whole = Frame::whole(bytes.clone(), shape);
+    assert_eq!(whole.ip(), &bytes[VNET_HEADER_LEN..]);
+    // Written between two plain packets: alone, byte for byte as the kernel handed it over.
+    let ack = Frame::complete(tcp_packet(b""));
+    let written = writes(&[ack.clone(), whole.clone(), ack.clone()], false);
+    assert_eq!(written.iter().map(|w| w.1).collect::<Vec<_>>(), [1, 3, 1]);
+    assert_eq!(written[1].0, bytes);
+    // Split later (by the model, or for a device that cannot take it), it gives the read's segments.
+    let mut pool = FramePool::default();
+    let mut split_later = Vec::new();
+    assert_eq!(split_whole(whole.clone(), &mut pool, |f| split_later.push(f)), 3);
+    assert_eq!(split_later, segments);
+    let mut by_model = Vec::new();
+    netmodel::Segmented::split(whole, 3, &mut |f| by_model.push(f));
+    assert_eq!(by_model, segments);
+    // A plain packet is no super-packet, and passes through split_whole as it is.
+    assert_eq!(super_packet_shape(&datagram(VnetHeader::default(), &ack.bytes)), Ok(None));
+    let mut alone = Vec::new();
+    assert_eq!(split_whole(ack.clone(), &mut pool, |f| alone.push(f)), 1);
+    assert_eq!(alone, [ack]);
 }

@@ -142,6 +142,11 @@ class EmulatorCounters(BaseModel):
     """
     TUN reads that carried a GSO super-packet (offloads on; docs/emulator.md).
     """
+    rx_whole_super_packets: Annotated[int | None, Field(ge=0)] = 0
+    """
+    Of those, the super-packets that crossed the model whole, not split into wire segments
+    at the read (their route took them whole; docs/emulator.md).
+    """
     timer_late_ns_max: Annotated[int, Field(ge=0)]
     """
     Latest the loop woke after a packet was due, ns.
