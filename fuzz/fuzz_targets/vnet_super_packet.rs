@@ -6,11 +6,15 @@
 //! super-packet's segments, as a wire carries them (checksums completed), are each a valid IPv4
 //! TCP/UDP packet per etherparse with valid IP and transport checksums, consecutive TCP sequence
 //! numbers, FIN/PSH on the last segment only, parse in the model, and together carry exactly
-//! the super-packet's payload.
+//! the super-packet's payload. The path that carries a super-packet whole agrees with the split:
+//! `vnet::super_packet_shape` accepts exactly the super-packets the split accepts, its segment
+//! count, sizes and bytes are the split's (and so the model's per-segment sizes and IP ids,
+//! `netmodel::Packet::segmented`), and splitting the whole frame later (`vnet::split_whole`)
+//! gives the same segments.
 #![no_main]
 use std::cell::RefCell;
 
-use emu::frame::{checksum_layout, FramePool, SEGMENT_ROOM};
+use emu::frame::{checksum_layout, Frame, FramePool, SEGMENT_ROOM};
 use emu::vnet::{self, VNET_HEADER_LEN};
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use libfuzzer_sys::fuzz_target;
@@ -24,7 +28,16 @@ thread_local! {
 fuzz_target!(|data: &[u8]| {
     POOL.with_borrow_mut(|pool| {
         let mut frames = Vec::new();
-        let Ok(count) = vnet::split(data, pool, |frame| frames.push(frame)) else { return };
+        let shape = vnet::super_packet_shape(data);
+        let Ok(count) = vnet::split(data, pool, |frame| frames.push(frame)) else {
+            assert!(shape.is_err() || shape == Ok(None), "a shape for a super-packet the split refuses");
+            return;
+        };
+        if let Ok(Some(shape)) = shape {
+            check_carried_whole(data, shape, &frames, pool);
+        } else {
+            assert!(shape == Ok(None) && data[1] == 0, "the split took a super-packet the shape refuses");
+        }
         assert_eq!(count, frames.len());
         assert!(!frames.is_empty());
         for frame in &frames {
@@ -129,4 +142,22 @@ fn ones_complement_sum(bytes: &[u8]) -> u16 {
         sum = (sum >> 16) + (sum & 0xffff);
     }
     sum as u16
+}
+
+/// A super-packet carried whole instead: the same segments, sizes, IP ids and bytes.
+fn check_carried_whole(data: &[u8], shape: emu::frame::GsoShape, frames: &[Frame], pool: &mut FramePool) {
+    assert_eq!(shape.segments, frames.len());
+    assert_eq!(shape.wire_bytes(), frames.iter().map(|f| f.bytes.len()).sum::<usize>());
+    assert_eq!(shape.segment_size(), frames[0].bytes.len());
+    let first = Packet::from_ipv4(frames[0].bytes.clone()).expect("the first segment parses");
+    let model = Packet::segmented(shape.wire_bytes() as u32, shape.segment_size() as u32, shape.segments as u32, first.flow, first.ip_id, ());
+    let split_sizes: Vec<(u32, u16)> = frames
+        .iter()
+        .map(|f| (f.bytes.len() as u32, u16::from_be_bytes([f.bytes[4], f.bytes[5]])))
+        .collect();
+    assert_eq!(model.segment_sizes().collect::<Vec<_>>(), split_sizes, "the model's sizes and IP ids");
+    let mut later = Vec::new();
+    vnet::split_whole(Frame::whole(data.to_vec(), shape), pool, |f| later.push(f));
+    assert!(later == frames, "split later, the same segments");
+    later.into_iter().for_each(|f| pool.give(f.bytes));
 }
