@@ -24,7 +24,7 @@ from protolab.validate.decomposition import (
 )
 from protolab.validate.report import Check, Status, Thresholds
 from protolab.validate.timing import lateness_check, split_check
-from protolab.validate.wakeups import host_wakeups, summarise, wakeup_check
+from protolab.validate.wakeups import host_wakeups, summarise, wakeup_check, worst_cpu
 
 
 def _check(check_id: str, status: Status, emulator_check: str | None = None) -> Check:
@@ -114,12 +114,28 @@ def test_the_probe_summary_and_its_check() -> None:
     assert summarise([])["p999_ns"] is None
 
 
-def test_the_probe_measures_real_wake_ups(tmp_path: Path) -> None:
+def test_the_host_is_its_worst_cpu() -> None:
+    quiet, stalled = summarise([10_000] * 1000), summarise([10_000] * 990 + [3_000_000] * 10)
+    host = worst_cpu({0: quiet, 1: stalled})
+    assert host is not None
+    assert (host["worst_cpu"], host["p999_ns"], host["max_ns"]) == (1, 3_000_000, 3_000_000)
+    assert host["wakeups"] == 2000 and set(host["cpus"]) == {"0", "1"}
+    assert wakeup_check("x", "delay", "host", host, Thresholds()).status == "fail"
+    assert "(CPU 1)" in wakeup_check("x", "delay", "host", host, Thresholds()).measured_text
+    assert worst_cpu({0: summarise([])}) is None and worst_cpu({}) is None
+
+
+def test_the_probe_measures_real_wake_ups_on_every_cpu(tmp_path: Path) -> None:
+    import os
     import time
     with host_wakeups(tmp_path, "t") as probe:
         time.sleep(0.3)
-    assert probe.summary is not None and probe.summary["wakeups"] >= 20
-    assert probe.summary["max_ns"] >= probe.summary["p999_ns"] >= probe.summary["p99_ns"] >= 0
+    assert probe.summary is not None
+    assert set(probe.summary["cpus"]) == {str(cpu) for cpu in os.sched_getaffinity(0)}
+    for summary in probe.summary["cpus"].values():
+        assert summary["wakeups"] >= 20
+        assert summary["max_ns"] >= summary["p999_ns"] >= summary["p99_ns"] >= 0
+    assert probe.summary["p999_ns"] == max(s["p999_ns"] for s in probe.summary["cpus"].values())
 
 
 def _late(mean_ns: int, p999_ns: int | None, packets: int = 4000) -> dict[str, Any]:
