@@ -129,7 +129,13 @@ impl HostIo {
         }
         match vnet::super_packet_shape(raw) {
             Ok(Some(shape)) if to.keeps_whole(&raw[VNET_HEADER_LEN..], &shape) => {
-                let datagram = std::mem::replace(raw, pool.take_datagram());
+                // A large one keeps the read buffer (no copy); a small one, a copy of its own
+                // size, so that what a long delay holds in flight is at most 4 times its bytes.
+                let datagram = if raw.len() >= MAX_DATAGRAM / 4 {
+                    std::mem::replace(raw, pool.take_datagram())
+                } else {
+                    raw.as_slice().to_vec()
+                };
                 to.arrive(Frame::whole(datagram, shape));
                 Read::Segments(shape.segments)
             }
