@@ -24,7 +24,15 @@ from protolab.validate.decomposition import (
 )
 from protolab.validate.report import Check, Status, Thresholds
 from protolab.validate.timing import lateness_check, split_check
-from protolab.validate.wakeups import host_wakeups, summarise, wakeup_check, worst_cpu
+from protolab.validate.wakeups import (
+    STALL_NS,
+    host_wakeups,
+    in_host_stall,
+    judge_late_passes,
+    summarise,
+    wakeup_check,
+    worst_cpu,
+)
 
 
 def _check(check_id: str, status: Status, emulator_check: str | None = None) -> Check:
@@ -125,6 +133,46 @@ def test_the_host_is_its_worst_cpu() -> None:
     assert worst_cpu({0: summarise([])}) is None and worst_cpu({}) is None
 
 
+def _probe_with_stalls(stalls_by_cpu: dict[int, list[list[int]]]) -> dict[str, Any]:
+    per_cpu = {cpu: {**summarise([10_000] * 1000), "stalls": stalls} for cpu, stalls in stalls_by_cpu.items()}
+    host = worst_cpu(per_cpu)
+    assert host is not None
+    return host
+
+
+def test_a_late_pass_lies_in_a_host_stall_only_on_its_cpu_and_when_the_two_overlap() -> None:
+    ms = 1_000_000
+    # CPU 1 stalled from 100 ms to 105 ms (woke at 105 ms, 5 ms late).
+    probe = _probe_with_stalls({0: [], 1: [[105 * ms, 5 * ms]]})
+    inside = {"at_unix_ns": 104 * ms, "late_ns": 2 * ms, "cpu": 1}
+    assert in_host_stall(inside, probe)
+    assert not in_host_stall({**inside, "cpu": 0}, probe), "CPU 0 did not stall"
+    assert in_host_stall({**inside, "cpu": None}, probe), "no CPU named: any CPU's stall"
+    assert not in_host_stall({"at_unix_ns": 110 * ms, "late_ns": 2 * ms, "cpu": 1}, probe), "due after the stall"
+    assert not in_host_stall({"at_unix_ns": 99 * ms, "late_ns": 2 * ms, "cpu": 1}, probe), "ran before it"
+    assert in_host_stall({"at_unix_ns": 99_900_000, "late_ns": 2 * ms, "cpu": 1}, probe), "within the slack"
+    assert not in_host_stall(inside, None)
+
+
+def test_when_every_late_pass_fell_in_a_host_stall_the_host_row_fails() -> None:
+    ms = 1_000_000
+    probe = _probe_with_stalls({0: [[50 * ms, 3 * ms]], 1: [[105 * ms, 5 * ms]]})
+    limits = Thresholds()
+    passes = [{"at_unix_ns": 104 * ms, "late_ns": 2 * ms, "cpu": 1}, {"at_unix_ns": 49 * ms, "late_ns": 1_500_000, "cpu": 0}]
+    host, emulator = wakeup_check("h", "delay", "host", probe, limits), _check("e", "fail")
+    assert host.status == "info", "the probes' 99.9th percentiles are within the limit"
+    judge_late_passes(host, passes, probe, emulator)
+    assert host.status == "fail" and "all 2 of the emulator's late passes" in host.measured_text
+    assert emulator.details["late_passes_in_host_stalls"] == 2 == host.details["late_passes"]
+    # One pass the host did not hold up: the emulator's own, the host's row as its percentile says.
+    host, emulator = wakeup_check("h", "delay", "host", probe, limits), _check("e", "fail")
+    judge_late_passes(host, [*passes, {"at_unix_ns": 200 * ms, "late_ns": 2 * ms, "cpu": 1}], probe, emulator)
+    assert host.status == "info" and emulator.details["late_passes_in_host_stalls"] == 2
+    host = wakeup_check("h", "delay", "host", probe, limits)
+    judge_late_passes(host, [], probe, emulator)
+    assert host.status == "info" and "late_passes" not in host.details
+
+
 def test_the_probe_measures_real_wake_ups_on_every_cpu(tmp_path: Path) -> None:
     import os
     import time
@@ -136,6 +184,9 @@ def test_the_probe_measures_real_wake_ups_on_every_cpu(tmp_path: Path) -> None:
         assert summary["wakeups"] >= 20
         assert summary["max_ns"] >= summary["p999_ns"] >= summary["p99_ns"] >= 0
     assert probe.summary["p999_ns"] == max(s["p999_ns"] for s in probe.summary["cpus"].values())
+    assert "stalls" not in probe.summary
+    for summary in probe.summary["cpus"].values():
+        assert all(late > STALL_NS for _, late in summary["stalls"])
 
 
 def _late(mean_ns: int, p999_ns: int | None, packets: int = 4000) -> dict[str, Any]:

@@ -431,8 +431,29 @@ pub struct EmulatorCounters {
     pub rt_switches: u64,
     /// How late packets left the emulator compared with the model's delivery time.
     pub delivery_late: DeliveryLateness,
+    /// The loop's passes that delivered a packet more than 1 ms late, the first
+    /// [`LATE_PASSES_KEPT`] since the counters were reset (the validation matches them with the
+    /// host's stalls: docs/validation.md).
+    #[serde(default)]
+    pub late_passes: Vec<LatePass>,
     /// The delay compensation in force, ns.
     pub delay_compensation_ns: u64,
+}
+
+/// Late passes the emulator keeps between counter resets.
+pub const LATE_PASSES_KEPT: usize = 64;
+/// How late a pass must deliver to be kept as a late pass, ns.
+pub const LATE_PASS_NS: u64 = 1_000_000;
+
+/// A pass of the emulator's loop that delivered packets more than [`LATE_PASS_NS`] late.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LatePass {
+    /// When the loop delivered them, Unix time, ns.
+    pub at_unix_ns: u64,
+    /// How late the latest of them was, ns.
+    pub late_ns: u64,
+    /// The CPU the loop ran on.
+    pub cpu: Option<u32>,
 }
 
 /// How late delivered packets left the emulator: a 1-2-5 histogram from 1 µs to 100 ms.

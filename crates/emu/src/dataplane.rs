@@ -5,7 +5,7 @@
 //! already checked and prepared (configurations built, trace files read, files opened), so
 //! applying one is quick and cannot fail.
 
-use contract::control::EmulatorCounters;
+use contract::control::{EmulatorCounters, LatePass, LATE_PASSES_KEPT};
 use netmodel::{Delivered, Event, HostId, LinkConfig, LinkCounters, LinkId, Nanos, Network, Packet, PathId, PathSelection};
 
 use crate::frame::{Frame, FramePool, GsoShape};
@@ -86,6 +86,7 @@ pub struct LoopCounters {
     rt_switches: u64,
     /// How late each delivered packet left compared with the model's delivery time.
     delivery_lateness: Lateness,
+    late_passes: Vec<LatePass>,
 }
 
 /// The model and everything the loop writes to.
@@ -202,13 +203,17 @@ impl DataPlane {
     }
 
     /// Delivers every packet due by `now` through `send(host, packet)` (false: the write failed)
-    /// and hands the recorded events to the event writer.
-    pub fn forward_due(&mut self, now: Nanos, mut send: impl FnMut(usize, Frame) -> bool) {
+    /// and hands the recorded events to the event writer. Returns how late the latest packet
+    /// left (0 when none was due).
+    pub fn forward_due(&mut self, now: Nanos, mut send: impl FnMut(usize, Frame) -> bool) -> Nanos {
         self.net.poll(now, &mut self.delivered);
         let mut delivered = std::mem::take(&mut self.delivered);
+        let mut latest: Nanos = 0;
         for d in delivered.drain(..) {
             let segments = u64::from(d.packet.segments);
-            self.counters.delivery_lateness.record_many(now.saturating_sub(d.time), segments);
+            let late = now.saturating_sub(d.time);
+            latest = latest.max(late);
+            self.counters.delivery_lateness.record_many(late, segments);
             let host = d.host.0 as usize;
             self.capture(host, now, &d.packet.payload);
             if send(host, d.packet.payload) {
@@ -222,6 +227,16 @@ impl DataPlane {
         if let (false, Some(w)) = (events.is_empty(), &mut self.events) {
             let n = events.len() as u64;
             w.offer(events, n);
+        }
+        latest
+    }
+
+    /// A pass at `now` delivered packets `late` ns late, on `cpu`: kept if it is a late pass
+    /// (beyond `LATE_PASS_NS`) and fewer than `LATE_PASSES_KEPT` are kept.
+    pub fn record_late_pass(&mut self, now: Nanos, late: Nanos, cpu: Option<u32>) {
+        let passes = &mut self.counters.late_passes;
+        if late > contract::control::LATE_PASS_NS && passes.len() < LATE_PASSES_KEPT {
+            passes.push(LatePass { at_unix_ns: self.start_unix_ns + now, late_ns: late, cpu });
         }
     }
 
@@ -335,6 +350,7 @@ impl DataPlane {
             events_dropped: self.events.as_ref().map_or(0, Writer::dropped),
             rt_switches: c.rt_switches,
             delivery_late: c.delivery_lateness.summary(),
+            late_passes: c.late_passes.clone(),
             delay_compensation_ns: self.net.delay_compensation(),
         }
     }

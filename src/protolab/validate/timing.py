@@ -40,7 +40,7 @@ from protolab.validate.plumbing import (
     veth_pair,
 )
 from protolab.validate.report import Check, Status, Thresholds, ValidationConfig
-from protolab.validate.wakeups import host_wakeups, wakeup_check
+from protolab.validate.wakeups import host_wakeups, judge_late_passes, wakeup_check
 
 # Paired readings of the emulator's clock and the wall clock before and after a split irtt run;
 # the one with the shortest round trip sets the offset.
@@ -108,8 +108,10 @@ def lateness_check(check_id: str, group: str, name: str, late: Mapping[str, Any]
         status=status, details={"delivery_late": dict(late), "p999_ms_at_most": p999_ms, "packets": packets})
 
 
-def _emulator_lateness(lab: Lab) -> dict[str, Any]:
-    return dict((lab.counters().get("emulator") or {}).get("delivery_late") or {})
+def _emulator_lateness(lab: Lab) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The emulator's delivery lateness and its late passes since the counters were reset."""
+    emulator = lab.counters().get("emulator") or {}
+    return dict(emulator.get("delivery_late") or {}), list(emulator.get("late_passes") or [])
 
 
 def delay_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: StepCallback) -> list[Check]:
@@ -145,12 +147,13 @@ def _delay_level(
         else:
             irtt = run_irtt(lab, workdir, label, config.delay_probes)
         ping = run_ping(lab, config.delay_pings)
+    late, late_passes = _emulator_lateness(lab)
     emulator = lateness_check(f"delay.emulator.{delay_ms:g}ms", "delay",
-                              f"delay {delay_ms:g} ms/link: the emulator's delivery lateness", _emulator_lateness(lab),
-                              limits)
+                              f"delay {delay_ms:g} ms/link: the emulator's delivery lateness", late, limits)
     host = wakeup_check(f"delay.host.wakeups.{delay_ms:g}ms", "delay",
                         f"delay {delay_ms:g} ms/link: the host's real-time wake-ups (same minutes)", probe.summary,
                         limits)
+    judge_late_passes(host, late_passes, probe.summary, emulator)
     emulator.host_check = host.id
     irtt_details = {
         "probes": irtt.packets_sent,
@@ -262,7 +265,7 @@ def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: S
                                          2 * ms_to_ns(delay_ms), realtime=True)
             else:
                 irtt = run_irtt(lab, workdir, "contention", config.contention_probes, realtime=True)
-        late = _emulator_lateness(lab)
+        late, late_passes = _emulator_lateness(lab)
         # The same tool under the same hogs with no emulator in the way: its own tail.
         with veth_pair(lab, realtime=True) as (a, _):
             reference = run_veth_irtt(a, workdir / "irtt-veth-contention.json", config.contention_probes,
@@ -279,6 +282,7 @@ def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: S
     host = wakeup_check("contention.host.wakeups", "contention",
                         f"{config.contention_hogs} CPU hogs: the host's real-time wake-ups (same minutes)",
                         probe.summary, limits)
+    judge_late_passes(host, late_passes, probe.summary, emulator)
     emulator.host_check = host.id
     checks: list[Check] = [_contention_reference_check(reference, config.contention_hogs)]
     for stat, measured, tool_own, limit in (

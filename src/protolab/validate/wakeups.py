@@ -15,6 +15,12 @@ a time, and a single probe, which the kernel keeps on whichever CPU is free, saw
 stall of the CPU the emulator's loop ran on (2026-11-29: emulator tails of 2-10 ms beside a
 probe whose 99.9th percentile stayed under 1 ms). The emulator's loop is not pinned, so the
 worst CPU's figures are the host's.
+
+Each probe also keeps its stalls (sleeps that ended more than 0.5 ms late) with their wall-clock
+times, and the emulator keeps its late passes (deliveries more than 1 ms late) with theirs and
+the CPU it ran on (`late_passes` of its counters). A late pass that overlaps a stall of its CPU
+was held up by the host; when every late pass of a level was, the host's row fails even if its
+99.9th percentile stayed within the limit (`judge_late_passes`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,23 +40,32 @@ from protolab.validate.plumbing import fmt_number
 from protolab.validate.report import Check, Thresholds
 
 # The probe: on CPU `cpu` only, sleeps `interval` seconds at a time until SIGTERM, then writes
-# every oversleep (ns).
+# every oversleep (ns) and its stalls ([wall-clock ns when it woke, oversleep ns], the first
+# `keep` beyond `stall` ns).
 PROBE_SOURCE = """
 import json, os, signal, sys, time
-interval, out, cpu = float(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+interval, out, cpu, stall, keep = float(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 os.sched_setaffinity(0, {cpu})
-late, running = [], [True]
+late, stalls, running = [], [], [True]
 signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
 target_ns = int(interval * 1e9)
 while running[0]:
     start = time.perf_counter_ns()
     time.sleep(interval)
-    late.append(max(0, time.perf_counter_ns() - start - target_ns))
+    over = max(0, time.perf_counter_ns() - start - target_ns)
+    late.append(over)
+    if over > stall and len(stalls) < keep:
+        stalls.append([time.time_ns(), over])
 with open(out, "w") as f:
-    json.dump(late, f)
+    json.dump({"late": late, "stalls": stalls}, f)
 """
 PROBE_INTERVAL_S = 0.001
 PROBE_PRIORITY = 1
+STALL_NS = 500_000
+STALLS_KEPT = 2000
+# How far apart a late pass and a stall may lie and still be one event (the two clocks are read
+# at slightly different moments of the same wake-up).
+STALL_SLACK_NS = 200_000
 
 
 class WakeupProbe:
@@ -80,7 +95,8 @@ def worst_cpu(per_cpu: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     if not measured:
         return None
     cpu, worst = max(measured.items(), key=lambda item: (item[1]["p999_ns"], item[1]["max_ns"]))
-    return {**worst, "wakeups": sum(s["wakeups"] for s in measured.values()), "worst_cpu": cpu,
+    figures = {key: value for key, value in worst.items() if key != "stalls"}
+    return {**figures, "wakeups": sum(s["wakeups"] for s in measured.values()), "worst_cpu": cpu,
             "cpus": {str(c): s for c, s in sorted(per_cpu.items())}}
 
 
@@ -91,7 +107,8 @@ def host_wakeups(workdir: Path, label: str) -> Iterator[WakeupProbe]:
     outs = {cpu: workdir / f"wakeups-{label}-cpu{cpu}.json" for cpu in sorted(os.sched_getaffinity(0))}
     probe = WakeupProbe()
     processes = [subprocess.Popen(["chrt", "-f", str(PROBE_PRIORITY), sys.executable, "-c", PROBE_SOURCE,
-                                   str(PROBE_INTERVAL_S), str(out), str(cpu)], stdin=subprocess.DEVNULL,
+                                   str(PROBE_INTERVAL_S), str(out), str(cpu), str(STALL_NS), str(STALLS_KEPT)],
+                                  stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
                  for cpu, out in outs.items()]
     try:
@@ -103,8 +120,10 @@ def host_wakeups(workdir: Path, label: str) -> Iterator[WakeupProbe]:
         per_cpu = {}
         for cpu, out in outs.items():
             try:
-                per_cpu[cpu] = summarise([int(n) for n in json.loads(out.read_text())])
-            except (OSError, ValueError, TypeError):
+                measured = json.loads(out.read_text())
+                per_cpu[cpu] = {**summarise([int(n) for n in measured["late"]]),
+                                "stalls": [[int(at), int(late)] for at, late in measured["stalls"]]}
+            except (OSError, ValueError, TypeError, KeyError):
                 continue
         probe.summary = worst_cpu(per_cpu)
 
@@ -131,3 +150,34 @@ def wakeup_check(check_id: str, group: str, name: str, summary: dict[str, Any] |
         criterion=f"p99.9 <= {limit:g} ms, as the emulator's own lateness (a real-time thread "
                   f"sleeping {PROBE_INTERVAL_S * 1e3:g} ms on each CPU; the worst CPU)",
         status="fail" if p999_ms > limit else "info", details={"probe": summary})
+
+
+def in_host_stall(late_pass: Mapping[str, Any], summary: Mapping[str, Any] | None) -> bool:
+    """Whether a late pass of the emulator (`late_passes` of its counters) overlaps a stall the
+    probe of its CPU saw (of any CPU when the pass names none): the emulator was due at
+    `at_unix_ns - late_ns` and ran at `at_unix_ns`, the probe was due at `woke - oversleep` and
+    ran at `woke`."""
+    if not summary:
+        return False
+    due, ran = late_pass["at_unix_ns"] - late_pass["late_ns"], late_pass["at_unix_ns"]
+    cpu = late_pass.get("cpu")
+    cpus = summary.get("cpus") or {}
+    probes = [cpus[str(cpu)]] if cpu is not None and str(cpu) in cpus else list(cpus.values())
+    return any(woke - over - STALL_SLACK_NS <= ran and due <= woke + STALL_SLACK_NS
+               for probe in probes for woke, over in probe.get("stalls") or [])
+
+
+def judge_late_passes(host: Check, late_passes: Sequence[Mapping[str, Any]], summary: Mapping[str, Any] | None,
+                      emulator: Check) -> None:
+    """Matches the emulator's late passes of a level with the host's stalls: how many fell in one
+    goes into both checks' details; when all did, the host's row fails (the host held the
+    emulator's CPU) and says so."""
+    if not late_passes:
+        return
+    held = sum(in_host_stall(late_pass, summary) for late_pass in late_passes)
+    matched = {"late_passes": len(late_passes), "late_passes_in_host_stalls": held}
+    emulator.details.update(matched)
+    host.details.update(matched)
+    if held == len(late_passes) and summary:
+        host.status = "fail"
+        host.measured_text += f"; all {held} of the emulator's late passes (> 1 ms) fell in stalls of their CPU"

@@ -225,3 +225,21 @@ fn a_capture_started_while_a_super_packet_is_in_flight_records_its_segments() {
     let file_len = std::fs::metadata(scratch.0.join("server.pcap")).unwrap().len();
     assert_eq!(file_len, 24 + 3 * 16 + shape.wire_bytes() as u64);
 }
+
+#[test]
+fn passes_that_deliver_more_than_a_millisecond_late_are_kept_with_their_time_and_cpu() {
+    let mut plane = plane();
+    plane.ingest(0, 0, Frame::complete(udp(CLIENT, SERVER, 100)));
+    let late = plane.forward_due(5 * MS + 1_500_000, |_, _| true);
+    assert_eq!(late, 1_500_000, "the latest packet of the pass");
+    plane.record_late_pass(5 * MS + 1_500_000, late, Some(1));
+    plane.record_late_pass(7 * MS, 1_000_000, Some(0));
+    let passes = counters(&mut plane).1.late_passes;
+    assert_eq!(passes, [LatePass { at_unix_ns: 1_000_000_000 + 6_500_000, late_ns: 1_500_000, cpu: Some(1) }], "1 ms is not late");
+    for i in 0..100 {
+        plane.record_late_pass(10 * MS + i, 2_000_000, None);
+    }
+    assert_eq!(counters(&mut plane).1.late_passes.len(), LATE_PASSES_KEPT);
+    assert!(matches!(plane.apply(0, Command::ResetCounters), Outcome::Done));
+    assert!(counters(&mut plane).1.late_passes.is_empty());
+}

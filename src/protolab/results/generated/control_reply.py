@@ -95,80 +95,6 @@ class DropCounts(BaseModel):
     """
 
 
-class EmulatorCounters(BaseModel):
-    """
-    The emulator's own counters (docs/control.md).
-    """
-
-    model_config = ConfigDict(
-        extra='forbid',
-        use_attribute_docstrings=True,
-    )
-    delay_compensation_ns: Annotated[int, Field(ge=0)]
-    """
-    The delay compensation in force, ns.
-    """
-    delivery_late: DeliveryLateness
-    """
-    How late packets left the emulator compared with the model's delivery time.
-    """
-    events_dropped: Annotated[int, Field(ge=0)]
-    """
-    Event-log records dropped because the writer was behind.
-    """
-    non_ipv4: Annotated[int, Field(ge=0)]
-    """
-    IPv6 and other packets, dropped.
-    """
-    pcap_dropped: Annotated[int, Field(ge=0)]
-    """
-    Capture records dropped because a writer was behind.
-    """
-    rt_switches: Annotated[int, Field(ge=0)]
-    """
-    Changes between real-time and normal scheduling of the loop.
-    """
-    rx_malformed: Annotated[int | None, Field(ge=0)] = 0
-    """
-    TUN reads that could not be split into wire segments (a malformed virtio-net header or
-    super-packet), dropped.
-    """
-    rx_packets: Annotated[int, Field(ge=0)]
-    """
-    Packets read from the hosts' TUN devices (wire segments: a GSO super-packet counts as
-    the segments it is split into).
-    """
-    rx_super_packets: Annotated[int | None, Field(ge=0)] = 0
-    """
-    TUN reads that carried a GSO super-packet (offloads on; docs/emulator.md).
-    """
-    rx_whole_super_packets: Annotated[int | None, Field(ge=0)] = 0
-    """
-    Of those, the super-packets that crossed the model whole, not split into wire segments
-    at the read (their route took them whole; docs/emulator.md).
-    """
-    timer_late_ns_max: Annotated[int, Field(ge=0)]
-    """
-    Latest the loop woke after a packet was due, ns.
-    """
-    timer_late_ns_mean: Annotated[int, Field(ge=0)]
-    """
-    Mean of how late the loop woke after a packet was due, ns.
-    """
-    tx_errors: Annotated[int, Field(ge=0)]
-    """
-    Packets whose TUN write failed (with offloads: every segment of a failed super-packet write).
-    """
-    tx_packets: Annotated[int, Field(ge=0)]
-    """
-    Packets written to them.
-    """
-    unroutable: Annotated[int, Field(ge=0)]
-    """
-    Packets to an address no host has.
-    """
-
-
 class Info(BaseModel):
     """
     The reply to `info`.
@@ -256,6 +182,29 @@ class JitterParams(BaseModel):
     std_ns: Annotated[int, Field(ge=0)]
     """
     Standard deviation, ns. Input also takes `std` and strings such as `"1ms"`.
+    """
+
+
+class LatePass(BaseModel):
+    """
+    A pass of the emulator's loop that delivered packets more than [`LATE_PASS_NS`] late.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    at_unix_ns: Annotated[int, Field(ge=0)]
+    """
+    When the loop delivered them, Unix time, ns.
+    """
+    cpu: Annotated[int | None, Field(ge=0)] = None
+    """
+    The CPU the loop ran on.
+    """
+    late_ns: Annotated[int, Field(ge=0)]
+    """
+    How late the latest of them was, ns.
     """
 
 
@@ -757,30 +706,83 @@ class CaptureStopped(BaseModel):
     """
 
 
-class Counters(BaseModel):
+class EmulatorCounters(BaseModel):
     """
-    The reply to `counters`.
+    The emulator's own counters (docs/control.md).
     """
 
     model_config = ConfigDict(
         extra='forbid',
         use_attribute_docstrings=True,
     )
-    emulator: EmulatorCounters
+    delay_compensation_ns: Annotated[int, Field(ge=0)]
     """
-    The emulator's own counters.
+    The delay compensation in force, ns.
     """
-    links: dict[str, LinkCounters]
+    delivery_late: DeliveryLateness
     """
-    Every link direction (access and path) by name.
+    How late packets left the emulator compared with the model's delivery time.
     """
-    now_ns: Annotated[int, Field(ge=0)]
+    events_dropped: Annotated[int, Field(ge=0)]
     """
-    Unix ns when they were read.
+    Event-log records dropped because the writer was behind.
     """
-    paths: dict[str, PathCounters]
+    late_passes: Annotated[list[LatePass] | None, Field(validate_default=True)] = []
     """
-    The same counters again, grouped by path.
+    The loop's passes that delivered a packet more than 1 ms late, the first
+    [`LATE_PASSES_KEPT`] since the counters were reset (the validation matches them with the
+    host's stalls: docs/validation.md).
+    """
+    non_ipv4: Annotated[int, Field(ge=0)]
+    """
+    IPv6 and other packets, dropped.
+    """
+    pcap_dropped: Annotated[int, Field(ge=0)]
+    """
+    Capture records dropped because a writer was behind.
+    """
+    rt_switches: Annotated[int, Field(ge=0)]
+    """
+    Changes between real-time and normal scheduling of the loop.
+    """
+    rx_malformed: Annotated[int | None, Field(ge=0)] = 0
+    """
+    TUN reads that could not be split into wire segments (a malformed virtio-net header or
+    super-packet), dropped.
+    """
+    rx_packets: Annotated[int, Field(ge=0)]
+    """
+    Packets read from the hosts' TUN devices (wire segments: a GSO super-packet counts as
+    the segments it is split into).
+    """
+    rx_super_packets: Annotated[int | None, Field(ge=0)] = 0
+    """
+    TUN reads that carried a GSO super-packet (offloads on; docs/emulator.md).
+    """
+    rx_whole_super_packets: Annotated[int | None, Field(ge=0)] = 0
+    """
+    Of those, the super-packets that crossed the model whole, not split into wire segments
+    at the read (their route took them whole; docs/emulator.md).
+    """
+    timer_late_ns_max: Annotated[int, Field(ge=0)]
+    """
+    Latest the loop woke after a packet was due, ns.
+    """
+    timer_late_ns_mean: Annotated[int, Field(ge=0)]
+    """
+    Mean of how late the loop woke after a packet was due, ns.
+    """
+    tx_errors: Annotated[int, Field(ge=0)]
+    """
+    Packets whose TUN write failed (with offloads: every segment of a failed super-packet write).
+    """
+    tx_packets: Annotated[int, Field(ge=0)]
+    """
+    Packets written to them.
+    """
+    unroutable: Annotated[int, Field(ge=0)]
+    """
+    Packets to an address no host has.
     """
 
 
@@ -875,25 +877,6 @@ class LogStopped(BaseModel):
     """
 
 
-class Reply2(Counters):
-    """
-    Every reply: `ok`, the reason when refused, the command's fields when done.
-    """
-
-    model_config = ConfigDict(
-        extra='forbid',
-        use_attribute_docstrings=True,
-    )
-    error: str | None = None
-    """
-    Why it was refused (only when `ok` is false).
-    """
-    ok: bool
-    """
-    Whether the request was carried out.
-    """
-
-
 class Reply3(LinksSet):
     """
     Every reply: `ok`, the reason when refused, the command's fields when done.
@@ -933,6 +916,52 @@ class Reply4(CaptureStopped):
 
 
 class Reply5(LogStopped):
+    """
+    Every reply: `ok`, the reason when refused, the command's fields when done.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    error: str | None = None
+    """
+    Why it was refused (only when `ok` is false).
+    """
+    ok: bool
+    """
+    Whether the request was carried out.
+    """
+
+
+class Counters(BaseModel):
+    """
+    The reply to `counters`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+        use_attribute_docstrings=True,
+    )
+    emulator: EmulatorCounters
+    """
+    The emulator's own counters.
+    """
+    links: dict[str, LinkCounters]
+    """
+    Every link direction (access and path) by name.
+    """
+    now_ns: Annotated[int, Field(ge=0)]
+    """
+    Unix ns when they were read.
+    """
+    paths: dict[str, PathCounters]
+    """
+    The same counters again, grouped by path.
+    """
+
+
+class Reply2(Counters):
     """
     Every reply: `ok`, the reason when refused, the command's fields when done.
     """
