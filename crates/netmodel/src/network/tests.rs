@@ -306,3 +306,21 @@ fn a_packet_carried_whole_counts_its_segments_in_flight_and_in_the_log() {
     let first_link: Vec<(u32, u16)> = events.iter().filter(|e| e.link == 0).map(|e| (e.size, e.ip_id)).collect();
     assert_eq!(first_link, vec![(1500, 7), (1500, 8), (1500, 9), (60, 10)]);
 }
+
+#[test]
+fn hosts_on_one_side_carry_a_packet_whole_over_their_two_access_links() {
+    let delayed = LinkConfig { delay: 2 * MS, ..LinkConfig::default() };
+    let mut spec = uniform_spec(&delayed, true);
+    spec.hosts.push(host("peer", Side::Left, [10, 77, 0, 9], delayed.clone(), delayed.clone()));
+    let mut net = Network::new(spec).unwrap();
+    let to_peer = FlowKey { dst: Ipv4Addr::new(10, 77, 0, 9), ..flow(1000) };
+    assert!(net.carries_whole(HostId(0), &to_peer, 1500));
+    net.send(0, HostId(0), Packet::segmented(2 * 1500 + 100, 1500, 3, to_peer, 1, 5u32));
+    let delivered = run_until_idle(&mut net);
+    assert_eq!(per_segment(&delivered), vec![(4 * MS, HostId(2), 1500, 1), (4 * MS, HostId(2), 1500, 2), (4 * MS, HostId(2), 100, 3)]);
+    assert_eq!(delivered.len(), 1, "whole over both access links");
+    let peer_down = net.link_id("peer.down").unwrap();
+    assert_eq!(net.link(peer_down).unwrap().counters().delivered_packets, 3);
+    assert!(!net.carries_whole(HostId(0), &FlowKey { dst: Ipv4Addr::new(10, 99, 0, 1), ..flow(1000) }, 1500), "no such host");
+    assert!(!net.carries_whole(HostId(7), &to_peer, 1500), "no such sender");
+}
