@@ -171,6 +171,10 @@ def test_when_every_late_pass_fell_in_a_host_stall_the_host_row_fails() -> None:
     host = wakeup_check("h", "delay", "host", probe, limits)
     judge_late_passes(host, [], probe, emulator)
     assert host.status == "info" and "late_passes" not in host.details
+    # The emulator within its limits: nothing to place, the host's row stays as its percentile says.
+    host, emulator = wakeup_check("h", "delay", "host", probe, limits), _check("e", "pass")
+    judge_late_passes(host, passes, probe, emulator)
+    assert host.status == "info" and host.details["late_passes_in_host_stalls"] == 2
 
 
 def test_the_probe_measures_real_wake_ups_on_every_cpu(tmp_path: Path) -> None:

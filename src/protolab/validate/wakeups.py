@@ -19,8 +19,8 @@ worst CPU's figures are the host's.
 Each probe also keeps its stalls (sleeps that ended more than 0.5 ms late) with their wall-clock
 times, and the emulator keeps its late passes (deliveries more than 1 ms late) with theirs and
 the CPU it ran on (`late_passes` of its counters). A late pass that overlaps a stall of its CPU
-was held up by the host; when every late pass of a level was, the host's row fails even if its
-99.9th percentile stayed within the limit (`judge_late_passes`).
+was held up by the host; when every late pass of a level whose emulator check failed was, the
+host's row fails even if its 99.9th percentile stayed within the limit (`judge_late_passes`).
 """
 
 from __future__ import annotations
@@ -170,14 +170,16 @@ def in_host_stall(late_pass: Mapping[str, Any], summary: Mapping[str, Any] | Non
 def judge_late_passes(host: Check, late_passes: Sequence[Mapping[str, Any]], summary: Mapping[str, Any] | None,
                       emulator: Check) -> None:
     """Matches the emulator's late passes of a level with the host's stalls: how many fell in one
-    goes into both checks' details; when all did, the host's row fails (the host held the
-    emulator's CPU) and says so."""
+    goes into both checks' details; when all did and the emulator's check failed, the host's row
+    fails (the host held the emulator's CPU: the failure is the host's) and says so. A level the
+    emulator passed keeps the host's row as its percentile says: held-up passes within the
+    emulator's limits are no failure to place."""
     if not late_passes:
         return
     held = sum(in_host_stall(late_pass, summary) for late_pass in late_passes)
     matched = {"late_passes": len(late_passes), "late_passes_in_host_stalls": held}
     emulator.details.update(matched)
     host.details.update(matched)
-    if held == len(late_passes) and summary:
+    if held == len(late_passes) and summary and emulator.status == "fail":
         host.status = "fail"
         host.measured_text += f"; all {held} of the emulator's late passes (> 1 ms) fell in stalls of their CPU"
