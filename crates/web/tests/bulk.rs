@@ -5,10 +5,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use common::Lab;
+use common::{Lab, Scratch};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use web::bulk::{Amount, Bulk, BulkKind, BulkOptions, BulkProtocol, BulkResult, BulkStatus, Direction, Pacing};
@@ -184,19 +184,8 @@ async fn paced_transfers_hold_their_rate() {
 }
 
 /// A scratch directory, removed when dropped (also when an assertion fails first).
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tempdir(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("protolab-bulk-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+    Scratch::new(&format!("bulk-{name}"))
 }
 
 fn read_ndjson(path: &Path) -> (Value, Vec<Value>) {

@@ -20,8 +20,7 @@ fn sprout() -> QuicOptions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_senders_window_comes_from_the_receivers_reports() {
     let lab = Lab::start_with(Limits::default(), sprout()).await;
-    let dir = std::env::temp_dir().join(format!("protolab-feedback-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::new("feedback");
     // An upload: the client sends, the server's loop measures and reports every 20 ms tick, the
     // client's controller takes the reports. On loopback the minimum RTT is some 50 us, so the
     // window sits at its floor of two datagrams and each window waits for the server's delayed
@@ -70,6 +69,5 @@ async fn the_senders_window_comes_from_the_receivers_reports() {
         .count();
     assert!(matching * 10 >= fed.len() * 8, "{matching} of {} rows match", fed.len());
     eprintln!("{reports} reports, {matching} of {} rows match", fed.len());
-    let _ = std::fs::remove_dir_all(&dir);
     lab.stop().await;
 }

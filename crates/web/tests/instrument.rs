@@ -1,6 +1,8 @@
 //! Samplers on loopback: TCP, MPTCP and QUIC connections moving data are sampled into NDJSON
 //! files with a header and rows of plausible values (docs/samples.md).
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -239,9 +241,6 @@ async fn quic_connection_is_sampled_and_qlogged() {
     assert!(qlog.matches('\u{1e}').count() > 10, "qlog has events");
 }
 
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("protolab-instrument-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn tempdir(name: &str) -> common::Scratch {
+    common::Scratch::new(&format!("instrument-{name}"))
 }

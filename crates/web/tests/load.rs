@@ -578,11 +578,8 @@ async fn a_request_lost_on_a_reused_connection_is_resent_on_a_new_one() {
     assert!(root.error.is_some() && root.resent_after.is_none(), "{root:?}");
 }
 
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("protolab-load-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn tempdir(name: &str) -> common::Scratch {
+    common::Scratch::new(&format!("load-{name}"))
 }
 
 fn ndjson(path: &std::path::Path) -> (serde_json::Value, Vec<serde_json::Value>) {

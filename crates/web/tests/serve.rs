@@ -252,15 +252,13 @@ async fn idle_connections_are_closed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_manifest_file_names_file_and_field() {
-    let dir = std::env::temp_dir().join(format!("protolab-web-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::Scratch::new("web-test");
     let path = dir.join("page.json");
     std::fs::write(&path, PAGE.replace(r#""parent": "/","#, r#""parent": "/x.css","#)).unwrap();
     let e = Manifest::load(&path).unwrap_err().to_string();
     assert_eq!(e, format!("{}: objects[1].parent: no object \"/x.css\"", path.display()));
     let e = Manifest::load(&dir.join("absent.json")).unwrap_err().to_string();
     assert!(e.contains("absent.json: (file): cannot read"), "{e}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,7 +268,7 @@ async fn curl_fetches_over_h1c_h1_and_h2() {
         return;
     }
     let lab = Lab::start(Limits::default()).await;
-    let dir = std::env::temp_dir().join(format!("protolab-web-curl-{}", std::process::id()));
+    let dir = common::Scratch::new("web-curl");
     lab.material.write(&dir).unwrap();
     let ca = dir.join("ca.pem");
     let cases = [
@@ -303,6 +301,5 @@ async fn curl_fetches_over_h1c_h1_and_h2() {
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert_eq!(stdout, format!("200 {version} {size}"), "curl {flag} {url}: {}", String::from_utf8_lossy(&out.stderr));
     }
-    std::fs::remove_dir_all(&dir).unwrap();
     lab.stop().await;
 }

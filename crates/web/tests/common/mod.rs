@@ -5,6 +5,8 @@
 pub mod abuse;
 
 use std::net::SocketAddr;
+use std::ops::Deref;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,5 +103,31 @@ impl Lab {
 
     pub fn expected(&self, host: &str, path: &str) -> Vec<u8> {
         Site::new(&[("page.json".into(), self.manifest.clone())]).unwrap().body(host, path).unwrap()
+    }
+}
+
+/// A scratch directory `protolab-<name>-<pid>` under the system's temporary directory: emptied
+/// when made, removed when dropped, also when its test fails (the tests left hundreds behind).
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("protolab-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
