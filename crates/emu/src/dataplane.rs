@@ -8,12 +8,10 @@
 use contract::control::{EmulatorCounters, LatePass, LATE_PASSES_KEPT};
 use netmodel::{Delivered, Event, HostId, LinkConfig, LinkCounters, LinkId, Nanos, Network, Packet, PathId, PathSelection};
 
-use crate::frame::{Frame, FramePool, GsoShape};
+use crate::frame::{Frame, FramePool, GsoShape, PROTO_TCP};
 use crate::lateness::Lateness;
 use crate::vnet;
 use crate::writer::{CapturedPacket, PendingSummary, Writer};
-
-const PROTO_TCP: u8 = 6;
 
 /// A change or a question for the packet loop, checked by the control plane.
 pub enum Command {

@@ -15,14 +15,12 @@ use rustix::event::{epoll, Timespec};
 use crate::clock::Clock;
 use crate::control::Envelope;
 use crate::dataplane::DataPlane;
-use crate::frame::{Frame, GsoShape};
+use crate::frame::{Frame, GsoShape, PROTO_TCP, PROTO_UDP};
 use crate::host_io::{Arrivals, Buffers, HostIo, Read};
 
 const TOKEN_WAKE: u64 = u64::MAX - 1;
 const TOKEN_SIGNAL: u64 = u64::MAX - 2;
 const READ_BATCH: usize = 64;
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
 
 /// Limits busy-polling to a share of each window. At high packet rates the loop would spin
 /// before every packet and never sleep: under SCHED_FIFO the kernel then throttles it (a 50 ms

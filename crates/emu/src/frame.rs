@@ -20,8 +20,10 @@ pub const DATAGRAM_ROOM: usize = 65_536 + VNET_HEADER_LEN;
 /// Idle datagram buffers the pool keeps at most (8 MB).
 const DATAGRAM_POOL_CAP: usize = 128;
 
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
+/// IP protocol numbers of the transports whose checksums and segmentation the emulator handles.
+pub const PROTO_TCP: u8 = 6;
+/// See [`PROTO_TCP`].
+pub const PROTO_UDP: u8 = 17;
 /// Where the checksum sits in a TCP and in a UDP header.
 pub const TCP_CHECKSUM_OFFSET: usize = 16;
 /// See [`TCP_CHECKSUM_OFFSET`].

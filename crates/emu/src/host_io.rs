@@ -20,14 +20,11 @@ use std::os::fd::AsFd;
 
 use tun_rs::SyncDevice;
 
-use crate::frame::{Frame, FramePool, GsoShape};
+use crate::frame::{Frame, FramePool, GsoShape, PROTO_TCP, PROTO_UDP};
 use crate::vnet::{self, MAX_DATAGRAM, VNET_HEADER_LEN};
 
 /// Delivered packets queued per host before they are written (runs coalesce within a batch).
 pub const WRITE_BATCH: usize = 128;
-
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
 
 /// Buffers shared by every host (the loop serves one host at a time): the read buffer, and the
 /// pool the packets' buffers come from and return to.

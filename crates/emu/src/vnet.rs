@@ -15,7 +15,7 @@ use std::io::IoSlice;
 
 use crate::frame::{
     checksum_layout, complete_checksum_at, pseudo_header_sum, set_ipv4_header_checksum, Frame, FramePool, GsoShape,
-    DATAGRAM_ROOM, SEGMENT_ROOM, TCP_CHECKSUM_OFFSET, UDP_CHECKSUM_OFFSET,
+    DATAGRAM_ROOM, PROTO_TCP, PROTO_UDP, SEGMENT_ROOM, TCP_CHECKSUM_OFFSET, UDP_CHECKSUM_OFFSET,
 };
 pub use crate::frame::VNET_HEADER_LEN;
 
@@ -31,8 +31,6 @@ const GSO_UDP_L4: u8 = 5;
 const GSO_ECN: u8 = 0x80;
 const GSO_TCPV4_ECN: u8 = GSO_TCPV4 | GSO_ECN;
 
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
 const TCP_ACK: u8 = 0x10;
 const TCP_PSH: u8 = 0x08;
 const TCP_FIN: u8 = 0x01;
@@ -165,9 +163,8 @@ fn header_and_packet(datagram: &[u8]) -> Result<(VnetHeader, &[u8]), Malformed> 
 /// Hands on a frame's wire segments: a super-packet carried whole split as [`split`] would
 /// have split it when it was read (its buffer goes back to `pool`), any other frame as it is.
 /// Returns how many.
-pub fn split_whole(frame: Frame, pool: &mut FramePool, each: impl FnMut(Frame)) -> usize {
+pub fn split_whole(frame: Frame, pool: &mut FramePool, mut each: impl FnMut(Frame)) -> usize {
     let Some(shape) = frame.gso else {
-        let mut each = each;
         each(frame);
         return 1;
     };

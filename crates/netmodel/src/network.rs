@@ -393,6 +393,15 @@ impl<P> Network<P> {
         Some(PathId(index as u32))
     }
 
+    /// The path between the sides every packet of `flow` from `from` to `to` takes: `Some(None)`
+    /// for hosts on one side, `Some(path)` pinned or hashed, None under round robin.
+    fn known_path(&self, from: HostId, to: HostId, flow: &FlowKey) -> Option<Option<PathId>> {
+        if self.hosts[from.0 as usize].side == self.hosts[to.0 as usize].side {
+            return Some(None);
+        }
+        self.fixed_path(from, to, flow).map(Some)
+    }
+
     /// The link directions from `from` to `to` over `path` (None: the hosts are on one side).
     fn hops(&self, from: HostId, to: HostId, path: Option<PathId>) -> ([u32; 3], u8) {
         let (src, dst) = (&self.hosts[from.0 as usize], &self.hosts[to.0 as usize]);
@@ -416,11 +425,7 @@ impl<P> Network<P> {
             return false;
         }
         let Some(to) = self.host_of(flow.dst) else { return false };
-        let same_side = self.hosts[from.0 as usize].side == self.hosts[to.0 as usize].side;
-        let path = if same_side { None } else { self.fixed_path(from, to, flow) };
-        if !same_side && path.is_none() {
-            return false;
-        }
+        let Some(path) = self.known_path(from, to, flow) else { return false };
         let (hops, len) = self.hops(from, to, path);
         hops[..usize::from(len)].iter().all(|&l| self.links[l as usize].takes_whole(segment_size))
     }
@@ -435,19 +440,16 @@ impl<P: Segmented> Network<P> {
         if from.0 as usize >= self.hosts.len() {
             return false;
         }
-        let same_side = self.hosts[from.0 as usize].side == self.hosts[to.0 as usize].side;
-        let path = if same_side {
-            None
-        } else if let Some(path) = self.fixed_path(from, to, &packet.flow) {
-            Some(path)
-        } else if packet.segments > 1 {
-            // Round robin sends each segment on the next path.
-            packet.into_segments(|segment| {
-                self.send(now, from, segment);
-            });
-            return true;
-        } else {
-            Some(self.select_path(from, to, &packet.flow))
+        let path = match self.known_path(from, to, &packet.flow) {
+            Some(path) => path,
+            None if packet.segments > 1 => {
+                // Round robin sends each segment on the next path.
+                packet.into_segments(|segment| {
+                    self.send(now, from, segment);
+                });
+                return true;
+            }
+            None => Some(self.select_path(from, to, &packet.flow)),
         };
         let (hops, len) = self.hops(from, to, path);
         let route = Route { hops, len, next: 0, dst: to };
