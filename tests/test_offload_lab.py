@@ -119,24 +119,40 @@ def test_bulk_transfer_delivers_the_exact_bytes_as_wire_segments(
     assert sum(sizes) == links["server.down"]["delivered_bytes"] + links["server.up"]["delivered_bytes"]
 
 
-@pytest.mark.parametrize("shaped", [False, True], ids=["ideal-route", "shaped-route"])
+# (bottleneck rate in bit/s or None, `emu run --whole-spread-us` or None for the default, whether
+# super-packets cross whole): delay-only links always carry them whole; a 10 Gbit/s link does
+# within the default spread (a 64 KB super-packet's segments leave it within 52 us of each other);
+# with no spread allowed, or at 50 Mbit/s (240 us per segment), a rated link splits them.
+ROUTES = {
+    "ideal-route": (None, None, True),
+    "10g-within-spread": (10_000_000_000, None, True),
+    "10g-no-spread": (10_000_000_000, 0, False),
+    "50m-beyond-spread": (50_000_000, None, False),
+}
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
 def test_super_packets_cross_whole_only_where_their_route_takes_them_whole(
-    emu_binary: Path, lab_name: Callable[[], str], shaped: bool
+    emu_binary: Path, lab_name: Callable[[], str], route: str
 ) -> None:
-    """Without a capture, a route of delay-only links carries super-packets whole (counted and
-    delivered per segment); a shaped bottleneck splits them at the read."""
+    """Without a capture, a route carries super-packets whole where every link takes them whole
+    (counted and delivered per segment, the bytes exact); elsewhere they are split at the read."""
+    rate, spread_us, whole = ROUTES[route]
     name = lab_name()
-    bottleneck = link(delay_ns=ms_to_ns(1), rate_bps=200_000_000) if shaped else link(delay_ns=ms_to_ns(1))
+    bottleneck = link(delay_ns=ms_to_ns(1), rate_bps=rate) if rate else link(delay_ns=ms_to_ns(1))
     topology = dumbbell(name, ["client"], ["server"], paths=[path("p0", forward=bottleneck)])
-    with Lab(topology, offload=True) as lab:
+    emu_args = ["--whole-spread-us", str(spread_us)] if spread_us is not None else []
+    with Lab(topology, offload=True, emu_args=emu_args) as lab:
+        info = lab.info()
         lab.reset_counters()
         sent, received = _transfer(lab)
         lab.await_quiet()
         counters = lab.counters()
+    assert info["whole_spread_ns"] == (100_000 if spread_us is None else spread_us * 1000)
     assert received == sent, "the server must receive exactly the bytes the client sent"
     emulator, links = counters["emulator"], counters["links"]
     assert emulator["rx_super_packets"] > 0
-    assert (emulator["rx_whole_super_packets"] > 0) != shaped
+    assert (emulator["rx_whole_super_packets"] > 0) == whole
     assert emulator["rx_whole_super_packets"] <= emulator["rx_super_packets"]
     assert emulator["rx_malformed"] == 0 and emulator["tx_errors"] == 0
     assert emulator["rx_packets"] == emulator["tx_packets"]
@@ -144,7 +160,8 @@ def test_super_packets_cross_whole_only_where_their_route_takes_them_whole(
     for direction in ("client.up", "p0.forward", "server.down"):
         counted = links[direction]
         assert counted["delivered_bytes"] <= MTU * counted["delivered_packets"], direction
-        assert counted["max_queue_bytes"] <= MTU or shaped, direction
+        assert counted["max_queue_bytes"] <= MTU or rate, direction
+        assert counted["queue_packets"] == counted["queue_bytes"] == counted["in_flight_packets"] == 0, direction
     assert links["server.down"]["delivered_bytes"] == links["client.up"]["delivered_bytes"] >= TRANSFER_BYTES
     assert links["server.down"]["delivered_packets"] == links["client.up"]["delivered_packets"]
 

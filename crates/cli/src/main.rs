@@ -342,6 +342,11 @@ enum EmuCommand {
         /// topology wins over this.
         #[arg(long, default_value = "off", value_parser = ["on", "off"])]
         offload: String,
+        /// With offloads: a link with a fixed rate carries a super-packet whole when its segments
+        /// would leave that link at most this many microseconds apart; each then leaves with the
+        /// last (docs/emulator.md). 0 = split every super-packet at a rated link.
+        #[arg(long, default_value_t = emu::DEFAULT_WHOLE_SPREAD_US)]
+        whole_spread_us: u64,
     },
     /// Validate a topology file; print it normalized as JSON.
     Check {
@@ -387,9 +392,11 @@ enum EmuCommand {
 
 fn emu_command(command: EmuCommand) -> anyhow::Result<()> {
     match command {
-        EmuCommand::Run { topology, state_dir, no_watchdog, owner_pid, spin_us, rt_priority, cpu_latency_us, offload } => {
+        EmuCommand::Run { topology, state_dir, no_watchdog, owner_pid, spin_us, rt_priority, cpu_latency_us, offload, whole_spread_us } => {
             let offload = offload == "on";
-            emu::run(&emu::RunOptions { topology, state_dir, watchdog: !no_watchdog, spin_us, rt_priority, cpu_latency_us: cpu_latency_us.0, owner_pid, offload })?;
+            let watchdog = !no_watchdog;
+            let cpu_latency_us = cpu_latency_us.0;
+            emu::run(&emu::RunOptions { topology, state_dir, watchdog, spin_us, rt_priority, cpu_latency_us, owner_pid, offload, whole_spread_us })?;
         }
         EmuCommand::Check { topology } => {
             let (topology, _) = emu::check(&topology)?;

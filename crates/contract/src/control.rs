@@ -316,6 +316,10 @@ pub struct Info {
     pub cpu_latency_us: Option<u32>,
     /// The delay compensation in force, ns.
     pub delay_compensation_ns: u64,
+    /// How far apart the wire segments of a GSO super-packet may leave a rated link that carries
+    /// it whole, ns (`emu run --whole-spread-us`; 0: rated links split every super-packet).
+    #[serde(default)]
+    pub whole_spread_ns: u64,
     /// Unix ns at the emulator's time zero.
     pub start_unix_ns: u64,
     /// Unix ns now.

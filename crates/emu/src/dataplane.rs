@@ -139,7 +139,7 @@ impl DataPlane {
         receiver_takes
             && !captured(host)
             && !captured(to)
-            && self.net.carries_whole(HostId(host as u32), &flow, shape.segment_size() as u32)
+            && self.net.carries_whole(HostId(host as u32), &flow, shape.model_shape())
     }
 
     /// The model (read only: it changes through commands and packets).
@@ -175,8 +175,8 @@ impl DataPlane {
             }
             (Ok((flow, ip_id)), None) => Packet::new(frame.bytes.len() as u32, flow, ip_id, frame),
             (Ok((flow, ip_id)), Some(shape)) => {
-                let (size, segment_size) = (shape.wire_bytes() as u32, shape.segment_size() as u32);
-                Packet::segmented(size, segment_size, segments as u32, flow, ip_id, frame)
+                let model = shape.model_shape();
+                Packet::segmented(model.size, model.segment_size, model.segments, flow, ip_id, frame)
             }
         };
         if !self.net.send(now, HostId(host as u32), packet) {

@@ -74,6 +74,15 @@ impl GsoShape {
     pub fn wire_bytes(&self) -> usize {
         self.ip_len + (self.segments - 1) * self.headers
     }
+
+    /// The segments as the model counts them (checked shapes fit 64 KB and 1024 segments).
+    pub fn model_shape(&self) -> netmodel::SegmentShape {
+        netmodel::SegmentShape {
+            segments: self.segments as u32,
+            segment_size: self.segment_size() as u32,
+            size: self.wire_bytes() as u32,
+        }
+    }
 }
 
 impl Frame {

@@ -113,6 +113,10 @@ fn interrupted(signal: &OwnedFd) -> bool {
     matches!(rustix::io::read(signal, &mut byte), Ok(n) if n > 0)
 }
 
+/// The default of `emu run --whole-spread-us`: a 64 KB super-packet crosses a 10 Gbit/s link
+/// whole (its segments spread over 52 µs), one at 1 Gbit/s splits unless it is short.
+pub const DEFAULT_WHOLE_SPREAD_US: u64 = 100;
+
 /// Options of `emu run`.
 pub struct RunOptions {
     /// Topology file.
@@ -131,6 +135,9 @@ pub struct RunOptions {
     /// Segmentation offloads on the TUN devices (docs/emulator.md, "Segmentation offloads"):
     /// every host's unless its topology entry says otherwise (`offload`).
     pub offload: bool,
+    /// How far apart, µs, the wire segments of a super-packet may leave a rated link that
+    /// carries it whole (`Network::set_whole_spread`; 0: rated links split super-packets).
+    pub whole_spread_us: u64,
     /// Stop as on SIGTERM when this process ends (the runner that started the lab), so that a
     /// SIGKILLed runner leaves no lab behind.
     pub owner_pid: Option<i32>,
@@ -156,7 +163,8 @@ fn watch_owner(pid: i32) -> Result<(), EmuError> {
 
 /// Builds the lab, prints the ready line, forwards packets until stopped, then removes the lab.
 pub fn run(options: &RunOptions) -> Result<(), EmuError> {
-    let (mut topology, network) = check(&options.topology)?;
+    let (mut topology, mut network) = check(&options.topology)?;
+    network.set_whole_spread(options.whole_spread_us.saturating_mul(1000));
     // Every host's offloads as in force, so the state's topology.json and `info` say what each
     // device got.
     for host in &mut topology.hosts {

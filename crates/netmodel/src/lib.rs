@@ -30,7 +30,7 @@ pub use config::{
     ConfigError, JitterConfig, JitterDistribution, LinkConfig, LossConfig, QueueConfig, QueueKind,
     QueueLimit, Rate, ShaperConfig, MAX_FQ_FLOWS,
 };
-pub use link::{DropCause, DropCounts, Event, EventKind, EventLog, Link, LinkCounters};
+pub use link::{DropCause, DropCounts, Event, EventKind, EventLog, Link, LinkCounters, SegmentShape};
 pub use network::{
     Delivered, HostId, HostSpec, LinkId, Network, NetworkError, PathId, PathSelection, PathSpec, Side, Transit,
     TopologySpec,

@@ -18,6 +18,8 @@ use crate::trace::TRACE_OPPORTUNITY_BYTES;
 use crate::wifi::Station;
 use crate::Nanos;
 use in_flight::{InFlight, InFlightQueue};
+use whole::Draining;
+pub use whole::SegmentShape;
 
 /// Why a packet was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -191,6 +193,8 @@ pub struct Link<P> {
     counters: LinkCounters,
     /// The WiFi station, while the rate is [`Rate::Wifi`].
     wifi: Option<Station<P>>,
+    /// The segments of a packet carried whole that wait for the transmitter.
+    draining: Draining,
 }
 
 fn jitter_offset(jitter: &JitterConfig, rng: &mut ChaCha8Rng) -> f64 {
@@ -258,6 +262,7 @@ impl<P> Link<P> {
             rng,
             counters: LinkCounters::default(),
             wifi,
+            draining: Draining::default(),
         })
     }
 
@@ -275,7 +280,8 @@ impl<P> Link<P> {
     /// holds for a retransmission or for the receiver's reorder buffer).
     pub fn counters(&self) -> LinkCounters {
         let held = self.wifi.as_ref().map_or(0, Station::held);
-        LinkCounters { in_flight_packets: (self.in_flight.len() + held) as u64, ..self.counters }
+        let in_flight = self.in_flight.len() - self.draining_segments() as usize;
+        LinkCounters { in_flight_packets: (in_flight + held) as u64, ..self.counters }
     }
 
     /// Zeroes the counters (occupancy stays: it is a state, not a count).
@@ -296,7 +302,7 @@ impl<P> Link<P> {
 
     fn pop_head(&mut self) -> Option<Waiting<P>> {
         let waiting = self.queue.pop_front()?;
-        self.counters.queue_packets -= 1;
+        self.counters.queue_packets -= u64::from(waiting.packet.segments);
         self.counters.queue_bytes -= u64::from(waiting.packet.size);
         Some(waiting)
     }
@@ -316,41 +322,9 @@ impl<P> Link<P> {
             }
     }
 
-    /// Whether a packet of several wire segments (all but the last of `segment_size` bytes) may
-    /// cross this link whole: only where each segment's fate is the one it would meet alone, and
-    /// the same for all. That holds without a rate (each segment would find the queue empty and
-    /// leave at once, at the same moment), shaper, random loss, jitter, AQM or WiFi, with room
-    /// for one segment in the empty queue.
-    pub fn takes_whole(&self, segment_size: u32) -> bool {
-        let c = &self.config;
-        matches!(c.rate, Rate::Unlimited)
-            && c.shaper.is_none()
-            && c.loss.is_none()
-            && c.jitter.is_none()
-            && matches!(c.queue.kind, QueueKind::DropTail | QueueKind::DropHead)
-            && self.fq.is_none()
-            && self.wifi.is_none()
-            && self.counters.queue_packets == 0
-            && self.fits(1, u64::from(segment_size))
-    }
-
-    /// A packet of several segments, which [`Link::takes_whole`] allowed, arrives at `now`: it
-    /// is counted as its segments would be, one after another, each entering the empty queue
-    /// and leaving at once.
-    fn arrive_whole(&mut self, now: Nanos, packet: Packet<P>, events: &mut EventLog) -> bool {
-        events.record(now, EventKind::Enqueue, self.id, &packet);
-        let c = &mut self.counters;
-        c.enqueued_packets += u64::from(packet.segments);
-        c.enqueued_bytes += u64::from(packet.size);
-        c.max_queue_packets = c.max_queue_packets.max(c.queue_packets + 1);
-        c.max_queue_bytes = c.max_queue_bytes.max(c.queue_bytes + u64::from(packet.segment_size));
-        let finish = self.transmitter.transmit(&self.config.rate, now, packet.size);
-        self.propagate(finish, packet);
-        true
-    }
-
     /// A packet arrives at `now`. Returns false if it was dropped on arrival. A packet of
-    /// several segments must be one [`Link::takes_whole`] allows.
+    /// several segments must be one [`Link::takes_whole`] allows (with the spread the caller
+    /// accepts).
     pub fn arrive(&mut self, now: Nanos, packet: Packet<P>, events: &mut EventLog) -> bool {
         self.advance(now, events);
         if packet.segments > 1 {
@@ -424,6 +398,7 @@ impl<P> Link<P> {
         while let Some(start) = self.head_start().filter(|&s| s <= now) {
             self.start_transmission(start, events);
         }
+        self.settle_draining(now);
     }
 
     /// Takes the next packet to transmit from the queue, through its discipline.
@@ -445,11 +420,16 @@ impl<P> Link<P> {
         if self.wifi.is_some() {
             return self.start_txop(start, events);
         }
+        self.settle_draining(start);
         let Some(packet) = self.dequeue(start, events) else { return };
         if let Some(shaper) = &self.config.shaper {
             self.bucket.consume(shaper, start, packet.size);
         }
-        let finish = self.transmitter.transmit(&self.config.rate, start, packet.size);
+        let finish = if packet.segments > 1 {
+            self.transmit_whole(start, packet.shape())
+        } else {
+            self.transmitter.transmit(&self.config.rate, start, packet.size)
+        };
         self.propagate(finish, packet);
     }
 
@@ -575,5 +555,6 @@ impl<P> Link<P> {
 
 mod aqm;
 mod in_flight;
+mod whole;
 #[cfg(test)]
 mod tests;

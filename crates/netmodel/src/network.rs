@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 use siphasher::sip::SipHasher13;
 
 use crate::config::{ConfigError, LinkConfig};
-use crate::link::{Event, EventLog, Link, LinkCounters};
+use crate::link::{Event, EventLog, Link, LinkCounters, SegmentShape};
 use crate::packet::{FlowKey, Packet, Segmented};
 use crate::Nanos;
 
@@ -169,6 +169,9 @@ pub struct Network<P> {
     hash_key: (u64, u64),
     events: EventLog,
     delay_compensation: Nanos,
+    /// How far apart the segments of a packet carried whole may leave a rated link (0: such a
+    /// link splits every packet of several segments).
+    whole_spread: Nanos,
     /// Each link's [`Link::next_event`] (`NEVER`: nothing pending), refreshed after every change
     /// of that link: `poll` takes the earliest of them per event, and computing them afresh for
     /// every link at every event was the model's largest cost at 10 Gbit/s.
@@ -227,6 +230,7 @@ impl<P> Network<P> {
             hash_key: (key_rng.random(), key_rng.random()),
             events: EventLog::default(),
             delay_compensation: 0,
+            whole_spread: 0,
             next_events: Vec::new(),
         };
         network.refresh_all();
@@ -303,6 +307,19 @@ impl<P> Network<P> {
         self.delay_compensation = ns;
     }
 
+    /// Lets a packet of several wire segments cross a link with a fixed rate whole when its
+    /// segments would leave that link at most `ns` apart (see [`Link::takes_whole`]): each
+    /// segment then leaves with the last, up to `ns` later than alone. 0 (the default) keeps
+    /// every segment's own departure time: rated links split such packets.
+    pub fn set_whole_spread(&mut self, ns: Nanos) {
+        self.whole_spread = ns;
+    }
+
+    /// The spread [`Network::set_whole_spread`] allows, ns.
+    pub fn whole_spread(&self) -> Nanos {
+        self.whole_spread
+    }
+
     /// The current delay compensation, ns.
     pub fn delay_compensation(&self) -> Nanos {
         self.delay_compensation
@@ -326,26 +343,12 @@ impl<P> Network<P> {
         }
     }
 
-    /// Replaces a link direction's configuration at `now`.
-    pub fn reconfigure(&mut self, now: Nanos, id: LinkId, config: LinkConfig) -> Result<(), NetworkError> {
-        let name = self.link_name(id).to_string();
-        let link = self.links.get_mut(id.0 as usize).ok_or_else(|| NetworkError::UnknownLink(name.clone()))?;
-        let result = link.reconfigure(now, config, &mut self.events).map_err(|source| NetworkError::Link { link: name, source });
-        self.refresh(id.0 as usize);
-        result
-    }
-
     /// Restarts a link direction's random stream from `seed` (its stream number stays its index).
     pub fn reseed(&mut self, id: LinkId, seed: u64) {
         if let Some(link) = self.links.get_mut(id.0 as usize) {
             link.reseed(seed, u64::from(id.0));
         }
         self.refresh(id.0 as usize);
-    }
-
-    /// Turns the per-packet event record on or off.
-    pub fn record_events(&mut self, enabled: bool) {
-        self.events.enabled = enabled;
     }
 
     /// Takes the events recorded so far.
@@ -416,22 +419,46 @@ impl<P> Network<P> {
         self.next_events.iter().copied().min().filter(|&t| t != NEVER)
     }
 
-    /// Whether a packet of several wire segments of `flow`, `segment_size` bytes each but the
-    /// last, sent by `from` now would cross every link direction of its route whole (see
+    /// Whether a packet of several wire segments (`shape`) of `flow` sent by `from` now would
+    /// cross every link direction of its route whole as the links are now (see
     /// [`Link::takes_whole`]): not while events are recorded (each segment's are, in order),
-    /// never over round-robin paths. A driver splits other packets itself before sending.
-    pub fn carries_whole(&self, from: HostId, flow: &FlowKey, segment_size: u32) -> bool {
+    /// never over round-robin paths. A driver splits other packets itself before sending; one
+    /// that meets a fuller queue on its way is split there.
+    pub fn carries_whole(&self, from: HostId, flow: &FlowKey, shape: SegmentShape) -> bool {
         if self.events.enabled || from.0 as usize >= self.hosts.len() {
             return false;
         }
         let Some(to) = self.host_of(flow.dst) else { return false };
         let Some(path) = self.known_path(from, to, flow) else { return false };
         let (hops, len) = self.hops(from, to, path);
-        hops[..usize::from(len)].iter().all(|&l| self.links[l as usize].takes_whole(segment_size))
+        hops[..usize::from(len)].iter().all(|&l| self.links[l as usize].takes_whole(shape, self.whole_spread))
     }
 }
 
 impl<P: Segmented> Network<P> {
+    /// Replaces a link direction's configuration at `now`.
+    pub fn reconfigure(&mut self, now: Nanos, id: LinkId, config: LinkConfig) -> Result<(), NetworkError> {
+        let name = self.link_name(id).to_string();
+        let link = self.links.get_mut(id.0 as usize).ok_or_else(|| NetworkError::UnknownLink(name.clone()))?;
+        // The new configuration may give the waiting segments different fates.
+        link.split_waiting();
+        let result = link.reconfigure(now, config, &mut self.events).map_err(|source| NetworkError::Link { link: name, source });
+        self.refresh(id.0 as usize);
+        result
+    }
+
+    /// Turns the per-packet event record on or off.
+    /// Packets waiting whole in a queue are split, so that each segment's events are logged;
+    /// one already in transmission is logged per segment, every segment leaving with the last.
+    pub fn record_events(&mut self, enabled: bool) {
+        if enabled {
+            self.links.iter_mut().for_each(Link::split_waiting);
+        }
+        self.events.enabled = enabled;
+    }
+
+
+
     /// A packet leaves host `from` at `now`. Returns false if no host has its destination
     /// address (the packet is discarded). Call [`Network::poll`] afterwards. A packet of several
     /// segments is carried whole as far as the links allow and split from there.
@@ -462,7 +489,7 @@ impl<P: Segmented> Network<P> {
     /// A packet arrives at link direction `link`: whole if it is one packet or the link takes
     /// it whole, else segment by segment.
     fn enter(&mut self, link: usize, now: Nanos, packet: Packet<Transit<P>>) {
-        let whole = packet.segments <= 1 || (!self.events.enabled && self.links[link].takes_whole(packet.segment_size));
+        let whole = packet.segments <= 1 || (!self.events.enabled && self.links[link].takes_whole(packet.shape(), self.whole_spread));
         if whole {
             self.links[link].arrive(now, packet, &mut self.events);
         } else {

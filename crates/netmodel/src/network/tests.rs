@@ -3,6 +3,9 @@
 use super::*;
 use crate::{MS, US};
 
+/// A super-packet of three segments, as `carries_whole` asks about.
+const SHAPE: SegmentShape = SegmentShape { segments: 3, segment_size: 1500, size: 3100 };
+
 fn host(name: &str, side: Side, addr: [u8; 4], up: LinkConfig, down: LinkConfig) -> HostSpec {
     HostSpec { name: name.into(), side, addresses: vec![Ipv4Addr::from(addr)], up, down }
 }
@@ -264,7 +267,7 @@ fn a_packet_carried_whole_meets_the_fates_its_segments_meet_alone() {
             let mut alone = Network::new(uniform_spec(&link, hashed)).unwrap();
             carried.record_events(events);
             alone.record_events(events);
-            assert_eq!(carried.carries_whole(HostId(0), &flow(1000), 1500), whole && !events, "{name}");
+            assert_eq!(carried.carries_whole(HostId(0), &flow(1000), SHAPE), whole && !events, "{name}");
             for (i, &(t, segments, last)) in sends.iter().enumerate() {
                 let size = (segments - 1) * 1500 + last;
                 let ip_id = 100 * i as u16;
@@ -314,13 +317,116 @@ fn hosts_on_one_side_carry_a_packet_whole_over_their_two_access_links() {
     spec.hosts.push(host("peer", Side::Left, [10, 77, 0, 9], delayed.clone(), delayed.clone()));
     let mut net = Network::new(spec).unwrap();
     let to_peer = FlowKey { dst: Ipv4Addr::new(10, 77, 0, 9), ..flow(1000) };
-    assert!(net.carries_whole(HostId(0), &to_peer, 1500));
+    assert!(net.carries_whole(HostId(0), &to_peer, SHAPE));
     net.send(0, HostId(0), Packet::segmented(2 * 1500 + 100, 1500, 3, to_peer, 1, 5u32));
     let delivered = run_until_idle(&mut net);
     assert_eq!(per_segment(&delivered), vec![(4 * MS, HostId(2), 1500, 1), (4 * MS, HostId(2), 1500, 2), (4 * MS, HostId(2), 100, 3)]);
     assert_eq!(delivered.len(), 1, "whole over both access links");
     let peer_down = net.link_id("peer.down").unwrap();
     assert_eq!(net.link(peer_down).unwrap().counters().delivered_packets, 3);
-    assert!(!net.carries_whole(HostId(0), &FlowKey { dst: Ipv4Addr::new(10, 99, 0, 1), ..flow(1000) }, 1500), "no such host");
-    assert!(!net.carries_whole(HostId(7), &to_peer, 1500), "no such sender");
+    assert!(!net.carries_whole(HostId(0), &FlowKey { dst: Ipv4Addr::new(10, 99, 0, 1), ..flow(1000) }, SHAPE), "no such host");
+    assert!(!net.carries_whole(HostId(7), &to_peer, SHAPE), "no such sender");
+}
+
+/// Each delivered wire segment as (time, host, size, ip id, whether it was carried whole).
+fn per_segment_marked(delivered: &[Delivered<u32>]) -> Vec<(Nanos, HostId, u32, u16, bool)> {
+    let segments = |d: &Delivered<u32>| d.packet.segment_sizes().map(move |(size, id)| (d.time, d.host, size, id, d.packet.segments > 1)).collect::<Vec<_>>();
+    delivered.iter().flat_map(segments).collect()
+}
+
+#[test]
+fn a_rated_link_carries_a_packet_whole_within_the_spread_and_counts_as_its_segments() {
+    use crate::config::{QueueConfig, QueueLimit};
+    const SPREAD: Nanos = MS;
+    // 100 Mbit/s: a 1500-byte segment takes 120 us, so up to 9 of them leave within 1 ms.
+    // (queue limit, segments it drops: 32 of the 45 and 2 of the 8 by packets, more by bytes)
+    for (limit, drops) in [(QueueLimit::Packets(12), 34), (QueueLimit::Bytes(15_000), 38)] {
+        let mut spec = uniform_spec(&LinkConfig { delay: MS, ..LinkConfig::default() }, true);
+        for path in &mut spec.paths {
+            path.forward = LinkConfig { queue: QueueConfig { limit, ..QueueConfig::default() }, ..LinkConfig::with_rate(100_000_000, 2 * MS) };
+        }
+        let mut carried: Network<u32> = Network::new(spec.clone()).unwrap();
+        let mut alone: Network<u32> = Network::new(spec).unwrap();
+        carried.set_whole_spread(SPREAD);
+        alone.set_whole_spread(SPREAD);
+        let ten = SegmentShape { segments: 10, segment_size: 1500, size: 15_000 };
+        assert!(!carried.carries_whole(HostId(0), &flow(1000), ten), "{limit:?}: 9 x 120 us is beyond the spread");
+        assert!(carried.carries_whole(HostId(0), &flow(1000), SHAPE), "{limit:?}");
+        // (time, segments, size of the last): too spread to go whole; one while the link is idle;
+        // a single packet and a super-packet that no longer fits while it drains; more arriving
+        // exactly when a waiting segment starts.
+        let sends: [(Nanos, u32, u32); 9] = [
+            (0, 45, 700),
+            (6 * MS, 7, 100),
+            (6 * MS + 100 * US, 1, 1500),
+            (6 * MS + 200 * US, 8, 1500),
+            (8 * MS, 9, 60),
+            (8 * MS + 5, 2, 1),
+            (8 * MS + 300 * US, 1, 52),
+            (8 * MS + 310 * US, 3, 500),
+            (8 * MS + 360 * US, 1, 1500),
+        ];
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for (i, &(t, segments, last)) in sends.iter().enumerate() {
+            let size = (segments - 1) * 1500 + last;
+            let ip_id = 100 * i as u16;
+            let segment_size = if segments > 1 { 1500 } else { size };
+            carried.poll(t, &mut got);
+            alone.poll(t, &mut want);
+            carried.send(t, HostId(0), Packet::segmented(size, segment_size, segments, flow(1000), ip_id, i as u32));
+            for s in 0..segments {
+                let size = if s + 1 < segments { 1500 } else { last };
+                alone.send(t, HostId(0), Packet::new(size, flow(1000), ip_id.wrapping_add(s as u16), i as u32));
+            }
+        }
+        got.extend(run_until_idle(&mut carried));
+        want.extend(run_until_idle(&mut alone));
+        assert!(got.iter().filter(|d| d.packet.segments > 1).count() >= 3, "{limit:?}: some crossed whole");
+        let (got, want) = (per_segment_marked(&got), per_segment_marked(&want));
+        assert_eq!(got.len(), want.len(), "{limit:?}: the same segments arrive");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!((g.1, g.2, g.3), (w.1, w.2, w.3), "{limit:?}: segment {i} in order");
+            if g.4 {
+                assert!(g.0 >= w.0 && g.0 - w.0 <= SPREAD, "{limit:?}: segment {i} at {} vs {} alone", g.0, w.0);
+            } else {
+                assert_eq!(g.0, w.0, "{limit:?}: segment {i}, not carried whole, keeps its time");
+            }
+            let last_of_whole = g.4 && got.get(i + 1).is_none_or(|n| n.0 != g.0 || n.3 != g.3.wrapping_add(1));
+            if last_of_whole {
+                assert_eq!(g.0, w.0, "{limit:?}: a packet carried whole leaves with its last segment");
+            }
+        }
+        let counters = |n: &Network<u32>| n.counters().map(|(name, c)| (name.to_string(), c)).collect::<Vec<_>>();
+        assert_eq!(counters(&carried), counters(&alone), "{limit:?}: every counter as per segment");
+        let dropped: u64 = carried.counters().map(|(_, c)| c.dropped_packets.queue_full).sum();
+        assert_eq!(dropped, drops, "{limit:?}: the queue overflows");
+    }
+}
+
+#[test]
+fn a_packet_waiting_whole_is_split_when_the_log_starts_or_its_link_changes() {
+    let mut spec = uniform_spec(&LinkConfig::default(), true);
+    for path in &mut spec.paths {
+        path.forward = LinkConfig::with_rate(100_000_000, 0);
+    }
+    let rated = |net: &Network<u32>| {
+        let forward = net.counters().filter(|(name, _)| name.ends_with(".forward")).map(|(_, c)| c);
+        forward.fold(0, |sum, c| sum + c.enqueued_packets)
+    };
+    let mut net: Network<u32> = Network::new(spec).unwrap();
+    net.set_whole_spread(MS);
+    // Two super-packets: the first starts at once, the second waits whole behind it.
+    net.send(0, HostId(0), Packet::segmented(3000, 1500, 2, flow(1000), 10, 1));
+    net.send(0, HostId(0), Packet::segmented(3000, 1500, 2, flow(1000), 20, 2));
+    let mut delivered = Vec::new();
+    net.poll(0, &mut delivered);
+    assert_eq!(rated(&net), 4);
+    net.record_events(true);
+    delivered.extend(run_until_idle(&mut net));
+    assert!(delivered.iter().all(|d| d.packet.segments == 1), "split at the next link, as the log runs");
+    let forward_deliveries: Vec<(Nanos, u16)> =
+        net.drain_events().filter(|e| e.kind == crate::EventKind::Deliver && e.link >= 4).map(|e| (e.time, e.ip_id)).collect();
+    // The one in transmission stays whole (its segments logged as it leaves), the waiting one
+    // was split.
+    assert_eq!(forward_deliveries, vec![(240 * US, 10), (240 * US, 11), (360 * US, 20), (480 * US, 21)]);
 }

@@ -141,6 +141,11 @@ class Info(BaseModel):
     """
     The normalized topology (docs/topology.md), link parameters as now in force.
     """
+    whole_spread_ns: Annotated[int | None, Field(ge=0)] = 0
+    """
+    How far apart the wire segments of a GSO super-packet may leave a rated link that carries
+    it whole, ns (`emu run --whole-spread-us`; 0: rated links split every super-packet).
+    """
 
 
 class JitterDistribution(StrEnum):
