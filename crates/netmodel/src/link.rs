@@ -280,7 +280,7 @@ impl<P> Link<P> {
     /// holds for a retransmission or for the receiver's reorder buffer).
     pub fn counters(&self) -> LinkCounters {
         let held = self.wifi.as_ref().map_or(0, Station::held);
-        let in_flight = self.in_flight.len() - self.draining_segments() as usize;
+        let in_flight = self.in_flight.len().saturating_sub(self.draining_segments() as usize);
         LinkCounters { in_flight_packets: (in_flight + held) as u64, ..self.counters }
     }
 
@@ -475,6 +475,8 @@ impl<P> Link<P> {
     /// Processes this link's next event if it is due at or before `now`; returns a packet that
     /// left the link, with the time it left.
     pub fn step(&mut self, now: Nanos, events: &mut EventLog) -> Option<(Nanos, Packet<P>)> {
+        // A packet carried whole may leave only once all its segments have started.
+        self.settle_draining(now);
         let start = self.head_start().filter(|&s| s <= now);
         let delivery = self.in_flight.next_delivery().filter(|&d| d <= now);
         match (start, delivery) {

@@ -115,6 +115,11 @@ struct Route {
     len: u8,
     next: u8,
     dst: HostId,
+    /// The spread a rated link on this route may give a packet carried whole (0 unless every
+    /// other link direction of the route only delays: behind a rated link the segments arrive
+    /// bunched, and a second rate, a queue limit, loss or jitter would meet them at other times
+    /// or in another order than alone).
+    whole_spread: Nanos,
 }
 
 /// What the links carry: the driver's payload plus the route.
@@ -431,7 +436,19 @@ impl<P> Network<P> {
         let Some(to) = self.host_of(flow.dst) else { return false };
         let Some(path) = self.known_path(from, to, flow) else { return false };
         let (hops, len) = self.hops(from, to, path);
-        hops[..usize::from(len)].iter().all(|&l| self.links[l as usize].takes_whole(shape, self.whole_spread))
+        let spread = self.whole_spread_on(&hops[..usize::from(len)]);
+        hops[..usize::from(len)].iter().all(|&l| self.links[l as usize].takes_whole(shape, spread))
+    }
+
+    /// The spread a packet carried whole may get on a route over these link directions: the
+    /// network's, if all but at most one of them only delay.
+    fn whole_spread_on(&self, hops: &[u32]) -> Nanos {
+        let others = hops.iter().filter(|&&l| !self.links[l as usize].is_delay_only()).count();
+        if others <= 1 {
+            self.whole_spread
+        } else {
+            0
+        }
     }
 }
 
@@ -479,7 +496,8 @@ impl<P: Segmented> Network<P> {
             None => Some(self.select_path(from, to, &packet.flow)),
         };
         let (hops, len) = self.hops(from, to, path);
-        let route = Route { hops, len, next: 0, dst: to };
+        let whole_spread = self.whole_spread_on(&hops[..usize::from(len)]);
+        let route = Route { hops, len, next: 0, dst: to, whole_spread };
         let mut packet = packet.map(|payload| Transit { route, payload });
         packet.delay_credit = self.delay_compensation;
         self.enter(hops[0] as usize, now, packet);
@@ -489,7 +507,8 @@ impl<P: Segmented> Network<P> {
     /// A packet arrives at link direction `link`: whole if it is one packet or the link takes
     /// it whole, else segment by segment.
     fn enter(&mut self, link: usize, now: Nanos, packet: Packet<Transit<P>>) {
-        let whole = packet.segments <= 1 || (!self.events.enabled && self.links[link].takes_whole(packet.shape(), self.whole_spread));
+        let spread = packet.payload.route.whole_spread;
+        let whole = packet.segments <= 1 || (!self.events.enabled && self.links[link].takes_whole(packet.shape(), spread));
         if whole {
             self.links[link].arrive(now, packet, &mut self.events);
         } else {

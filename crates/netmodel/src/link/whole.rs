@@ -65,8 +65,7 @@ impl<P> Link<P> {
     /// every segment, and a serialization spread within `spread`.
     pub fn takes_whole(&self, shape: SegmentShape, spread: Nanos) -> bool {
         let c = &self.config;
-        let plain = c.shaper.is_none() && c.loss.is_none() && c.jitter.is_none() && self.fq.is_none() && self.wifi.is_none();
-        plain
+        self.is_plain()
             && match c.rate {
                 Rate::Unlimited => {
                     matches!(c.queue.kind, QueueKind::DropTail | QueueKind::DropHead)
@@ -81,6 +80,18 @@ impl<P> Link<P> {
                 }
                 Rate::Trace(_) | Rate::Wifi(_) => false,
             }
+    }
+
+    /// No shaper, random loss, jitter, AQM or WiFi.
+    fn is_plain(&self) -> bool {
+        let c = &self.config;
+        c.shaper.is_none() && c.loss.is_none() && c.jitter.is_none() && self.fq.is_none() && self.wifi.is_none()
+    }
+
+    /// Whether the link only delays (no rate and nothing of [`Link::is_plain`]): segments that
+    /// reach it bunched leave it as they came, meeting nothing that counts arrivals.
+    pub fn is_delay_only(&self) -> bool {
+        self.is_plain() && matches!(self.config.rate, Rate::Unlimited)
     }
 
     /// A packet of several segments, which [`Link::takes_whole`] allowed, arrives at `now` (the

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::{MS, US};
+use rand_chacha::ChaCha8Rng;
 
 /// A super-packet of three segments, as `carries_whole` asks about.
 const SHAPE: SegmentShape = SegmentShape { segments: 3, segment_size: 1500, size: 3100 };
@@ -429,4 +430,116 @@ fn a_packet_waiting_whole_is_split_when_the_log_starts_or_its_link_changes() {
     // The one in transmission stays whole (its segments logged as it leaves), the waiting one
     // was split.
     assert_eq!(forward_deliveries, vec![(240 * US, 10), (240 * US, 11), (360 * US, 20), (480 * US, 21)]);
+}
+
+/// One random scenario for the differential test below: a client and a cross host on the left,
+/// a server on the right, one rated link somewhere, delay-only links elsewhere (or, in some
+/// scenarios, random loss on a second link, which forbids any spread on the routes through it).
+fn random_scenario(rng: &mut ChaCha8Rng) -> (TopologySpec, Nanos, bool) {
+    use crate::config::{LossConfig, QueueConfig, QueueLimit};
+    use rand::Rng;
+    let delay_only = |rng: &mut ChaCha8Rng| LinkConfig { delay: rng.random_range(0..3 * MS), ..LinkConfig::default() };
+    let mut spec = uniform_spec(&LinkConfig::default(), true);
+    spec.hosts.push(host("cross", Side::Left, [10, 77, 0, 2], LinkConfig::default(), LinkConfig::default()));
+    let mut configs: Vec<&mut LinkConfig> = Vec::new();
+    for h in &mut spec.hosts {
+        configs.extend([&mut h.up, &mut h.down]);
+    }
+    for p in &mut spec.paths {
+        configs.extend([&mut p.forward, &mut p.reverse]);
+    }
+    for config in configs.iter_mut() {
+        **config = delay_only(rng);
+    }
+    // Data flows client/cross -> server over client.up or cross.up, p0 or p1 forward, server.down.
+    let data_links = [0usize, 3, 6, 8, 4];
+    let rated = data_links[rng.random_range(0..data_links.len())];
+    let rate = [10_000_000, 100_000_000, 1_000_000_000, 10_000_000_000][rng.random_range(0..4)];
+    let limit = if rng.random_bool(0.5) {
+        QueueLimit::Packets(rng.random_range(2..80))
+    } else {
+        QueueLimit::Bytes(rng.random_range(3_000..120_000))
+    };
+    let delay = configs[rated].delay;
+    *configs[rated] = LinkConfig { queue: QueueConfig { limit, ..QueueConfig::default() }, ..LinkConfig::with_rate(rate, delay) };
+    let lossy = rng.random_bool(0.25);
+    if lossy {
+        let other = data_links.iter().copied().find(|&l| l != rated).unwrap_or(0);
+        configs[other].loss = Some(LossConfig::Bernoulli { p: 0.2 });
+    }
+    let spread = [0, 20 * US, 100 * US, MS, 20 * MS][rng.random_range(0..5)];
+    (spec, spread, lossy)
+}
+
+#[test]
+fn packets_carried_whole_over_random_routes_differ_from_their_segments_only_within_the_spread() {
+    use rand::Rng;
+    use rand::SeedableRng;
+    let mut whole_deliveries = 0;
+    for seed in 0..300u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let (spec, spread, lossy) = random_scenario(&mut rng);
+        let mut carried: Network<u32> = Network::new(spec.clone()).unwrap();
+        let mut alone: Network<u32> = Network::new(spec).unwrap();
+        carried.set_whole_spread(spread);
+        alone.set_whole_spread(spread);
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let mut t = 0;
+        for i in 0..40u32 {
+            let gap = [10 * US, 200 * US, 2 * MS][rng.random_range(0..3)];
+            t += rng.random_range(0..gap);
+            let from = if rng.random_bool(0.7) { 0 } else { 2 };
+            let src = Ipv4Addr::new(10, 77, 0, if from == 0 { 1 } else { 2 });
+            let flow = FlowKey { src, ..flow(1000 + from as u16) };
+            let segments = if rng.random_bool(0.3) { 1 } else { rng.random_range(2..=45) };
+            let last = rng.random_range(1..=1500);
+            let size = (segments - 1) * 1500 + last;
+            let ip_id = (i * 64) as u16;
+            carried.poll(t, &mut got);
+            alone.poll(t, &mut want);
+            // As the emulator does: whole only if the route takes it whole now.
+            let shape = SegmentShape { segments, segment_size: 1500, size };
+            if segments > 1 && carried.carries_whole(HostId(from), &flow, shape) {
+                carried.send(t, HostId(from), Packet::segmented(size, 1500, segments, flow, ip_id, i));
+            } else {
+                for s in 0..segments {
+                    let size = if s + 1 < segments { 1500 } else { last };
+                    carried.send(t, HostId(from), Packet::new(size, flow, ip_id.wrapping_add(s as u16), i));
+                }
+            }
+            for s in 0..segments {
+                let size = if s + 1 < segments { 1500 } else { last };
+                alone.send(t, HostId(from), Packet::new(size, flow, ip_id.wrapping_add(s as u16), i));
+            }
+        }
+        got.extend(run_until_idle(&mut carried));
+        want.extend(run_until_idle(&mut alone));
+        let counters = |n: &Network<u32>| n.counters().map(|(name, c)| (name.to_string(), c)).collect::<Vec<_>>();
+        assert_eq!(counters(&carried), counters(&alone), "seed {seed}: every counter as per segment");
+        whole_deliveries += got.iter().filter(|d| d.packet.segments > 1).count();
+        // Per sender, the same segments in the same order; each no earlier than alone and at
+        // most the spread later (exactly alone where the route also has loss: no spread there).
+        for sender in [1u8, 2] {
+            let of = |list: &[Delivered<u32>]| {
+                let from: Vec<Delivered<u32>> = list.iter().filter(|d| d.packet.flow.src.octets()[3] == sender).map(|d| Delivered { time: d.time, host: d.host, packet: d.packet.clone() }).collect();
+                per_segment_marked(&from)
+            };
+            let (g, w) = (of(&got), of(&want));
+            let from = HostId(if sender == 1 { 0 } else { 2 });
+            let path = carried.known_path(from, HostId(1), &flow(1000)).unwrap_or(None);
+            let (hops, len) = carried.hops(from, HostId(1), path);
+            let allowed = carried.whole_spread_on(&hops[..usize::from(len)]);
+            let route = &hops[..usize::from(len)];
+            let has = |f: &dyn Fn(&LinkConfig) -> bool| route.iter().any(|&l| f(carried.links[l as usize].config()));
+            if lossy && has(&|c| c.loss.is_some()) && has(&|c| c.rate != crate::config::Rate::Unlimited) {
+                assert_eq!(allowed, 0, "seed {seed}: a route with loss behind a rate gets no spread");
+            }
+            assert_eq!(g.len(), w.len(), "seed {seed}, sender {sender}");
+            for (a, b) in g.iter().zip(&w) {
+                assert_eq!((a.1, a.2, a.3), (b.1, b.2, b.3), "seed {seed}, sender {sender}: in order");
+                assert!(a.0 >= b.0 && a.0 - b.0 <= allowed, "seed {seed}: {} vs {} alone, spread {allowed}", a.0, b.0);
+            }
+        }
+    }
+    assert!(whole_deliveries > 300, "the scenarios carried packets whole ({whole_deliveries})");
 }
