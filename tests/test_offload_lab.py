@@ -120,14 +120,17 @@ def test_bulk_transfer_delivers_the_exact_bytes_as_wire_segments(
 
 
 # (bottleneck rate in bit/s or None, `emu run --whole-spread-us` or None for the default, whether
-# super-packets cross whole): delay-only links always carry them whole; a 10 Gbit/s link does
-# within the default spread (a 64 KB super-packet's segments leave it within 52 us of each other);
-# with no spread allowed, or at 50 Mbit/s (240 us per segment), a rated link splits them.
+# super-packets cross whole, whether some are cut into pieces): delay-only links always carry them
+# whole; a 10 Gbit/s link does within the default spread (a 64 KB super-packet's segments leave
+# it within 52 us of each other); at 1 Gbit/s (12 us per segment) the large ones go in pieces of
+# 9 segments; with no spread allowed, or at 50 Mbit/s (240 us per segment), a rated link splits
+# them into their segments.
 ROUTES = {
-    "ideal-route": (None, None, True),
-    "10g-within-spread": (10_000_000_000, None, True),
-    "10g-no-spread": (10_000_000_000, 0, False),
-    "50m-beyond-spread": (50_000_000, None, False),
+    "ideal-route": (None, None, True, False),
+    "10g-within-spread": (10_000_000_000, None, True, None),
+    "1g-in-pieces": (1_000_000_000, None, None, True),
+    "10g-no-spread": (10_000_000_000, 0, False, False),
+    "50m-beyond-spread": (50_000_000, None, False, False),
 }
 
 
@@ -135,9 +138,10 @@ ROUTES = {
 def test_super_packets_cross_whole_only_where_their_route_takes_them_whole(
     emu_binary: Path, lab_name: Callable[[], str], route: str
 ) -> None:
-    """Without a capture, a route carries super-packets whole where every link takes them whole
-    (counted and delivered per segment, the bytes exact); elsewhere they are split at the read."""
-    rate, spread_us, whole = ROUTES[route]
+    """Without a capture, a route carries super-packets whole where every link takes them whole,
+    in pieces where it takes fewer of their segments whole (counted and delivered per segment, the
+    bytes exact); elsewhere they are split at the read."""
+    rate, spread_us, whole, pieces = ROUTES[route]
     name = lab_name()
     bottleneck = link(delay_ns=ms_to_ns(1), rate_bps=rate) if rate else link(delay_ns=ms_to_ns(1))
     topology = dumbbell(name, ["client"], ["server"], paths=[path("p0", forward=bottleneck)])
@@ -152,7 +156,10 @@ def test_super_packets_cross_whole_only_where_their_route_takes_them_whole(
     assert received == sent, "the server must receive exactly the bytes the client sent"
     emulator, links = counters["emulator"], counters["links"]
     assert emulator["rx_super_packets"] > 0
-    assert (emulator["rx_whole_super_packets"] > 0) == whole
+    if whole is not None:
+        assert (emulator["rx_whole_super_packets"] > 0) == whole
+    if pieces is not None:
+        assert (emulator["rx_super_packet_pieces"] > 0) == pieces
     assert emulator["rx_whole_super_packets"] <= emulator["rx_super_packets"]
     assert emulator["rx_malformed"] == 0 and emulator["tx_errors"] == 0
     assert emulator["rx_packets"] == emulator["tx_packets"]

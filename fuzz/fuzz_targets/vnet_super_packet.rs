@@ -10,7 +10,8 @@
 //! `vnet::super_packet_shape` accepts exactly the super-packets the split accepts, its segment
 //! count, sizes and bytes are the split's (and so the model's per-segment sizes and IP ids,
 //! `netmodel::Packet::segmented`), and splitting the whole frame later (`vnet::split_whole`)
-//! gives the same segments.
+//! gives the same segments, as do the pieces of 2, 3 and 9 segments it may be cut into
+//! (`vnet::split_pieces`), each a super-packet the read accepts.
 #![no_main]
 use std::cell::RefCell;
 
@@ -160,4 +161,20 @@ fn check_carried_whole(data: &[u8], shape: emu::frame::GsoShape, frames: &[Frame
     vnet::split_whole(Frame::whole(data.to_vec(), shape), pool, |f| later.push(f));
     assert!(later == frames, "split later, the same segments");
     later.into_iter().for_each(|f| pool.give(f.bytes));
+    // Cut into pieces of a few segments each: every piece a super-packet the read accepts (or
+    // one segment), and the pieces split into the same segments.
+    for most in [2, 3, 9] {
+        let mut pieces = Vec::new();
+        let count = vnet::split_pieces(data, &shape, most, pool, |f| pieces.push(f));
+        assert_eq!(count, shape.segments.div_ceil(most), "pieces of {most}");
+        let mut again = Vec::new();
+        for piece in pieces {
+            if let Some(piece_shape) = piece.gso {
+                assert_eq!(vnet::super_packet_shape(&piece.bytes), Ok(Some(piece_shape)), "a piece the read accepts");
+            }
+            vnet::split_whole(piece, pool, |f| again.push(f));
+        }
+        assert!(again == frames, "pieces of {most} split into the same segments");
+        again.into_iter().for_each(|f| pool.give(f.bytes));
+    }
 }

@@ -411,6 +411,11 @@ pub struct EmulatorCounters {
     /// at the read (their route took them whole; docs/emulator.md).
     #[serde(default)]
     pub rx_whole_super_packets: u64,
+    /// The pieces the other super-packets were cut into at the read where their route carried
+    /// only that many of their segments whole (a rate's spread, a queue's room; docs/emulator.md,
+    /// "Rated links"); a piece of one segment counts too.
+    #[serde(default)]
+    pub rx_super_packet_pieces: u64,
     /// TUN reads that could not be split into wire segments (a malformed virtio-net header or
     /// super-packet), dropped.
     #[serde(default)]

@@ -73,6 +73,7 @@ pub struct LoopCounters {
     rx_packets: u64,
     rx_super_packets: u64,
     rx_whole_super_packets: u64,
+    rx_super_packet_pieces: u64,
     rx_malformed: u64,
     tx_packets: u64,
     unroutable: u64,
@@ -128,18 +129,24 @@ impl DataPlane {
         self.takes_whole[host] = [tcp, udp];
     }
 
-    /// Whether a super-packet `ip` (of `shape`) read from `host` crosses the model whole: its
-    /// route takes it whole, nothing captures either end, and the receiving device can take it.
-    pub fn keeps_whole(&self, host: usize, ip: &[u8], shape: &GsoShape) -> bool {
-        let Ok((flow, _)) = netmodel::parse_ipv4(ip) else { return false };
-        let Some(to) = self.net.host_of(flow.dst) else { return false };
+    /// How many segments of a super-packet `ip` (of `shape`) read from `host`, at most, cross the
+    /// model as one packet (1: it is split): where nothing captures either end and the receiving
+    /// device takes super-packets, all if its route carries it whole, else as many as the route
+    /// carries whole (`Network::whole_segments`).
+    pub fn whole_segments(&self, host: usize, ip: &[u8], shape: &GsoShape) -> usize {
+        let Ok((flow, _)) = netmodel::parse_ipv4(ip) else { return 1 };
+        let Some(to) = self.net.host_of(flow.dst) else { return 1 };
         let to = to.0 as usize;
         let captured = |h: usize| self.pcaps.get(h).is_some_and(Option::is_some);
         let receiver_takes = self.takes_whole.get(to).is_some_and(|t| t[usize::from(shape.proto != PROTO_TCP)]);
-        receiver_takes
-            && !captured(host)
-            && !captured(to)
-            && self.net.carries_whole(HostId(host as u32), &flow, shape.model_shape())
+        if !receiver_takes || captured(host) || captured(to) {
+            return 1;
+        }
+        let (from, model_shape) = (HostId(host as u32), shape.model_shape());
+        if self.net.carries_whole(from, &flow, model_shape) {
+            return shape.segments;
+        }
+        self.net.whole_segments(from, &flow, model_shape) as usize
     }
 
     /// The model (read only: it changes through commands and packets).
@@ -166,7 +173,6 @@ impl DataPlane {
     pub fn ingest(&mut self, now: Nanos, host: usize, frame: Frame) {
         let segments = frame.gso.map_or(1, |shape| shape.segments);
         self.counters.rx_packets += segments as u64;
-        self.counters.rx_whole_super_packets += u64::from(frame.gso.is_some());
         self.capture(host, now, &frame);
         let packet = match (netmodel::parse_ipv4(frame.ip()), frame.gso) {
             (Err(_), _) => {
@@ -243,6 +249,16 @@ impl DataPlane {
         if segments > 1 {
             self.counters.rx_super_packets += 1;
         }
+    }
+
+    /// A TUN read gave a super-packet that crosses the model whole.
+    pub fn count_whole_read(&mut self) {
+        self.counters.rx_whole_super_packets += 1;
+    }
+
+    /// A TUN read gave a super-packet cut into `pieces` that each cross the model whole.
+    pub fn count_pieces(&mut self, pieces: usize) {
+        self.counters.rx_super_packet_pieces += pieces as u64;
     }
 
     /// A TUN read gave a datagram that could not be split into wire segments (dropped).
@@ -337,6 +353,7 @@ impl DataPlane {
             rx_packets: c.rx_packets,
             rx_super_packets: c.rx_super_packets,
             rx_whole_super_packets: c.rx_whole_super_packets,
+            rx_super_packet_pieces: c.rx_super_packet_pieces,
             rx_malformed: c.rx_malformed,
             tx_packets: c.tx_packets,
             unroutable: c.unroutable,

@@ -100,8 +100,8 @@ struct HostArrivals<'a> {
 }
 
 impl Arrivals for HostArrivals<'_> {
-    fn keeps_whole(&self, ip: &[u8], shape: &GsoShape) -> bool {
-        self.plane.keeps_whole(self.host, ip, shape)
+    fn whole_segments(&self, ip: &[u8], shape: &GsoShape) -> usize {
+        self.plane.whole_segments(self.host, ip, shape)
     }
 
     fn arrive(&mut self, frame: Frame) {
@@ -282,6 +282,14 @@ impl Engine {
             match tun.read(&mut self.buffers, &mut to) {
                 Read::Empty => return,
                 Read::Segments(n) => self.plane.count_read(n),
+                Read::Whole(n) => {
+                    self.plane.count_read(n);
+                    self.plane.count_whole_read();
+                }
+                Read::Pieces { segments, pieces } => {
+                    self.plane.count_read(segments);
+                    self.plane.count_pieces(pieces);
+                }
                 Read::Malformed => self.plane.count_malformed(),
             }
         }

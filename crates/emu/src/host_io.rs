@@ -47,9 +47,11 @@ impl Buffers {
 
 /// Where a host's reads go: the packet loop's side of a read.
 pub trait Arrivals {
-    /// Whether the super-packet `ip` (its checked `shape`) crosses the model whole.
-    fn keeps_whole(&self, ip: &[u8], shape: &GsoShape) -> bool;
-    /// A packet read: a wire segment, or a super-packet `keeps_whole` kept.
+    /// How many segments of the super-packet `ip` (its checked `shape`), at most, may cross the
+    /// model as one packet: all (it crosses whole), fewer (it is cut into pieces of that many),
+    /// or 1 (it is split into its segments).
+    fn whole_segments(&self, ip: &[u8], shape: &GsoShape) -> usize;
+    /// A packet read: a wire segment, a super-packet kept whole, or a piece of one.
     fn arrive(&mut self, frame: Frame);
 }
 
@@ -64,8 +66,17 @@ impl Default for Buffers {
 pub enum Read {
     /// Nothing more to read now.
     Empty,
-    /// This many wire segments, handed on (1 without offloads).
+    /// This many wire segments, handed on one by one (1 without offloads).
     Segments(usize),
+    /// A super-packet of this many wire segments, handed on whole.
+    Whole(usize),
+    /// A super-packet of `segments` wire segments, handed on in `pieces` pieces.
+    Pieces {
+        /// Its wire segments.
+        segments: usize,
+        /// The pieces (a piece of one segment is that segment).
+        pieces: usize,
+    },
     /// A datagram the emulator could not split (a malformed virtio header or super-packet);
     /// dropped.
     Malformed,
@@ -108,8 +119,8 @@ impl HostIo {
         self.offload.is_some()
     }
 
-    /// Reads one datagram and hands it to `to`: whole if it is a super-packet `to` keeps whole,
-    /// else each of its wire segments.
+    /// Reads one datagram and hands it to `to`: whole if it is a super-packet `to` takes whole,
+    /// in pieces if `to` takes fewer of its segments whole, else each of its wire segments.
     pub fn read(&self, buffers: &mut Buffers, to: &mut impl Arrivals) -> Read {
         let Buffers { raw, pool } = buffers;
         raw.clear();
@@ -124,8 +135,13 @@ impl HostIo {
             to.arrive(Frame::complete(bytes));
             return Read::Segments(1);
         }
-        match vnet::super_packet_shape(raw) {
-            Ok(Some(shape)) if to.keeps_whole(&raw[VNET_HEADER_LEN..], &shape) => {
+        let shape = match vnet::super_packet_shape(raw) {
+            Ok(shape) => shape,
+            Err(_) => return Read::Malformed,
+        };
+        let most = shape.map_or(1, |shape| to.whole_segments(&raw[VNET_HEADER_LEN..], &shape));
+        match shape {
+            Some(shape) if most >= shape.segments => {
                 // A large one keeps the read buffer (no copy); a small one, a copy of its own
                 // size, so that what a long delay holds in flight is at most 4 times its bytes.
                 let datagram = if raw.len() >= MAX_DATAGRAM / 4 {
@@ -134,13 +150,16 @@ impl HostIo {
                     raw.as_slice().to_vec()
                 };
                 to.arrive(Frame::whole(datagram, shape));
-                Read::Segments(shape.segments)
+                Read::Whole(shape.segments)
             }
-            Ok(_) => match vnet::split(raw, pool, |frame| to.arrive(frame)) {
+            Some(shape) if most >= 2 => {
+                let pieces = vnet::split_pieces(raw, &shape, most, pool, |frame| to.arrive(frame));
+                Read::Pieces { segments: shape.segments, pieces }
+            }
+            _ => match vnet::split(raw, pool, |frame| to.arrive(frame)) {
                 Ok(count) => Read::Segments(count),
                 Err(_) => Read::Malformed,
             },
-            Err(_) => Read::Malformed,
         }
     }
 

@@ -173,6 +173,64 @@ pub fn split_whole(frame: Frame, pool: &mut FramePool, mut each: impl FnMut(Fram
     count
 }
 
+/// Cuts a checked super-packet (`datagram` as read, virtio-net header first, of `shape`) into
+/// pieces of `most` segments (the last may have fewer), handed to `each` in order: each a
+/// super-packet of its own to be carried whole, numbered as the segmentation of the whole would
+/// number its segments (IP ids and sequence numbers counting on, CWR on the first piece only,
+/// FIN and PSH on the last only), its transport checksum partial; a piece of one segment is
+/// that segment (in a buffer from `pool`). Returns how many pieces.
+pub fn split_pieces(datagram: &[u8], shape: &GsoShape, most: usize, pool: &mut FramePool, mut each: impl FnMut(Frame)) -> usize {
+    let (Some(header), Some(packet)) = (VnetHeader::parse(datagram), datagram.get(VNET_HEADER_LEN..)) else { return 0 };
+    let GsoShape { ip_header, headers, proto, gso_size, .. } = *shape;
+    let (Some(payload), Some(_)) = (packet.get(headers..), packet.get(ip_header + 8..)) else { return 0 };
+    let first_id = u16::from_be_bytes([packet[4], packet[5]]);
+    let transport = &packet[ip_header..];
+    let first_seq = u32::from_be_bytes([transport[4], transport[5], transport[6], transport[7]]);
+    let mut addresses = [0u8; 8];
+    addresses.copy_from_slice(&packet[12..20]);
+    let piece_payload = most.max(1) * gso_size;
+    let count = payload.len().div_ceil(piece_payload);
+    for (i, data) in payload.chunks(piece_payload).enumerate() {
+        let first_segment = i * most.max(1);
+        let vnet = VnetHeader { gso_type: if i > 0 { header.gso_type & !GSO_ECN } else { header.gso_type }, ..header };
+        let mut bytes = Vec::with_capacity(VNET_HEADER_LEN + headers + data.len());
+        bytes.extend_from_slice(&vnet.encode());
+        bytes.extend_from_slice(&packet[..headers]);
+        bytes.extend_from_slice(data);
+        // Within the checked super-packet, so within 64 KB.
+        let total = (headers + data.len()) as u16;
+        let transport_len = total - ip_header as u16;
+        let (ip, transport) = bytes[VNET_HEADER_LEN..].split_at_mut(ip_header);
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[4..6].copy_from_slice(&first_id.wrapping_add(first_segment as u16).to_be_bytes());
+        set_ipv4_header_checksum(ip);
+        let offset = if proto == PROTO_TCP {
+            let seq = first_seq.wrapping_add((first_segment * gso_size) as u32);
+            transport[4..8].copy_from_slice(&seq.to_be_bytes());
+            if i > 0 {
+                transport[13] &= !TCP_CWR;
+            }
+            if i + 1 < count {
+                transport[13] &= !(TCP_FIN | TCP_PSH);
+            }
+            TCP_CHECKSUM_OFFSET
+        } else {
+            transport[4..6].copy_from_slice(&transport_len.to_be_bytes());
+            UDP_CHECKSUM_OFFSET
+        };
+        let pseudo = pseudo_header_sum(&addresses, proto, transport_len);
+        transport[offset..offset + 2].copy_from_slice(&pseudo.to_be_bytes());
+        let piece = GsoShape { segments: data.len().div_ceil(gso_size), ip_len: usize::from(total), ..*shape };
+        let frame = Frame::whole(bytes, piece);
+        if piece.segments > 1 {
+            each(frame);
+        } else {
+            split_whole(frame, pool, &mut each);
+        }
+    }
+    count
+}
+
 /// The model splits a super-packet it carries whole before a link where its segments' fates may
 /// differ (rarely: the emulator reads one whole only when its route takes it whole), into
 /// freshly allocated buffers that join the pool once written.

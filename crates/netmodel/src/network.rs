@@ -440,6 +440,21 @@ impl<P> Network<P> {
         hops[..usize::from(len)].iter().all(|&l| self.links[l as usize].takes_whole(shape, spread))
     }
 
+    /// How many segments, at most, of a packet of several (`shape`) of `flow` sent by `from` now
+    /// every link direction of its route would carry whole as the links are now (1: none; see
+    /// [`Link::whole_segments`]): a driver that cannot send the packet whole may send it in
+    /// pieces of this many segments. 1 while events are recorded and over round-robin paths.
+    pub fn whole_segments(&self, from: HostId, flow: &FlowKey, shape: SegmentShape) -> u32 {
+        if self.events.enabled || from.0 as usize >= self.hosts.len() {
+            return 1;
+        }
+        let Some(to) = self.host_of(flow.dst) else { return 1 };
+        let Some(path) = self.known_path(from, to, flow) else { return 1 };
+        let (hops, len) = self.hops(from, to, path);
+        let spread = self.whole_spread_on(&hops[..usize::from(len)]);
+        hops[..usize::from(len)].iter().map(|&l| self.links[l as usize].whole_segments(shape, spread)).min().unwrap_or(1)
+    }
+
     /// The spread a packet carried whole may get on a route over these link directions: the
     /// network's, if all but at most one of them only delay.
     fn whole_spread_on(&self, hops: &[u32]) -> Nanos {

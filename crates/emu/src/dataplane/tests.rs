@@ -177,13 +177,13 @@ fn a_super_packet_crosses_whole_only_where_nothing_could_tell_its_segments_apart
     let mut plane = plane();
     let (bytes, shape) = super_packet();
     let ip = &bytes[crate::vnet::VNET_HEADER_LEN..];
-    assert!(!plane.keeps_whole(0, ip, &shape), "no device is known to take super-packets yet");
+    assert_eq!(plane.whole_segments(0, ip, &shape), 1, "no device is known to take super-packets yet");
     plane.set_takes_whole(1, true, false);
     plane.set_takes_whole(0, true, false);
-    assert!(plane.keeps_whole(0, ip, &shape), "ideal links but a delay, to a device that takes it");
+    assert_eq!(plane.whole_segments(0, ip, &shape), 3, "ideal links but a delay, to a device that takes it");
     let mut udp_shape = shape;
     udp_shape.proto = 17;
-    assert!(!plane.keeps_whole(0, ip, &udp_shape), "the server's device takes no UDP super-packets");
+    assert_eq!(plane.whole_segments(0, ip, &udp_shape), 1, "the server's device takes no UDP super-packets");
     // Carried whole: counted and timed per segment, written as one.
     plane.ingest(0, 0, Frame::whole(bytes.clone(), shape));
     let mut sent = Vec::new();
@@ -196,18 +196,33 @@ fn a_super_packet_crosses_whole_only_where_nothing_could_tell_its_segments_apart
     let up = links[link(&plane, "client.up").0 as usize];
     assert_eq!((up.delivered_packets, up.delivered_bytes), (3, shape.wire_bytes() as u64));
     assert_eq!((emulator.rx_packets, emulator.tx_packets, emulator.delivery_late.packets), (3, 3, 3));
-    assert_eq!(emulator.rx_whole_super_packets, 1);
     // A capture on either end, a shaped link or a random loss on the route: split at the read.
     let writer = writer::pcap(&scratch.0.join("server.pcap")).unwrap();
     assert!(matches!(plane.apply(0, Command::StartCapture { host: HostId(1), writer }), Outcome::Done));
-    assert!(!plane.keeps_whole(0, ip, &shape));
+    assert_eq!(plane.whole_segments(0, ip, &shape), 1);
     let Outcome::Finishing(pending) = plane.apply(0, Command::StopCapture { host: HostId(1) }) else { panic!() };
     pending.wait();
-    assert!(plane.keeps_whole(0, ip, &shape));
+    assert_eq!(plane.whole_segments(0, ip, &shape), 3);
     let shaped = LinkConfig { rate: Rate::BitsPerSecond(1_000_000_000), ..LinkConfig::default() };
     let down = link(&plane, "server.down");
     assert!(matches!(plane.apply(0, Command::Reconfigure { links: vec![(down, shaped)], seed: None }), Outcome::Done));
-    assert!(!plane.keeps_whole(0, ip, &shape));
+    assert_eq!(plane.whole_segments(0, ip, &shape), 1);
+}
+
+#[test]
+fn a_rated_route_takes_a_super_packet_whole_or_in_pieces_within_the_spread() {
+    let (bytes, shape) = super_packet();
+    let ip = &bytes[crate::vnet::VNET_HEADER_LEN..];
+    // 1448-byte payloads in 1500-byte segments: 12 us each at 1 Gbit/s, 1.2 us at 10 Gbit/s.
+    for (rate, spread, most) in [(1_000_000_000, 0, 1), (1_000_000_000, 13_000, 2), (1_000_000_000, 100_000, 3), (10_000_000_000, 3_000, 3)] {
+        let mut net = testkit::network(&testkit::topology(Path::new(".")));
+        net.set_whole_spread(spread);
+        let down = net.link_id("server.down").unwrap();
+        net.reconfigure(0, down, LinkConfig { rate: Rate::BitsPerSecond(rate), ..LinkConfig::default() }).unwrap();
+        let mut plane = DataPlane::new(net, 0);
+        plane.set_takes_whole(1, true, false);
+        assert_eq!(plane.whole_segments(0, ip, &shape), most, "{rate} bit/s, spread {spread} ns");
+    }
 }
 
 #[test]

@@ -383,3 +383,40 @@ fn a_super_packet_carried_whole_is_written_as_read_and_splits_as_it_would_have_a
     assert_eq!(split_whole(ack.clone(), &mut pool, |f| alone.push(f)), 1);
     assert_eq!(alone, [ack]);
 }
+
+#[test]
+fn a_super_packet_cut_into_pieces_gives_the_segments_of_the_whole() {
+    // TCP with CWR on the first segment and FIN and PSH on the last, 31 segments of 1448 and a
+    // short one; a UDP one of 10 datagrams of 1200 bytes and a short one.
+    let mut cwr = tcp_super_packet(&payload(31 * 1448 + 500), 1448, TCP_ACK | TCP_PSH | TCP_FIN | TCP_CWR);
+    cwr[1] = GSO_TCPV4_ECN;
+    let mut udp = Vec::new();
+    PacketBuilder::ipv4(CLIENT, SERVER, 64).udp(4433, 50_000).write(&mut udp, &payload(10 * 1200 + 77)).unwrap();
+    let udp = datagram(gso(GSO_UDP_L4, 1200, 20, 6), &udp);
+    for bytes in [cwr, udp] {
+        let segments = split_all(&bytes).unwrap();
+        let shape = super_packet_shape(&bytes).unwrap().expect("a super-packet");
+        for most in [1, 2, 3, 7, 9, segments.len() - 1, segments.len()] {
+            let mut pieces = Vec::new();
+            let count = split_pieces(&bytes, &shape, most, &mut FramePool::default(), |f| pieces.push(f));
+            assert_eq!(count, segments.len().div_ceil(most), "most {most}");
+            assert_eq!(pieces.len(), count);
+            let mut again = Vec::new();
+            for (i, piece) in pieces.iter().enumerate() {
+                let expected = most.min(segments.len() - i * most);
+                match piece.gso {
+                    Some(piece_shape) => {
+                        assert_eq!(piece_shape.segments, expected, "most {most}, piece {i}");
+                        // A valid super-packet in its own right, as the read checks one.
+                        assert_eq!(super_packet_shape(&piece.bytes), Ok(Some(piece_shape)));
+                        let vnet = VnetHeader::parse(&piece.bytes).unwrap();
+                        assert_eq!(vnet.gso_type & GSO_ECN != 0, i == 0 && bytes[1] & GSO_ECN != 0, "ECN on the first piece only");
+                    }
+                    None => assert_eq!(expected, 1, "most {most}, piece {i}: a single segment"),
+                }
+                split_whole(piece.clone(), &mut FramePool::default(), |f| again.push(f));
+            }
+            assert_eq!(again, segments, "most {most}: the pieces split into the whole's segments");
+        }
+    }
+}

@@ -82,6 +82,30 @@ impl<P> Link<P> {
             }
     }
 
+    /// How many segments, at most, of a packet of this `shape` the link would take whole now
+    /// (1: none but alone), for cutting it into pieces it takes whole: all where it takes the
+    /// packet whole, at a fixed rate as many as leave within `spread` and fit in the queue as
+    /// full-sized segments.
+    pub fn whole_segments(&self, shape: SegmentShape, spread: Nanos) -> u32 {
+        let c = &self.config;
+        if !self.is_plain() {
+            return 1;
+        }
+        match c.rate {
+            Rate::Unlimited if self.takes_whole(shape, spread) => shape.segments,
+            Rate::BitsPerSecond(bps) if c.queue.kind == QueueKind::DropTail => {
+                let step = LinkConfig::serialization_time(bps, shape.segment_size).max(1);
+                let by_spread = u32::try_from(spread / step).unwrap_or(u32::MAX).saturating_add(1);
+                let mut most = shape.segments.min(by_spread);
+                while most > 1 && !self.fits(u64::from(most), u64::from(most) * u64::from(shape.segment_size)) {
+                    most -= 1;
+                }
+                most.max(1)
+            }
+            _ => 1,
+        }
+    }
+
     /// No shaper, random loss, jitter, AQM or WiFi.
     fn is_plain(&self) -> bool {
         let c = &self.config;

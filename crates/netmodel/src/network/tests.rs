@@ -353,6 +353,8 @@ fn a_rated_link_carries_a_packet_whole_within_the_spread_and_counts_as_its_segme
         let ten = SegmentShape { segments: 10, segment_size: 1500, size: 15_000 };
         assert!(!carried.carries_whole(HostId(0), &flow(1000), ten), "{limit:?}: 9 x 120 us is beyond the spread");
         assert!(carried.carries_whole(HostId(0), &flow(1000), SHAPE), "{limit:?}");
+        assert_eq!(carried.whole_segments(HostId(0), &flow(1000), ten), 9, "{limit:?}: 8 x 120 us is within it");
+        assert_eq!(carried.whole_segments(HostId(0), &flow(1000), SHAPE), 3, "{limit:?}");
         // (time, segments, size of the last): too spread to go whole; one while the link is idle;
         // a single packet and a super-packet that no longer fits while it drains; more arriving
         // exactly when a waiting segment starts.
@@ -475,7 +477,7 @@ fn random_scenario(rng: &mut ChaCha8Rng) -> (TopologySpec, Nanos, bool) {
 fn packets_carried_whole_over_random_routes_differ_from_their_segments_only_within_the_spread() {
     use rand::Rng;
     use rand::SeedableRng;
-    let mut whole_deliveries = 0;
+    let (mut whole_deliveries, mut pieces) = (0, 0);
     for seed in 0..300u64 {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let (spec, spread, lossy) = random_scenario(&mut rng);
@@ -497,15 +499,20 @@ fn packets_carried_whole_over_random_routes_differ_from_their_segments_only_with
             let ip_id = (i * 64) as u16;
             carried.poll(t, &mut got);
             alone.poll(t, &mut want);
-            // As the emulator does: whole only if the route takes it whole now.
+            // As the emulator does: whole if the route takes it whole now, else in pieces of as
+            // many segments as it takes whole (segments alone where that is 1).
             let shape = SegmentShape { segments, segment_size: 1500, size };
-            if segments > 1 && carried.carries_whole(HostId(from), &flow, shape) {
-                carried.send(t, HostId(from), Packet::segmented(size, 1500, segments, flow, ip_id, i));
+            let piece = if segments > 1 && carried.carries_whole(HostId(from), &flow, shape) {
+                segments
             } else {
-                for s in 0..segments {
-                    let size = if s + 1 < segments { 1500 } else { last };
-                    carried.send(t, HostId(from), Packet::new(size, flow, ip_id.wrapping_add(s as u16), i));
-                }
+                carried.whole_segments(HostId(from), &flow, shape).min(segments)
+            };
+            pieces += u32::from(piece > 1 && piece < segments);
+            for first in (0..segments).step_by(piece as usize) {
+                let count = piece.min(segments - first);
+                let size = if first + count < segments { count * 1500 } else { (count - 1) * 1500 + last };
+                let id = ip_id.wrapping_add(first as u16);
+                carried.send(t, HostId(from), Packet::segmented(size, if count > 1 { 1500 } else { size }, count, flow, id, i));
             }
             for s in 0..segments {
                 let size = if s + 1 < segments { 1500 } else { last };
@@ -542,4 +549,5 @@ fn packets_carried_whole_over_random_routes_differ_from_their_segments_only_with
         }
     }
     assert!(whole_deliveries > 300, "the scenarios carried packets whole ({whole_deliveries})");
+    assert!(pieces > 100, "the scenarios sent packets in pieces ({pieces})");
 }

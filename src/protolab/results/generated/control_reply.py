@@ -760,6 +760,12 @@ class EmulatorCounters(BaseModel):
     Packets read from the hosts' TUN devices (wire segments: a GSO super-packet counts as
     the segments it is split into).
     """
+    rx_super_packet_pieces: Annotated[int | None, Field(ge=0)] = 0
+    """
+    The pieces the other super-packets were cut into at the read where their route carried
+    only that many of their segments whole (a rate's spread, a queue's room; docs/emulator.md,
+    "Rated links"); a piece of one segment counts too.
+    """
     rx_super_packets: Annotated[int | None, Field(ge=0)] = 0
     """
     TUN reads that carried a GSO super-packet (offloads on; docs/emulator.md).
