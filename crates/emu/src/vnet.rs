@@ -181,13 +181,9 @@ pub fn split_whole(frame: Frame, pool: &mut FramePool, mut each: impl FnMut(Fram
 /// that segment (in a buffer from `pool`). Returns how many pieces.
 pub fn split_pieces(datagram: &[u8], shape: &GsoShape, most: usize, pool: &mut FramePool, mut each: impl FnMut(Frame)) -> usize {
     let (Some(header), Some(packet)) = (VnetHeader::parse(datagram), datagram.get(VNET_HEADER_LEN..)) else { return 0 };
-    let GsoShape { ip_header, headers, proto, gso_size, .. } = *shape;
-    let (Some(payload), Some(_)) = (packet.get(headers..), packet.get(ip_header + 8..)) else { return 0 };
-    let first_id = u16::from_be_bytes([packet[4], packet[5]]);
-    let transport = &packet[ip_header..];
-    let first_seq = u32::from_be_bytes([transport[4], transport[5], transport[6], transport[7]]);
-    let mut addresses = [0u8; 8];
-    addresses.copy_from_slice(&packet[12..20]);
+    let GsoShape { headers, gso_size, .. } = *shape;
+    let Some(payload) = packet.get(headers..) else { return 0 };
+    let whole = Whole::of(packet, shape);
     let piece_payload = most.max(1) * gso_size;
     let count = payload.len().div_ceil(piece_payload);
     for (i, data) in payload.chunks(piece_payload).enumerate() {
@@ -197,30 +193,8 @@ pub fn split_pieces(datagram: &[u8], shape: &GsoShape, most: usize, pool: &mut F
         bytes.extend_from_slice(&vnet.encode());
         bytes.extend_from_slice(&packet[..headers]);
         bytes.extend_from_slice(data);
-        // Within the checked super-packet, so within 64 KB.
-        let total = (headers + data.len()) as u16;
-        let transport_len = total - ip_header as u16;
-        let (ip, transport) = bytes[VNET_HEADER_LEN..].split_at_mut(ip_header);
-        ip[2..4].copy_from_slice(&total.to_be_bytes());
-        ip[4..6].copy_from_slice(&first_id.wrapping_add(first_segment as u16).to_be_bytes());
-        set_ipv4_header_checksum(ip);
-        let offset = if proto == PROTO_TCP {
-            let seq = first_seq.wrapping_add((first_segment * gso_size) as u32);
-            transport[4..8].copy_from_slice(&seq.to_be_bytes());
-            if i > 0 {
-                transport[13] &= !TCP_CWR;
-            }
-            if i + 1 < count {
-                transport[13] &= !(TCP_FIN | TCP_PSH);
-            }
-            TCP_CHECKSUM_OFFSET
-        } else {
-            transport[4..6].copy_from_slice(&transport_len.to_be_bytes());
-            UDP_CHECKSUM_OFFSET
-        };
-        let pseudo = pseudo_header_sum(&addresses, proto, transport_len);
-        transport[offset..offset + 2].copy_from_slice(&pseudo.to_be_bytes());
-        let piece = GsoShape { segments: data.len().div_ceil(gso_size), ip_len: usize::from(total), ..*shape };
+        whole.rewrite_part(&mut bytes[VNET_HEADER_LEN..], first_segment, i == 0, i + 1 == count);
+        let piece = GsoShape { segments: data.len().div_ceil(gso_size), ip_len: headers + data.len(), ..*shape };
         let frame = Frame::whole(bytes, piece);
         if piece.segments > 1 {
             each(frame);
@@ -341,32 +315,64 @@ fn tcp_header_len(packet: &[u8], at: usize) -> Result<usize, Malformed> {
 /// sequence number (FIN and PSH on the last segment only, CWR on the first only) or UDP length,
 /// and a partial transport checksum (the pseudo-header sum of its own length). Returns how many.
 fn split_super_packet(shape: &GsoShape, packet: &[u8], pool: &mut FramePool, mut each: impl FnMut(Frame)) -> usize {
-    let GsoShape { ip_header, headers, proto, gso_size, .. } = *shape;
-    let first_id = u16::from_be_bytes([packet[4], packet[5]]);
-    let transport = &packet[ip_header..];
-    let first_seq = u32::from_be_bytes([transport[4], transport[5], transport[6], transport[7]]);
-    let mut addresses = [0u8; 8];
-    addresses.copy_from_slice(&packet[12..20]);
+    let GsoShape { headers, gso_size, .. } = *shape;
+    let whole = Whole::of(packet, shape);
     let payload = &packet[headers..];
     let count = payload.len().div_ceil(gso_size);
     for (i, data) in payload.chunks(gso_size).enumerate() {
         let mut bytes = pool.take();
         bytes.extend_from_slice(&packet[..headers]);
         bytes.extend_from_slice(data);
-        // At most a wire segment's length (checked).
+        whole.rewrite_part(&mut bytes, i, i == 0, i + 1 == count);
+        each(Frame::partial(bytes));
+    }
+    count
+}
+
+/// What the parts of a checked super-packet (its segments, or pieces of several) take from the
+/// whole: its shape, first IP id and sequence number, and addresses.
+struct Whole {
+    shape: GsoShape,
+    first_id: u16,
+    first_seq: u32,
+    addresses: [u8; 8],
+}
+
+impl Whole {
+    /// The super-packet `packet` (IP bytes) of the checked `shape`.
+    fn of(packet: &[u8], shape: &GsoShape) -> Whole {
+        let transport = &packet[shape.ip_header..];
+        let mut addresses = [0u8; 8];
+        addresses.copy_from_slice(&packet[12..20]);
+        Whole {
+            shape: *shape,
+            first_id: u16::from_be_bytes([packet[4], packet[5]]),
+            first_seq: u32::from_be_bytes([transport[4], transport[5], transport[6], transport[7]]),
+            addresses,
+        }
+    }
+
+    /// Rewrites the headers copied from the whole in front of a part's payload (`bytes`: its IP
+    /// packet), the part starting at segment `first_segment`, as the kernel's segmentation
+    /// would: the IP total length, IP id (counting up) and header checksum, the TCP sequence
+    /// number (CWR on the `first` part only, FIN and PSH on the `last` only) or UDP length, and a
+    /// partial transport checksum (the pseudo-header sum of the part's own length).
+    fn rewrite_part(&self, bytes: &mut [u8], first_segment: usize, first: bool, last: bool) {
+        let GsoShape { ip_header, proto, gso_size, .. } = self.shape;
+        // At most the checked super-packet's length, so within 64 KB.
         let total = bytes.len() as u16;
         let transport_len = total - ip_header as u16;
         let (ip, transport) = bytes.split_at_mut(ip_header);
         ip[2..4].copy_from_slice(&total.to_be_bytes());
-        ip[4..6].copy_from_slice(&first_id.wrapping_add(i as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&self.first_id.wrapping_add(first_segment as u16).to_be_bytes());
         set_ipv4_header_checksum(ip);
         let offset = if proto == PROTO_TCP {
-            let seq = first_seq.wrapping_add((i * gso_size) as u32);
+            let seq = self.first_seq.wrapping_add((first_segment * gso_size) as u32);
             transport[4..8].copy_from_slice(&seq.to_be_bytes());
-            if i > 0 {
+            if !first {
                 transport[13] &= !TCP_CWR;
             }
-            if i + 1 < count {
+            if !last {
                 transport[13] &= !(TCP_FIN | TCP_PSH);
             }
             TCP_CHECKSUM_OFFSET
@@ -374,11 +380,9 @@ fn split_super_packet(shape: &GsoShape, packet: &[u8], pool: &mut FramePool, mut
             transport[4..6].copy_from_slice(&transport_len.to_be_bytes());
             UDP_CHECKSUM_OFFSET
         };
-        let pseudo = pseudo_header_sum(&addresses, proto, transport_len);
+        let pseudo = pseudo_header_sum(&self.addresses, proto, transport_len);
         transport[offset..offset + 2].copy_from_slice(&pseudo.to_be_bytes());
-        each(Frame::partial(bytes));
     }
-    count
 }
 
 /// A packet that could open or join a written super-packet: IPv4 without options, not a
