@@ -317,7 +317,8 @@ class Measurement:
     rss_before_first_transfer_bytes: int | None = None
 
 
-def measure(rows: Sequence[Row], seconds: int, repeat: int, offload: bool | None = None) -> Measurement:
+def measure(rows: Sequence[Row], seconds: int, repeat: int, offload: bool | None = None,
+            whole_spread_us: int | None = None) -> Measurement:
     """Every row `repeat` times, interleaved round by round, so that drift on a busy machine does
     not favour one of them."""
     measured = Measurement({row.name: [] for row in rows}, {})
@@ -329,7 +330,8 @@ def measure(rows: Sequence[Row], seconds: int, repeat: int, offload: bool | None
         lab: Lab | None = None
         emu_exec: list[list[str]] = []
         if any(row.through_emulator for row in rows):
-            lab = stack.enter_context(Lab(dumbbell(LAB_NAME, ["client"], ["server"]), offload=offload))
+            emu_args = [] if whole_spread_us is None else ["--whole-spread-us", str(whole_spread_us)]
+            lab = stack.enter_context(Lab(dumbbell(LAB_NAME, ["client"], ["server"]), offload=offload, emu_args=emu_args))
             emu_exec = [["ip", "netns", "exec", lab.namespace(h)] for h in ("client", "server")]
             stack.enter_context(_iperf3_server(emu_exec[1], lab.address("server")))
             measured.rss_before_first_transfer_bytes = _memory_field(lab.pid, "VmRSS")
@@ -381,9 +383,10 @@ def summarise(row: Row, transfers: Sequence[Transfer], reference_gbit: float | N
     }
 
 
-def build_report(rows: Sequence[Row], seconds: int, repeat: int, offload: bool | None = None) -> dict[str, Any]:
+def build_report(rows: Sequence[Row], seconds: int, repeat: int, offload: bool | None = None,
+                 whole_spread_us: int | None = None) -> dict[str, Any]:
     load_before = os.getloadavg()
-    measured = measure(rows, seconds, repeat, offload)
+    measured = measure(rows, seconds, repeat, offload, whole_spread_us)
     load_after = os.getloadavg()
     medians = {name: statistics.median(t.iperf.goodput_bps / 1e9 for t in transfers)
                for name, transfers in measured.transfers.items()}
@@ -397,7 +400,7 @@ def build_report(rows: Sequence[Row], seconds: int, repeat: int, offload: bool |
         "created_unix_ns": time.time_ns(),
         "config": {"seconds": seconds, "omit_seconds": OMIT_SECONDS, "repeat": repeat, "statistic": "median",
                    "congestion": "cubic", "shaped_rtt_ms": SHAPED_RTT_MS, "shaped_queue": "droptail, BDPs in bytes",
-                   "rows": [row.name for row in rows], "offload": offload,
+                   "rows": [row.name for row in rows], "offload": offload, "whole_spread_us": whole_spread_us,
                    "clock_ticks_per_s": os.sysconf("SC_CLK_TCK")},
         "environment": provenance.environment({"iperf3": ["iperf3", "--version"]}),
         "load_average": {"before": list(load_before), "after": list(load_after)},
@@ -465,9 +468,12 @@ def main(
     out: Annotated[Path, typer.Option(help="Result JSON.")] = REPO_ROOT / "target" / "bench" / "emu_throughput.json",
     offload: Annotated[bool | None, typer.Option(
         "--offload/--no-offload", help="The emulator's TUN segmentation offloads (default: the emulator's).")] = None,
+    whole_spread_us: Annotated[int | None, typer.Option(
+        min=0, help="The emulator's --whole-spread-us: with offloads, rated links carry super-packets whole "
+                    "within this spread (default: the emulator's, 0).")] = None,
 ) -> None:
     try:
-        report = build_report(select_rows(rows), seconds, repeat, offload)
+        report = build_report(select_rows(rows), seconds, repeat, offload, whole_spread_us)
     except ProtolabError as exc:
         console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(1) from exc

@@ -119,18 +119,18 @@ def test_bulk_transfer_delivers_the_exact_bytes_as_wire_segments(
     assert sum(sizes) == links["server.down"]["delivered_bytes"] + links["server.up"]["delivered_bytes"]
 
 
-# (bottleneck rate in bit/s or None, `emu run --whole-spread-us` or None for the default, whether
-# super-packets cross whole, whether some are cut into pieces): delay-only links always carry them
-# whole; a 10 Gbit/s link does within the default spread (a 64 KB super-packet's segments leave
-# it within 52 us of each other); at 1 Gbit/s (12 us per segment) the large ones go in pieces of
-# 9 segments; with no spread allowed, or at 50 Mbit/s (240 us per segment), a rated link splits
-# them into their segments.
+# (bottleneck rate in bit/s or None, `emu run --whole-spread-us` or None for the default (0),
+# whether super-packets cross whole, whether some are cut into pieces): delay-only links always
+# carry them whole; a 10 Gbit/s link does within a 100 us spread (a 64 KB super-packet's segments
+# leave it within 52 us of each other); at 1 Gbit/s (12 us per segment) the large ones go in
+# pieces of 9 segments; with no spread (the default), or at 50 Mbit/s (240 us per segment), a
+# rated link splits them into their segments.
 ROUTES = {
     "ideal-route": (None, None, True, False),
-    "10g-within-spread": (10_000_000_000, None, True, None),
-    "1g-in-pieces": (1_000_000_000, None, None, True),
-    "10g-no-spread": (10_000_000_000, 0, False, False),
-    "50m-beyond-spread": (50_000_000, None, False, False),
+    "10g-within-spread": (10_000_000_000, 100, True, None),
+    "1g-in-pieces": (1_000_000_000, 100, None, True),
+    "10g-no-spread": (10_000_000_000, None, False, False),
+    "50m-beyond-spread": (50_000_000, 100, False, False),
 }
 
 
@@ -152,7 +152,8 @@ def test_super_packets_cross_whole_only_where_their_route_takes_them_whole(
         sent, received = _transfer(lab)
         lab.await_quiet()
         counters = lab.counters()
-    assert info["whole_spread_ns"] == (100_000 if spread_us is None else spread_us * 1000)
+    assert info["whole_spread_ns"] == (0 if spread_us is None else spread_us * 1000), "default: none"
+
     assert received == sent, "the server must receive exactly the bytes the client sent"
     emulator, links = counters["emulator"], counters["links"]
     assert emulator["rx_super_packets"] > 0

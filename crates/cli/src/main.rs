@@ -342,9 +342,10 @@ enum EmuCommand {
         /// topology wins over this.
         #[arg(long, default_value = "off", value_parser = ["on", "off"])]
         offload: String,
-        /// With offloads: a link with a fixed rate carries a super-packet whole when its segments
-        /// would leave that link at most this many microseconds apart; each then leaves with the
-        /// last (docs/emulator.md). 0 = split every super-packet at a rated link.
+        /// With offloads: a link with a fixed rate carries a super-packet whole (or in pieces) when
+        /// its segments would leave that link at most this many microseconds apart; each then
+        /// leaves with the last (docs/emulator.md, "Rated links"; e.g. 100 for 10 Gbit/s). 0 = every
+        /// segment at its own time.
         #[arg(long, default_value_t = emu::DEFAULT_WHOLE_SPREAD_US)]
         whole_spread_us: u64,
     },

@@ -113,9 +113,10 @@ fn interrupted(signal: &OwnedFd) -> bool {
     matches!(rustix::io::read(signal, &mut byte), Ok(n) if n > 0)
 }
 
-/// The default of `emu run --whole-spread-us`: a 64 KB super-packet crosses a 10 Gbit/s link
-/// whole (its segments spread over 52 µs), one at 1 Gbit/s splits unless it is short.
-pub const DEFAULT_WHOLE_SPREAD_US: u64 = 100;
+/// The default of `emu run --whole-spread-us`: none, every segment leaves a rated link at its
+/// own time. A spread is opt-in: it changes what the receiving host sees (docs/emulator.md,
+/// "Rated links"), and TCP's behaviour with it.
+pub const DEFAULT_WHOLE_SPREAD_US: u64 = 0;
 
 /// Options of `emu run`.
 pub struct RunOptions {
