@@ -162,6 +162,18 @@ fn watch_owner(pid: i32) -> Result<(), EmuError> {
     Ok(())
 }
 
+/// Lets the lab's hosts use the congestion controls the topology names (a namespace may only
+/// pick one the initial namespace allows), saying which it had to add.
+fn allow_congestion_controls(topology: &Topology) -> Result<(), EmuError> {
+    let mut wanted: Vec<String> = topology.hosts.iter().filter_map(|h| h.tcp_congestion.clone()).collect();
+    wanted.push(topology.tcp_congestion.clone());
+    let widened = system::allow_congestion_controls(&wanted)?;
+    if !widened.is_empty() {
+        eprintln!("note: added {} to net.ipv4.tcp_allowed_congestion_control so lab hosts may use them", widened.join(" "));
+    }
+    Ok(())
+}
+
 /// Builds the lab, prints the ready line, forwards packets until stopped, then removes the lab.
 pub fn run(options: &RunOptions) -> Result<(), EmuError> {
     let (mut topology, mut network) = check(&options.topology)?;
@@ -191,12 +203,7 @@ pub fn run(options: &RunOptions) -> Result<(), EmuError> {
     // Declared after the guard, so it is dropped (stopped and reaped) before the guard cleans up.
     let _watchdog = if options.watchdog { Some(Watchdog(spawn_watchdog(&options.state_dir, &lab)?)) } else { None };
 
-    let mut wanted_cc: Vec<String> = topology.hosts.iter().filter_map(|h| h.tcp_congestion.clone()).collect();
-    wanted_cc.push(topology.tcp_congestion.clone());
-    let widened = system::allow_congestion_controls(&wanted_cc)?;
-    if !widened.is_empty() {
-        eprintln!("note: added {} to net.ipv4.tcp_allowed_congestion_control so lab hosts may use them", widened.join(" "));
-    }
+    allow_congestion_controls(&topology)?;
 
     let mut tuns = Vec::new();
     let mut namespaces = std::collections::BTreeMap::new();
