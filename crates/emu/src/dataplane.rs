@@ -131,8 +131,8 @@ impl DataPlane {
 
     /// How many segments of a super-packet `ip` (of `shape`) read from `host`, at most, cross the
     /// model as one packet (1: it is split): where nothing captures either end and the receiving
-    /// device takes super-packets, all if its route carries it whole, else as many as the route
-    /// carries whole (`Network::whole_segments`).
+    /// device takes super-packets, as many as its route carries whole (`Network::whole_segments`:
+    /// all where it carries the super-packet whole).
     pub fn whole_segments(&self, host: usize, ip: &[u8], shape: &GsoShape) -> usize {
         let Ok((flow, _)) = netmodel::parse_ipv4(ip) else { return 1 };
         let Some(to) = self.net.host_of(flow.dst) else { return 1 };
@@ -142,11 +142,7 @@ impl DataPlane {
         if !receiver_takes || captured(host) || captured(to) {
             return 1;
         }
-        let (from, model_shape) = (HostId(host as u32), shape.model_shape());
-        if self.net.carries_whole(from, &flow, model_shape) {
-            return shape.segments;
-        }
-        self.net.whole_segments(from, &flow, model_shape) as usize
+        self.net.whole_segments(HostId(host as u32), &flow, shape.model_shape()) as usize
     }
 
     /// The model (read only: it changes through commands and packets).

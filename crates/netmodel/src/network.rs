@@ -441,9 +441,9 @@ impl<P> Network<P> {
     }
 
     /// How many segments, at most, of a packet of several (`shape`) of `flow` sent by `from` now
-    /// every link direction of its route would carry whole as the links are now (1: none; see
-    /// [`Link::whole_segments`]): a driver that cannot send the packet whole may send it in
-    /// pieces of this many segments. 1 while events are recorded and over round-robin paths.
+    /// every link direction of its route would carry whole as the links are now (1: none; all
+    /// exactly where [`Network::carries_whole`]; see [`Link::whole_segments`]): a driver may
+    /// send the packet in pieces of this many segments. 1 while events are recorded and over round-robin paths.
     pub fn whole_segments(&self, from: HostId, flow: &FlowKey, shape: SegmentShape) -> u32 {
         if self.events.enabled || from.0 as usize >= self.hosts.len() {
             return 1;

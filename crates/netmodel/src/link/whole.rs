@@ -88,11 +88,13 @@ impl<P> Link<P> {
     /// full-sized segments.
     pub fn whole_segments(&self, shape: SegmentShape, spread: Nanos) -> u32 {
         let c = &self.config;
+        if self.takes_whole(shape, spread) {
+            return shape.segments;
+        }
         if !self.is_plain() {
             return 1;
         }
         match c.rate {
-            Rate::Unlimited if self.takes_whole(shape, spread) => shape.segments,
             Rate::BitsPerSecond(bps) if c.queue.kind == QueueKind::DropTail => {
                 let step = LinkConfig::serialization_time(bps, shape.segment_size).max(1);
                 let by_spread = u32::try_from(spread / step).unwrap_or(u32::MAX).saturating_add(1);
