@@ -248,14 +248,16 @@ lab.start()
 limit = CpuLimit(f"pl-{lab.name}-cpu")
 limit.create()
 sleeper = lab.spawn("server", ["sleep", "600"], cgroup=limit.path)
-print(json.dumps({"emulator": lab.pid, "sleeper": sleeper.pid, "cgroup": str(limit.path)}), flush=True)
+print(json.dumps({"emulator": lab.pid, "sleeper": sleeper.pid, "cgroup": str(limit.path),
+                  "workdir": str(lab._workdir)}), flush=True)
 time.sleep(600)
 """
 
 
 def test_a_sigkilled_runner_leaves_no_lab_behind(emu_binary: Path, lab_name: Callable[[], str], tmp_path: Path) -> None:
     """The emulator watches the process that started it (`--owner-pid`): when a runner is
-    SIGKILLed mid-run, its lab, the processes in it and its CPU-limit cgroup go too."""
+    SIGKILLed mid-run, its lab, the processes in it and its CPU-limit cgroup go too; its
+    scratch directory (the emulator's output) goes when the next lab starts."""
     import sys
 
     name = lab_name()
@@ -276,6 +278,11 @@ def test_a_sigkilled_runner_leaves_no_lab_behind(emu_binary: Path, lab_name: Cal
         assert not Path(started["cgroup"]).exists(), "the lab's CPU-limit cgroup is removed"
         for pid in (started["emulator"], started["sleeper"]):
             assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
+        workdir = Path(started["workdir"])
+        assert workdir.is_dir() and (workdir / "emu.stderr").exists(), "a killed runner cannot remove its own"
+        with Lab(_two_hosts(lab_name())) as next_lab:
+            assert not workdir.exists(), "the next lab removes the dead runner's scratch directory"
+            assert next_lab._workdir is not None and next_lab._workdir.is_dir()
     finally:
         if runner.poll() is None:
             runner.kill()

@@ -1,10 +1,13 @@
-"""Writing result files so that no reader ever sees a half-written one, and parsing JSON and
-TOML written by others without a RecursionError escaping."""
+"""Writing result files so that no reader ever sees a half-written one, parsing JSON and TOML
+written by others without a RecursionError escaping, and scratch directories that a killed
+process does not leave behind for good."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -58,3 +61,40 @@ def fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def scratch_dir(kind: str) -> Path:
+    """A new private directory `protolab-<kind>-<pid>-*` in the temporary directory, for files
+    that live only while this process uses them (a lab's emulator output, a run's work files).
+    The caller removes it when done; a process killed before that leaves it behind, so each new
+    one first removes those of its kind whose process is gone (`remove_orphaned_scratch`)."""
+    remove_orphaned_scratch(kind)
+    return Path(tempfile.mkdtemp(prefix=f"protolab-{kind}-{os.getpid()}-"))
+
+
+def remove_orphaned_scratch(kind: str, root: Path | None = None) -> list[Path]:
+    """Removes the scratch directories of `kind` in `root` (default: the temporary directory)
+    whose process no longer exists; the removed paths. Only names of `scratch_dir`'s form are
+    touched: never a file, a symlink, or a directory of a live process (a reused pid keeps its
+    directory until that process ends too)."""
+    prefix = f"protolab-{kind}-"
+    removed = []
+    with os.scandir(root or tempfile.gettempdir()) as entries:
+        for entry in entries:
+            pid_text, separator, _ = entry.name.removeprefix(prefix).partition("-")
+            ours = entry.name.startswith(prefix) and separator and pid_text.isdigit() and int(pid_text) > 0
+            if not ours or not entry.is_dir(follow_symlinks=False) or _process_exists(int(pid_text)):
+                continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+    return sorted(removed)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from protolab.corpus.errors import CorpusError
 from protolab.corpus.har import HarImport, import_har, manifest_host, target_of
 from protolab.corpus.manifest import FORBIDDEN_HEADERS, check_manifest_files, valid_header_value
+from protolab.files import scratch_dir
 
 RECORD_SCHEMA_VERSION = 1
 # Response headers not replayed: the server's own (dates, its protocol advertisement), hop-by-hop
@@ -101,7 +102,7 @@ async def _record(url: str, maps: list[str], spki: str | None, timeout_ms: int, 
         if (r := requests.get(e["requestId"])) is not None:
             r.error = e.get("errorText") or "failed"
 
-    profile = tempfile.mkdtemp(prefix="pl-record-chromium-")
+    profile = str(scratch_dir("record-chromium"))
     try:
         async with async_playwright() as pw:
             context = await pw.chromium.launch_persistent_context(profile, executable_path=chromium, headless=True,

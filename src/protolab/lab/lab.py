@@ -11,7 +11,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import tomllib
@@ -21,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from protolab.errors import LabError, ToolError
+from protolab.files import scratch_dir
 from protolab.lab.binary import find_binary
 from protolab.lab.control import ControlClient
 from protolab.lab.events import DocumentError, NotReady, await_event
@@ -199,7 +199,7 @@ class Lab:
     def start(self) -> None:
         """Build the lab; return when the emulator has printed its ready line."""
         self.binary = find_binary(self._binary_arg)
-        self._workdir = Path(tempfile.mkdtemp(prefix="protolab-lab-"))
+        self._workdir = scratch_dir("lab")
         try:
             topology_file = self._topology_file()
             self._launch(topology_file)

@@ -18,7 +18,6 @@ import json
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from protolab.errors import LabError, ToolError
-from protolab.files import write_text_atomically
+from protolab.files import scratch_dir, write_text_atomically
 from protolab.lab import Lab, find_binary
 from protolab.lab.events import DocumentError, NotReady, await_event
 from protolab.plan.experiment import Experiment
@@ -388,7 +387,7 @@ class LabExecutor:
             addresses.append(MPTCP_SIGNAL_ADDRESS)
         spec = experiment.spec
         topology, lab_offload = lab_topology(experiment, self.lab_name, addresses, self.offload)
-        workdir = Path(tempfile.mkdtemp(prefix="protolab-run-"))
+        workdir = scratch_dir("run")
         try:
             with Lab(topology, binary=binary, emu_args=self.emu_args, offload=lab_offload) as lab:
                 # Links are as the topology made them (ideal) until the first run configures them.

@@ -11,7 +11,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from protolab.errors import ProtolabError
-from protolab.files import write_text_atomically
+from protolab.files import scratch_dir, write_text_atomically
 from protolab.lab.binary import find_binary
 from protolab.plan.spec import CONDITION_COLUMNS
 from protolab.store import ResultsStore
@@ -79,11 +78,13 @@ def _flow_records(results: Path, run_keys: list[str], binary: Path,
         _extract(binary, pcap, staging)
         staging.replace(out)
     # Only the runs asked for (a run that failed since, or is gone, has no say in the corpus).
-    with tempfile.TemporaryDirectory(prefix="pl-corpus-") as tmp_dir:
-        chosen = Path(tmp_dir)
+    chosen = scratch_dir("corpus")
+    try:
         for name in wanted:
             (chosen / name).symlink_to(records / name)
         yield chosen
+    finally:
+        shutil.rmtree(chosen, ignore_errors=True)
 
 
 def _insert_rows(con: Any, table: str, rows: list[list[Any]]) -> None:

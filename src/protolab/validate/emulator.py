@@ -21,7 +21,7 @@ plumbing in `plumbing`.
 from __future__ import annotations
 
 import os
-import tempfile
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from protolab.files import scratch_dir
 from protolab.lab import Lab
 from protolab.validate.attribution import attribute
 from protolab.validate.plumbing import CLIENT, SERVER, StepCallback, environment, start_servers, validation_topology
@@ -54,8 +55,11 @@ CHECK_GROUPS: dict[str, CheckGroup] = {
 
 @contextmanager
 def _workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="protolab-validate-") as name:
-        yield Path(name)
+    workdir = scratch_dir("validate")
+    try:
+        yield workdir
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run_validation(
