@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import subprocess
 from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,16 @@ from protolab.validate.decomposition import (
     probes_from_irtt,
     read_udp_capture,
 )
+from protolab.validate.plumbing import REALTIME_TOOL, TOOL_RT_PRIORITY
 from protolab.validate.report import Check, Status, Thresholds
 from protolab.validate.timing import lateness_check, split_check
 from protolab.validate.wakeups import (
+    PROBE_PRIORITY,
     STALL_NS,
     host_wakeups,
     in_host_stall,
     judge_late_passes,
+    stalled_together,
     summarise,
     wakeup_check,
     worst_cpu,
@@ -140,6 +144,26 @@ def _probe_with_stalls(stalls_by_cpu: dict[int, list[list[int]]]) -> dict[str, A
     return host
 
 
+def test_stalls_of_every_cpu_at_once_are_the_whole_machines() -> None:
+    ms = 1_000_000
+    # CPU 0 stalled 100-175 ms and 300-305 ms; CPU 1 102-180 ms and 305-310 ms (in turn: no overlap).
+    stalls = {0: [[175 * ms, 75 * ms], [305 * ms, 5 * ms]], 1: [[180 * ms, 78 * ms], [310 * ms, 5 * ms]]}
+    together = stalled_together(stalls)
+    assert together == {"cpus": 2, "any_stalled_ms": 90.0, "all_stalled_ms": 73.0, "longest_all_stalled_ms": 73.0}
+    # Order of the records and overlapping records of one CPU do not matter.
+    shuffled = {0: [[305 * ms, 5 * ms], [175 * ms, 75 * ms], [150 * ms, 40 * ms]], 1: stalls[1][::-1]}
+    assert stalled_together(shuffled) == together
+    assert stalled_together({0: stalls[0], 1: []})["all_stalled_ms"] == 0.0
+    assert stalled_together({}) == {"cpus": 0, "any_stalled_ms": 0.0, "all_stalled_ms": 0.0,
+                                    "longest_all_stalled_ms": 0.0}
+    host = _probe_with_stalls(stalls)
+    assert host["stalled_together"] == together
+    text = wakeup_check("h", "contention", "host", host, Thresholds()).measured_text
+    assert "all 2 CPUs stalled at once 73.0 ms (longest 73.0 ms) of 90.0 ms with any stalled" in text
+    one_cpu = _probe_with_stalls({0: stalls[0]})
+    assert "at once" not in wakeup_check("h", "contention", "host", one_cpu, Thresholds()).measured_text
+
+
 def test_a_late_pass_lies_in_a_host_stall_only_on_its_cpu_and_when_the_two_overlap() -> None:
     ms = 1_000_000
     # CPU 1 stalled from 100 ms to 105 ms (woke at 105 ms, 5 ms late).
@@ -191,6 +215,31 @@ def test_the_probe_measures_real_wake_ups_on_every_cpu(tmp_path: Path) -> None:
     assert "stalls" not in probe.summary
     for summary in probe.summary["cpus"].values():
         assert all(late > STALL_NS for _, late in summary["stalls"])
+
+
+def test_the_probe_is_not_held_up_by_a_real_time_tool(tmp_path: Path) -> None:
+    """A tool at the tools' real-time priority that keeps its CPU busy (irtt did, 88-99 ms at
+    the end of a run) must not show as a host stall: the probe runs above it. At the same
+    priority the probe waited out the tool's 100 ms SCHED_RR time slice."""
+    import os
+    import sys
+    import time
+
+    cpu = min(os.sched_getaffinity(0))
+    # Ends by itself after 0.8 s, even if this test does not get to stop it.
+    spin = f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + 0.8\nwhile time.time() < end: pass"
+    tool = subprocess.Popen([*REALTIME_TOOL, sys.executable, "-c", spin])
+    try:
+        time.sleep(0.1)
+        with host_wakeups(tmp_path, "rr") as probe:
+            time.sleep(0.5)
+    finally:
+        tool.kill()
+        tool.wait()
+    assert probe.summary is not None
+    held = probe.summary["cpus"][str(cpu)]
+    assert held["wakeups"] >= 50 and held["max_ns"] < 30_000_000, held["max_ns"]
+    assert PROBE_PRIORITY > TOOL_RT_PRIORITY
 
 
 def _late(mean_ns: int, p999_ns: int | None, packets: int = 4000) -> dict[str, Any]:

@@ -38,6 +38,12 @@ IRTT_PORT = 2112
 VETH_ADDRESSES = ("198.51.100.1", "198.51.100.2")
 IPERF_PORTS = (5201, 5202)
 IRTT_INTERVAL_MS = 1.0
+# irtt's SCHED_RR priority where it runs in real time (always its server in the lab, the client
+# under contention): below the emulator's loop (SCHED_FIFO 10 by default) and below the host's
+# wake-up probe (protolab.validate.wakeups.PROBE_PRIORITY), which must measure the host and not
+# irtt's own CPU time.
+TOOL_RT_PRIORITY = 1
+REALTIME_TOOL = ["chrt", "-r", str(TOOL_RT_PRIORITY)]
 # irtt's timer skips sends it is late for; on this class of machine about 80-85% of the
 # nominal 1 ms slots carry a probe, so durations are stretched to reach the probe count.
 IRTT_SEND_EFFICIENCY = 0.8
@@ -115,7 +121,7 @@ def start_servers(lab: Lab, workdir: Path) -> None:
     # -i 0: allow the client's 1 ms interval (the server's default minimum is 10 ms).
     # SCHED_RR (below the emulator's SCHED_FIFO): the server answers at once even when other
     # work loads the machine, so the probes measure the emulator (the contention checks).
-    irtt_server = ["chrt", "-r", "1", "irtt", "server", "-b", f"{server_address}:{IRTT_PORT}", "-i", "0", "--timeout=0"]
+    irtt_server = [*REALTIME_TOOL, "irtt", "server", "-b", f"{server_address}:{IRTT_PORT}", "-i", "0", "--timeout=0"]
     _spawn_logged(lab, SERVER, irtt_server, workdir / "irtt-server.log")
     for port in IPERF_PORTS:
         iperf_server = ["iperf3", "-s", "-B", server_address, "-p", str(port)]
@@ -143,7 +149,7 @@ def irtt_client(target: str, output: Path, probes: int, *, realtime: bool = Fals
     """irtt's client argv for `probes` probes to `target` (address), its JSON to `output`, and the
     timeout to run it with; `realtime`: under SCHED_RR priority 1 (below the emulator's loop)."""
     duration_ms = math.ceil(probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
-    argv = [*(["chrt", "-r", "1"] if realtime else []), "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS),
+    argv = [*(REALTIME_TOOL if realtime else []), "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS),
             "-d", go_duration(duration_ms), "-o", str(output), "--fill=rand", "-Q", f"{target}:{IRTT_PORT}"]
     return argv, duration_ms / 1000 + 60
 
@@ -216,7 +222,7 @@ def veth_pair(lab: Lab, *, realtime: bool = False) -> Iterator[tuple[str, str]]:
     try:
         for command in commands:
             subprocess.run(command, check=True, capture_output=True, timeout=10)
-        server = subprocess.Popen(["ip", "netns", "exec", b, *(["chrt", "-r", "1"] if realtime else []), "irtt", "server", "-b", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}",
+        server = subprocess.Popen(["ip", "netns", "exec", b, *(REALTIME_TOOL if realtime else []), "irtt", "server", "-b", f"{VETH_ADDRESSES[1]}:{IRTT_PORT}",
                                    "-i", "0", "--timeout=0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
         yield a, b

@@ -5,8 +5,9 @@ under SCHED_FIFO, so inside the guest nothing but the kernel should delay it; a 
 whose host is busy can still wake a vCPU milliseconds late (measured here on 2026-11-29: a
 SCHED_FIFO thread sleeping 0.1 ms overslept 89 us on average, 0.66 ms at the 99th percentile and
 4.8 ms at worst, the machine otherwise idle). So each level runs a probe in the same minutes: a
-process under SCHED_FIFO priority 1 (below the emulator's loop) that sleeps 1 ms at a time and
-records how late each sleep ends. When the probe's own 99.9th percentile misses the limit the
+process under SCHED_FIFO (PROBE_PRIORITY: above the tools' real-time priority, below the
+emulator's loop) that sleeps 1 ms at a time and records how late each sleep ends. When the
+probe's own 99.9th percentile misses the limit the
 emulator's lateness is held to, no program could have met it on this machine then: the
 emulator's failure of that level lies in the host (protolab.validate.attribution).
 
@@ -21,6 +22,10 @@ times, and the emulator keeps its late passes (deliveries more than 1 ms late) w
 the CPU it ran on (`late_passes` of its counters). A late pass that overlaps a stall of its CPU
 was held up by the host; when every late pass of a level whose emulator check failed was, the
 host's row fails even if its 99.9th percentile stayed within the limit (`judge_late_passes`).
+
+When every CPU's probe stalled at the same moments, nothing below the emulator's loop ran on
+any CPU then: the host did not run the guest, or something at a higher real-time priority held
+every CPU. `stalled_together` gives that time, and the host's row reports it.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from protolab.lab import stop_process
-from protolab.validate.plumbing import fmt_number
+from protolab.validate.plumbing import TOOL_RT_PRIORITY, fmt_number
 from protolab.validate.report import Check, Thresholds
 
 # The probe: on CPU `cpu` only, sleeps `interval` seconds at a time until SIGTERM, then writes
@@ -60,7 +65,12 @@ with open(out, "w") as f:
     json.dump({"late": late, "stalls": stalls}, f)
 """
 PROBE_INTERVAL_S = 0.001
-PROBE_PRIORITY = 1
+# Above the tools' real-time priority and below the emulator's loop. At irtt's own priority the
+# probe waited whenever irtt ran: a SCHED_RR thread keeps its CPU against a woken thread of its
+# priority for its whole 100 ms time slice, and at the end of the contention group's run irtt's
+# client and server each ran 88-99 ms on their CPUs (perf sched, 2026-11-30), which the probe
+# reported as a host stall of both CPUs at once.
+PROBE_PRIORITY = TOOL_RT_PRIORITY + 1
 STALL_NS = 500_000
 STALLS_KEPT = 2000
 # How far apart a late pass and a stall may lie and still be one event (the two clocks are read
@@ -88,6 +98,48 @@ def summarise(late_ns: Sequence[int]) -> dict[str, Any]:
             "p999_ns": rank(0.999), "max_ns": ordered[-1], "interval_s": PROBE_INTERVAL_S}
 
 
+def _merged(intervals: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, overlapping or touching intervals joined."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _intersection(left: Sequence[tuple[int, int]], right: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The time in both of two merged interval lists."""
+    both, i, j = [], 0, 0
+    while i < len(left) and j < len(right):
+        start, end = max(left[i][0], right[j][0]), min(left[i][1], right[j][1])
+        if start < end:
+            both.append((start, end))
+        if left[i][1] < right[j][1]:
+            i += 1
+        else:
+            j += 1
+    return both
+
+
+def stalled_together(stalls_by_cpu: Mapping[Any, Sequence[Sequence[int]]]) -> dict[str, Any]:
+    """How the CPUs' stalls ([woke ns, oversleep ns]: stalled from woke - oversleep to woke) lie
+    against each other: the time any CPU was stalled, the time every CPU was at once and the
+    longest such stretch, ms. A lower bound: only stalls beyond STALL_NS are kept."""
+    per_cpu = [_merged([(woke - over, woke) for woke, over in stalls]) for stalls in stalls_by_cpu.values()]
+    if not per_cpu:
+        return {"cpus": 0, "any_stalled_ms": 0.0, "all_stalled_ms": 0.0, "longest_all_stalled_ms": 0.0}
+    together = per_cpu[0]
+    for intervals in per_cpu[1:]:
+        together = _intersection(together, intervals)
+    anywhere = _merged([interval for intervals in per_cpu for interval in intervals])
+    return {"cpus": len(per_cpu),
+            "any_stalled_ms": sum(end - start for start, end in anywhere) / 1e6,
+            "all_stalled_ms": sum(end - start for start, end in together) / 1e6,
+            "longest_all_stalled_ms": max((end - start for start, end in together), default=0) / 1e6}
+
+
 def worst_cpu(per_cpu: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     """The host's figures from each CPU's probe: the worst CPU's (by its 99.9th percentile, then
     its maximum) at the top, every CPU's under `cpus`; None if no probe gave anything."""
@@ -96,8 +148,9 @@ def worst_cpu(per_cpu: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
         return None
     cpu, worst = max(measured.items(), key=lambda item: (item[1]["p999_ns"], item[1]["max_ns"]))
     figures = {key: value for key, value in worst.items() if key != "stalls"}
+    together = stalled_together({c: s.get("stalls") or [] for c, s in sorted(measured.items())})
     return {**figures, "wakeups": sum(s["wakeups"] for s in measured.values()), "worst_cpu": cpu,
-            "cpus": {str(c): s for c, s in sorted(per_cpu.items())}}
+            "stalled_together": together, "cpus": {str(c): s for c, s in sorted(per_cpu.items())}}
 
 
 @contextmanager
@@ -145,11 +198,22 @@ def wakeup_check(check_id: str, group: str, name: str, summary: dict[str, Any] |
         id=check_id, group=group, name=name, unit="ms", configured=0.0, measured=p999_ms, error=p999_ms,
         configured_text="0 ms",
         measured_text=(f"p99.9 {fmt_number(p999_ms)} ms, mean {mean_ms:.3f} ms, max {fmt_number(max_ms)} ms"
-                       + (f" (CPU {summary['worst_cpu']})" if "worst_cpu" in summary else "")),
+                       + (f" (CPU {summary['worst_cpu']})" if "worst_cpu" in summary else "")
+                       + _together_text(summary.get("stalled_together"))),
         error_text=f"{p999_ms:+.3f} ms",
         criterion=f"p99.9 <= {limit:g} ms, as the emulator's own lateness (a real-time thread "
                   f"sleeping {PROBE_INTERVAL_S * 1e3:g} ms on each CPU; the worst CPU)",
         status="fail" if p999_ms > limit else "info", details={"probe": summary})
+
+
+def _together_text(together: Mapping[str, Any] | None) -> str:
+    """The whole machine's share of the stalls, when there were several CPUs and they stalled at
+    once (then nothing in the guest ran)."""
+    if not together or together["cpus"] < 2 or together["all_stalled_ms"] <= 0:
+        return ""
+    return (f"; all {together['cpus']} CPUs stalled at once {together['all_stalled_ms']:.1f} ms "
+            f"(longest {together['longest_all_stalled_ms']:.1f} ms) of {together['any_stalled_ms']:.1f} ms with "
+            f"any stalled")
 
 
 def in_host_stall(late_pass: Mapping[str, Any], summary: Mapping[str, Any] | None) -> bool:
