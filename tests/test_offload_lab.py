@@ -163,15 +163,22 @@ def test_super_packets_cross_whole_only_where_their_route_takes_them_whole(
         assert (emulator["rx_super_packet_pieces"] > 0) == pieces
     assert emulator["rx_whole_super_packets"] <= emulator["rx_super_packets"]
     assert emulator["rx_malformed"] == 0 and emulator["tx_errors"] == 0
-    assert emulator["rx_packets"] == emulator["tx_packets"]
+    # Every wire segment read is written or counted as dropped. A rated link's queue may overflow
+    # when the loop is held up and a backlog arrives at once (under two CPU hogs: 108 of 5,733 at
+    # 10 Gbit/s); TCP then resends, and the counts must still add up.
+    dropped = {name: sum(counted["dropped_packets"].values()) for name, counted in links.items()}
+    assert emulator["rx_packets"] == emulator["tx_packets"] + sum(dropped.values()), (emulator, dropped)
     assert emulator["delivery_late"]["packets"] == emulator["tx_packets"], "lateness counts wire segments"
     for direction in ("client.up", "p0.forward", "server.down"):
         counted = links[direction]
         assert counted["delivered_bytes"] <= MTU * counted["delivered_packets"], direction
         assert counted["max_queue_bytes"] <= MTU or rate, direction
         assert counted["queue_packets"] == counted["queue_bytes"] == counted["in_flight_packets"] == 0, direction
-    assert links["server.down"]["delivered_bytes"] == links["client.up"]["delivered_bytes"] >= TRANSFER_BYTES
-    assert links["server.down"]["delivered_packets"] == links["client.up"]["delivered_packets"]
+        assert dropped[direction] == 0 or (rate and direction == "p0.forward"), (direction, dropped)
+    forward_dropped_bytes = sum(links["p0.forward"]["dropped_bytes"].values())
+    assert links["server.down"]["delivered_bytes"] == links["client.up"]["delivered_bytes"] - forward_dropped_bytes
+    assert links["server.down"]["delivered_bytes"] >= TRANSFER_BYTES
+    assert links["server.down"]["delivered_packets"] == links["client.up"]["delivered_packets"] - dropped["p0.forward"]
 
 
 def test_random_loss_acts_per_segment_with_offloads(emu_binary: Path, lab_name: Callable[[], str]) -> None:
