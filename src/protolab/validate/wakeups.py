@@ -7,9 +7,9 @@ SCHED_FIFO thread sleeping 0.1 ms overslept 89 us on average, 0.66 ms at the 99t
 4.8 ms at worst, the machine otherwise idle). So each level runs a probe in the same minutes: a
 process under SCHED_FIFO (PROBE_PRIORITY: above the tools' real-time priority, below the
 emulator's loop) that sleeps 1 ms at a time and records how late each sleep ends. When the
-probe's own 99.9th percentile misses the limit the
-emulator's lateness is held to, no program could have met it on this machine then: the
-emulator's failure of that level lies in the host (protolab.validate.attribution).
+probe's own 99.9th percentile misses the limit the emulator's lateness is held to, no program
+could have met it on this machine then: the emulator's failure of that level lies in the host
+(protolab.validate.attribution).
 
 There is one probe per CPU, each pinned to its CPU: a virtual machine's host stalls one vCPU at
 a time, and a single probe, which the kernel keeps on whichever CPU is free, saw nothing of a
@@ -207,8 +207,8 @@ def wakeup_check(check_id: str, group: str, name: str, summary: dict[str, Any] |
 
 
 def _together_text(together: Mapping[str, Any] | None) -> str:
-    """The whole machine's share of the stalls, when there were several CPUs and they stalled at
-    once (then nothing in the guest ran)."""
+    """The share of the stalls when every CPU stalled at once (then nothing below the emulator's
+    loop ran anywhere), for two CPUs or more."""
     if not together or together["cpus"] < 2 or together["all_stalled_ms"] <= 0:
         return ""
     return (f"; all {together['cpus']} CPUs stalled at once {together['all_stalled_ms']:.1f} ms "
