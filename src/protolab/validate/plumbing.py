@@ -147,7 +147,7 @@ def go_duration(ms: float) -> str:
 
 def irtt_client(target: str, output: Path, probes: int, *, realtime: bool = False) -> tuple[list[str], float]:
     """irtt's client argv for `probes` probes to `target` (address), its JSON to `output`, and the
-    timeout to run it with; `realtime`: under SCHED_RR priority 1 (below the emulator's loop)."""
+    timeout to run it with; `realtime`: under SCHED_RR at TOOL_RT_PRIORITY (below the emulator's loop)."""
     duration_ms = math.ceil(probes * IRTT_INTERVAL_MS / IRTT_SEND_EFFICIENCY)
     argv = [*(REALTIME_TOOL if realtime else []), "irtt", "client", "-i", go_duration(IRTT_INTERVAL_MS),
             "-d", go_duration(duration_ms), "-o", str(output), "--fill=rand", "-Q", f"{target}:{IRTT_PORT}"]
@@ -208,7 +208,7 @@ def status_within(measured: float, configured: float, tolerance: float) -> Statu
 def veth_pair(lab: Lab, *, realtime: bool = False) -> Iterator[tuple[str, str]]:
     """Two namespaces joined by a bare veth pair (no emulator): the reference the tools' own
     latency is measured on. Named after the lab, removed by exact name. `realtime`: the irtt
-    server under SCHED_RR priority 1, as the lab's runs under contention."""
+    server under SCHED_RR at TOOL_RT_PRIORITY, as the lab's runs under contention."""
     a, b = f"pl-{lab.name}-vref-a", f"pl-{lab.name}-vref-b"
     commands = [
         ["ip", "netns", "add", a], ["ip", "netns", "add", b],
