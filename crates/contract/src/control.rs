@@ -461,6 +461,10 @@ pub struct LatePass {
     pub at_unix_ns: u64,
     /// How late the latest of them was, ns.
     pub late_ns: u64,
+    /// The wire segments it delivered more than [`LATE_PASS_NS`] late (0 from emulators
+    /// before this field).
+    #[serde(default)]
+    pub packets: u64,
     /// The CPU the loop ran on.
     pub cpu: Option<u32>,
 }

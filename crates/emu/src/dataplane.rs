@@ -89,6 +89,15 @@ pub struct LoopCounters {
 }
 
 /// The model and everything the loop writes to.
+/// How late one pass of the loop delivered (`DataPlane::forward_due`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassLateness {
+    /// How late the latest packet left, ns (0 when none was due).
+    pub latest_ns: Nanos,
+    /// The wire segments that left more than `LATE_PASS_NS` late.
+    pub late_segments: u64,
+}
+
 pub struct DataPlane {
     net: Network<Frame>,
     start_unix_ns: u64,
@@ -203,16 +212,18 @@ impl DataPlane {
     }
 
     /// Delivers every packet due by `now` through `send(host, packet)` (false: the write failed)
-    /// and hands the recorded events to the event writer. Returns how late the latest packet
-    /// left (0 when none was due).
-    pub fn forward_due(&mut self, now: Nanos, mut send: impl FnMut(usize, Frame) -> bool) -> Nanos {
+    /// and hands the recorded events to the event writer. Returns how late the pass was.
+    pub fn forward_due(&mut self, now: Nanos, mut send: impl FnMut(usize, Frame) -> bool) -> PassLateness {
         self.net.poll(now, &mut self.delivered);
         let mut delivered = std::mem::take(&mut self.delivered);
-        let mut latest: Nanos = 0;
+        let mut pass = PassLateness::default();
         for d in delivered.drain(..) {
             let segments = u64::from(d.packet.segments);
             let late = now.saturating_sub(d.time);
-            latest = latest.max(late);
+            pass.latest_ns = pass.latest_ns.max(late);
+            if late > contract::control::LATE_PASS_NS {
+                pass.late_segments += segments;
+            }
             self.counters.delivery_lateness.record_many(late, segments);
             let host = d.host.0 as usize;
             self.capture(host, now, &d.packet.payload);
@@ -228,15 +239,20 @@ impl DataPlane {
             let n = events.len() as u64;
             w.offer(events, n);
         }
-        latest
+        pass
     }
 
-    /// A pass at `now` delivered packets `late` ns late, on `cpu`: kept if it is a late pass
-    /// (beyond `LATE_PASS_NS`) and fewer than `LATE_PASSES_KEPT` are kept.
-    pub fn record_late_pass(&mut self, now: Nanos, late: Nanos, cpu: Option<u32>) {
+    /// The pass at `now` (`forward_due`'s result), on `cpu`: kept if it is a late pass (beyond
+    /// `LATE_PASS_NS`) and fewer than `LATE_PASSES_KEPT` are kept.
+    pub fn record_late_pass(&mut self, now: Nanos, pass: PassLateness, cpu: Option<u32>) {
         let passes = &mut self.counters.late_passes;
-        if late > contract::control::LATE_PASS_NS && passes.len() < LATE_PASSES_KEPT {
-            passes.push(LatePass { at_unix_ns: self.start_unix_ns + now, late_ns: late, cpu });
+        if pass.latest_ns > contract::control::LATE_PASS_NS && passes.len() < LATE_PASSES_KEPT {
+            passes.push(LatePass {
+                at_unix_ns: self.start_unix_ns + now,
+                late_ns: pass.latest_ns,
+                packets: pass.late_segments,
+                cpu,
+            });
         }
     }
 

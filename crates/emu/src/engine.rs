@@ -298,11 +298,11 @@ impl Engine {
     fn forward_due(&mut self) {
         let (tuns, pool) = (&mut self.tuns, &mut self.buffers.pool);
         let now = self.clock.now();
-        let late = self.plane.forward_due(now, |host, frame| tuns.get_mut(host).is_some_and(|t| t.send(frame, pool)));
-        if late > contract::control::LATE_PASS_NS {
+        let pass = self.plane.forward_due(now, |host, frame| tuns.get_mut(host).is_some_and(|t| t.send(frame, pool)));
+        if pass.latest_ns > contract::control::LATE_PASS_NS {
             // Which CPU the host held up: the validation matches it with that CPU's stalls.
             let cpu = u32::try_from(rustix::thread::sched_getcpu()).ok();
-            self.plane.record_late_pass(now, late, cpu);
+            self.plane.record_late_pass(now, pass, cpu);
         }
         let failed_packets: u64 = tuns.iter_mut().map(|t| t.flush(pool)).sum();
         self.plane.count_tx_errors(failed_packets);

@@ -97,12 +97,13 @@ def _irtt_result(data: Any) -> IrttResult:
         ipdv_rtt_mean_ms=_ms(stats, "ipdv_round_trip", "mean"),
         ipdv_send_mean_ms=_ms(stats, "ipdv_send", "mean"),
         timer_miss_percent=float(stats.get("timer_miss_percent", 0.0)),
-        rtt_p99_ms=_rank(rtts, 0.99),
-        rtt_p999_ms=_rank(rtts, 0.999),
+        rtt_p99_ms=nearest_rank(rtts, 0.99),
+        rtt_p999_ms=nearest_rank(rtts, 0.999),
     )
 
 
-def _rank(sorted_values: list[float], fraction: float) -> float:
+def nearest_rank(sorted_values: list[float], fraction: float) -> float:
+    """The nearest-rank percentile `fraction` of ascending values; NaN for none."""
     if not sorted_values:
         return math.nan
     return sorted_values[min(len(sorted_values) - 1, math.ceil(fraction * len(sorted_values)) - 1)]

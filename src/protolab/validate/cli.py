@@ -67,6 +67,9 @@ def validate_emulator_command(
     decompose: Annotated[bool, typer.Option(
         "--decompose", help="Capture each delay level's irtt run and split its RTT error into the emulator's "
                             "share and the hosts' (docs/validation.md).")] = False,
+    attempts: Annotated[int, typer.Option(
+        "--attempts", min=1, max=10, help="Measure a timing level at most this often when the host's probe shows "
+                                          "the host held the guest during it (1: never again; docs/validation.md).")] = 3,
 ) -> None:
     """Measure the emulator with real tools (irtt, ping, iperf3) against its configured links."""
     from protolab.validate.attribution import failure_summary, host_late
@@ -78,7 +81,7 @@ def validate_emulator_command(
         raise typer.BadParameter(f"{', '.join(unknown)}: choose from {', '.join(GROUP_NAMES)}", param_hint="--group")
     try:
         config = ValidationConfig.for_mode(quick=quick, lab=lab, delay_compensation=not no_delay_compensation,
-                                           offload=offload, decompose=decompose,
+                                           offload=offload, decompose=decompose, level_attempts=attempts,
                                            **({"groups": group} if group else {}))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -92,6 +95,10 @@ def validate_emulator_command(
         def step(text: str) -> None:
             if started[0]:
                 progress.advance(task)
+                # A level measured again adds a step (protolab.validate.disturbance).
+                done = progress.tasks[0].completed
+                if done >= (progress.tasks[0].total or 0):
+                    progress.update(task, total=done + 1)
             started[0] = True
             progress.update(task, description=text)
 
@@ -101,12 +108,14 @@ def validate_emulator_command(
             # The lab's teardown has already run by the time the interrupt gets here.
             error_console.print("interrupted: the lab was torn down")
             raise
-        progress.update(task, completed=config.step_count(), description="done")
+        progress.update(task, completed=progress.tasks[0].total, description="done")
     console.print(validation_table(report))
     summary = report.summary
     failures = failure_summary(summary["fail"], report.attribution, woke_late=host_late(report.checks))
+    again = (f"; {report.set_aside} level attempt{'s' * (report.set_aside != 1)} set aside and measured again "
+             "(the host held the guest)" if report.set_aside else "")
     console.print(f"{summary['pass']} passed, {failures}; "
-                  f"{summary['info']} info in {report.duration_s:.0f} s")
+                  f"{summary['info']} info in {report.duration_s:.0f} s{again}")
     if out is not None:
         write_report(report, out)
         console.print(f"wrote {out}")

@@ -32,6 +32,7 @@ from typing import Any
 from protolab.files import scratch_dir
 from protolab.lab import Lab
 from protolab.validate.attribution import attribute
+from protolab.validate.disturbance import is_set_aside
 from protolab.validate.plumbing import CLIENT, SERVER, StepCallback, environment, start_servers, validation_topology
 from protolab.validate.report import SCHEMA, Check, ValidationConfig, ValidationReport
 from protolab.validate.timing import contention_checks, delay_checks, jitter_checks
@@ -97,5 +98,6 @@ def run_validation(
         counters=counters,
         summary=summary,
         attribution=attribution,
+        set_aside=sum(is_set_aside(check) for check in checks),
         ok=summary["fail"] == 0,
     )

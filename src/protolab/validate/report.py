@@ -16,8 +16,10 @@ from protolab.files import write_text_atomically
 SCHEMA = "protolab.emulator_validation"
 # 2: checks name the emulator check of their level (`emulator_check`) and say where a failure
 # lies (`attribution`); the report counts them (`attribution`). 3: emulator checks name the host
-# check of their level (`host_check`: a real-time probe's wake-ups in the same minutes).
-SCHEMA_VERSION = 3
+# check of their level (`host_check`: a real-time probe's wake-ups in the same minutes). 4: a
+# timing level the host disturbed is measured again (`level_attempts`); each set-aside attempt is
+# an `info` row (`<level>.set_aside.<n>`), counted in `set_aside`.
+SCHEMA_VERSION = 4
 
 # The check groups, in the order they run (protolab.validate.emulator holds what runs each).
 GROUP_NAMES = ("delay", "jitter", "loss", "rate", "ecmp", "contention", "wifi")
@@ -91,6 +93,9 @@ class ValidationConfig(BaseModel):
     # Capture each delay level's irtt run on both hosts and split its delays at the emulator
     # (docs/validation.md, "The emulator or the tool?").
     decompose: bool = False
+    # How often a timing level is measured at most when the host's probe shows the host held the
+    # guest during it (protolab.validate.disturbance); 1: never again.
+    level_attempts: int = Field(3, ge=1, le=10)
     thresholds: Thresholds = Thresholds()
 
     @classmethod
@@ -166,6 +171,8 @@ class ValidationReport(BaseModel):
     summary: dict[str, int]
     # Failed checks by where their error lies: emulator, tools_host, unattributed.
     attribution: dict[str, int] = {}
+    # Timing level attempts set aside because the host disturbed them (their rows are `info`).
+    set_aside: int = 0
     ok: bool
 
     def to_json(self) -> str:

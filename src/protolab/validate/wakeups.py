@@ -123,21 +123,43 @@ def _intersection(left: Sequence[tuple[int, int]], right: Sequence[tuple[int, in
     return both
 
 
-def stalled_together(stalls_by_cpu: Mapping[Any, Sequence[Sequence[int]]]) -> dict[str, Any]:
-    """How the CPUs' stalls ([woke ns, oversleep ns]: stalled from woke - oversleep to woke) lie
-    against each other: the time any CPU was stalled, the time every CPU was at once and the
-    longest such stretch, ms. A lower bound: only stalls beyond STALL_NS are kept."""
-    per_cpu = [_merged([(woke - over, woke) for woke, over in stalls]) for stalls in stalls_by_cpu.values()]
-    if not per_cpu:
-        return {"cpus": 0, "any_stalled_ms": 0.0, "all_stalled_ms": 0.0, "longest_all_stalled_ms": 0.0}
-    together = per_cpu[0]
+def _stall_intervals(stalls_by_cpu: Mapping[Any, Sequence[Sequence[int]]]) -> list[list[tuple[int, int]]]:
+    """Each CPU's stalls ([woke ns, oversleep ns]: stalled from woke - oversleep to woke) as
+    merged intervals."""
+    return [_merged([(woke - over, woke) for woke, over in stalls]) for stalls in stalls_by_cpu.values()]
+
+
+def _all_at_once(per_cpu: Sequence[Sequence[tuple[int, int]]]) -> list[tuple[int, int]]:
+    together = list(per_cpu[0]) if per_cpu else []
     for intervals in per_cpu[1:]:
         together = _intersection(together, intervals)
+    return together
+
+
+def stalled_together(stalls_by_cpu: Mapping[Any, Sequence[Sequence[int]]]) -> dict[str, Any]:
+    """How the CPUs' stalls ([woke ns, oversleep ns]) lie against each other: the time any CPU
+    was stalled, the time every CPU was at once and the longest such stretch, ms. A lower bound:
+    only stalls beyond STALL_NS are kept."""
+    per_cpu = _stall_intervals(stalls_by_cpu)
+    if not per_cpu:
+        return {"cpus": 0, "any_stalled_ms": 0.0, "all_stalled_ms": 0.0, "longest_all_stalled_ms": 0.0}
+    together = _all_at_once(per_cpu)
     anywhere = _merged([interval for intervals in per_cpu for interval in intervals])
     return {"cpus": len(per_cpu),
             "any_stalled_ms": sum(end - start for start, end in anywhere) / 1e6,
             "all_stalled_ms": sum(end - start for start, end in together) / 1e6,
             "longest_all_stalled_ms": max((end - start for start, end in together), default=0) / 1e6}
+
+
+def guest_freezes(summary: Mapping[str, Any] | None) -> list[tuple[int, int]]:
+    """The wall-clock intervals (ns) when every CPU's probe of a summary (`worst_cpu`) was stalled
+    at once, with two CPUs or more: nothing below the emulator's loop ran in the guest, and one
+    loop thread cannot hold two CPUs, so the host held the guest (docs/validation.md, "The guest
+    frozen"). Empty with one CPU or no probe."""
+    cpus = (summary or {}).get("cpus") or {}
+    if len(cpus) < 2:
+        return []
+    return _all_at_once(_stall_intervals({cpu: probe.get("stalls") or [] for cpu, probe in cpus.items()}))
 
 
 def worst_cpu(per_cpu: dict[int, dict[str, Any]]) -> dict[str, Any] | None:

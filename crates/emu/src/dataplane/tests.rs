@@ -245,14 +245,18 @@ fn a_capture_started_while_a_super_packet_is_in_flight_records_its_segments() {
 fn passes_that_deliver_more_than_a_millisecond_late_are_kept_with_their_time_and_cpu() {
     let mut plane = plane();
     plane.ingest(0, 0, Frame::complete(udp(CLIENT, SERVER, 100)));
-    let late = plane.forward_due(5 * MS + 1_500_000, |_, _| true);
-    assert_eq!(late, 1_500_000, "the latest packet of the pass");
-    plane.record_late_pass(5 * MS + 1_500_000, late, Some(1));
-    plane.record_late_pass(7 * MS, 1_000_000, Some(0));
+    plane.ingest(0, 0, Frame::complete(udp(CLIENT, SERVER, 100)));
+    plane.ingest(MS, 0, Frame::complete(udp(CLIENT, SERVER, 100)));
+    let pass = plane.forward_due(5 * MS + 1_500_000, |_, _| true);
+    assert_eq!(pass.latest_ns, 1_500_000, "the latest packet of the pass");
+    assert_eq!(pass.late_segments, 2, "the third was due 0.5 ms before: not late");
+    plane.record_late_pass(5 * MS + 1_500_000, pass, Some(1));
+    plane.record_late_pass(7 * MS, PassLateness { latest_ns: 1_000_000, late_segments: 0 }, Some(0));
     let passes = counters(&mut plane).1.late_passes;
-    assert_eq!(passes, [LatePass { at_unix_ns: 1_000_000_000 + 6_500_000, late_ns: 1_500_000, cpu: Some(1) }], "1 ms is not late");
+    let kept = LatePass { at_unix_ns: 1_000_000_000 + 6_500_000, late_ns: 1_500_000, packets: 2, cpu: Some(1) };
+    assert_eq!(passes, [kept], "1 ms is not late");
     for i in 0..100 {
-        plane.record_late_pass(10 * MS + i, 2_000_000, None);
+        plane.record_late_pass(10 * MS + i, PassLateness { latest_ns: 2_000_000, late_segments: 1 }, None);
     }
     assert_eq!(counters(&mut plane).1.late_passes.len(), LATE_PASSES_KEPT);
     assert!(matches!(plane.apply(0, Command::ResetCounters), Outcome::Done));

@@ -211,6 +211,11 @@ class LatePass(BaseModel):
     """
     How late the latest of them was, ns.
     """
+    packets: Annotated[int | None, Field(ge=0)] = 0
+    """
+    The wire segments it delivered more than [`LATE_PASS_NS`] late (0 from emulators
+    before this field).
+    """
 
 
 class LinkCounters(BaseModel):
