@@ -194,6 +194,13 @@ def test_contention_tails_are_judged_beyond_the_tools_own_on_a_veth_pair(report:
         own = check.details["veth_reference_ms"]
         assert own == reference.details["rtt_p999_ms" if stat == "p99.9" else "rtt_max_ms"] > 0
         assert check.error == pytest.approx(check.measured - check.configured - own)
+        # Both runs' statistics leave out the probes in flight during a freeze of the guest; the
+        # figures over every probe stay beside them.
+        assert check.details["left_out"] >= 0 and check.details["veth_left_out"] == reference.details["left_out"]
+        assert len(check.details["guest_freezes_ms"]) == 0 or all(f > 0 for f in check.details["guest_freezes_ms"])
+    (longest,) = _checks(report, "contention.irtt.max")
+    assert longest.measured <= longest.details["every_probe"]["rtt_ms"]
+    assert reference.details["rtt_max_ms"] <= reference.details["every_probe"]["rtt_max_ms"]
 
 
 def test_wifi_retries_hide_losses_as_delay_and_aggregation_raises_the_rate(report: ValidationReport) -> None:
@@ -212,7 +219,9 @@ def test_report_is_self_describing(report: ValidationReport, tmp_path: Path) -> 
     out = tmp_path / "validation.json"
     write_report(report, out)
     data = json.loads(out.read_text())
-    assert data["schema"] == SCHEMA and data["schema_version"] == 3
+    assert data["schema"] == SCHEMA and data["schema_version"] == 4
+    assert data["config"]["level_attempts"] == 3
+    assert data["set_aside"] == sum(".set_aside." in check["id"] for check in data["checks"])
     assert set(data["attribution"]) == {"emulator", "tools_host", "unattributed"}
     assert data["protolab_version"] == "0.1.0"
     assert data["config"]["quick"] is True

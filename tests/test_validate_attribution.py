@@ -29,6 +29,8 @@ from protolab.validate.timing import lateness_check, split_check
 from protolab.validate.wakeups import (
     PROBE_PRIORITY,
     STALL_NS,
+    host_part,
+    host_stalls,
     host_wakeups,
     in_host_stall,
     judge_late_passes,
@@ -176,6 +178,22 @@ def test_a_late_pass_lies_in_a_host_stall_only_on_its_cpu_and_when_the_two_overl
     assert not in_host_stall({"at_unix_ns": 99 * ms, "late_ns": 2 * ms, "cpu": 1}, probe), "ran before it"
     assert in_host_stall({"at_unix_ns": 99_900_000, "late_ns": 2 * ms, "cpu": 1}, probe), "within the slack"
     assert not in_host_stall(inside, None)
+    # A stall the probe spent woken and waiting for its CPU (run delay) was the guest's own work,
+    # not the host's; its timer-late start still is.
+    waited = _probe_with_stalls({0: [], 1: [[105 * ms, 5 * ms, 5 * ms]]})
+    assert not in_host_stall(inside, waited)
+    split = _probe_with_stalls({0: [], 1: [[105 * ms, 5 * ms, 2 * ms]]})  # timer 3 ms late, then 2 ms waiting
+    assert host_stalls(split) == {"0": [], "1": [(100 * ms, 103 * ms)]}
+    assert in_host_stall({"at_unix_ns": 102 * ms, "late_ns": 2 * ms, "cpu": 1}, split)
+    assert not in_host_stall({"at_unix_ns": 105 * ms, "late_ns": 1_500_000, "cpu": 1}, split), "after the host's part"
+
+
+def test_a_stall_is_the_hosts_when_the_timer_fired_late() -> None:
+    ms = 1_000_000
+    assert host_part([105 * ms, 5 * ms]) == (100 * ms, 105 * ms), "wait unknown: the whole stall"
+    assert host_part([105 * ms, 5 * ms, 0]) == (100 * ms, 105 * ms)
+    assert host_part([105 * ms, 5 * ms, 4_600_000]) is None, "0.4 ms late: under STALL_NS"
+    assert host_part([105 * ms, 5 * ms, 5 * ms]) is None
 
 
 def test_when_every_late_pass_fell_in_a_host_stall_the_host_row_fails() -> None:
@@ -214,7 +232,9 @@ def test_the_probe_measures_real_wake_ups_on_every_cpu(tmp_path: Path) -> None:
     assert probe.summary["p999_ns"] == max(s["p999_ns"] for s in probe.summary["cpus"].values())
     assert "stalls" not in probe.summary
     for summary in probe.summary["cpus"].values():
-        assert all(late > STALL_NS for _, late in summary["stalls"])
+        # [woke, oversleep, of it waiting for the CPU]
+        assert all(len(stall) == 3 and stall[1] > STALL_NS and 0 <= stall[2] for stall in summary["stalls"])
+    assert probe.summary["host_stalled_ms"] >= 0 and probe.summary["waited_ms"] >= 0
 
 
 def test_the_probe_is_not_held_up_by_a_real_time_tool(tmp_path: Path) -> None:
@@ -240,6 +260,32 @@ def test_the_probe_is_not_held_up_by_a_real_time_tool(tmp_path: Path) -> None:
     held = probe.summary["cpus"][str(cpu)]
     assert held["wakeups"] >= 50 and held["max_ns"] < 30_000_000, held["max_ns"]
     assert PROBE_PRIORITY > TOOL_RT_PRIORITY
+
+
+def test_a_cpu_held_inside_the_guest_is_no_host_stall(tmp_path: Path) -> None:
+    """A real-time thread above the probe holds one CPU for 0.3 s (as the emulator's loop could):
+    the probe there is woken on time and waits for the CPU, and that wait is the guest's, not a
+    host stall (a host that stops the vCPU makes the probe's timer itself fire late)."""
+    import os
+    import sys
+    import time
+
+    cpu = min(os.sched_getaffinity(0))
+    spin = f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + 0.3\nwhile time.time() < end: pass"
+    with host_wakeups(tmp_path, "fifo") as probe:
+        time.sleep(0.05)
+        holder = subprocess.Popen(["chrt", "-f", str(PROBE_PRIORITY + 1), sys.executable, "-c", spin])
+        try:
+            holder.wait(timeout=10)
+        finally:
+            holder.kill()
+        time.sleep(0.05)
+    assert probe.summary is not None
+    stalls = probe.summary["cpus"][str(cpu)]["stalls"]
+    longest = max(stalls, key=lambda stall: stall[1])
+    assert longest[1] >= 200_000_000, "the CPU was held"
+    assert longest[2] >= longest[1] - 20_000_000, "the probe waited through it, woken on time"
+    assert all(end - start < 20_000_000 for start, end in host_stalls(probe.summary)[str(cpu)])
 
 
 def _late(mean_ns: int, p999_ns: int | None, packets: int = 4000) -> dict[str, Any]:

@@ -13,14 +13,14 @@ from protolab.validate.disturbance import (
     TimedRtt,
     host_disturbance,
     is_set_aside,
-    lateness_outside_freezes,
+    lateness_outside_host_stalls,
     measure_level,
-    tail_outside_freezes,
+    tail_outside_host_stalls,
     timed_rtts,
 )
 from protolab.validate.report import Check, Status, Thresholds
 from protolab.validate.timing import lateness_check
-from protolab.validate.wakeups import guest_freezes
+from protolab.validate.wakeups import summarise, worst_cpu
 
 LIMIT_MS = 1.0
 
@@ -49,7 +49,8 @@ def test_a_quiet_probe_disturbs_nothing() -> None:
     assert host_disturbance(probe(p999_ms=1.0), LIMIT_MS) is None
 
 
-def test_freezes_alone_are_left_out_not_measured_again() -> None:
+def test_host_stalls_alone_are_left_out_not_measured_again() -> None:
+    # Every CPU stalled at once for 8.7 ms, the percentile within the limit.
     assert host_disturbance(probe(longest_all_ms=8.7), LIMIT_MS) is None
 
 
@@ -118,38 +119,30 @@ def test_attempts_bound_the_repeats(attempts: int) -> None:
 MS = 1_000_000
 
 
-def test_a_freeze_is_when_every_cpu_stalled_at_once() -> None:
-    # Stalls are [woke ns, oversleep ns]: CPU 0 stalled 10-19 ms, CPU 1 12-20 ms and 30-31 ms.
-    summary = {"cpus": {"0": {"stalls": [[19 * MS, 9 * MS]]}, "1": {"stalls": [[20 * MS, 8 * MS], [31 * MS, MS]]}}}
-    assert guest_freezes(summary) == [(12 * MS, 19 * MS)]
-    assert guest_freezes({"cpus": {"0": {"stalls": [[19 * MS, 9 * MS]]}}}) == []
-    assert guest_freezes(None) == []
-
-
 def trip(send_ms: float, rtt_ms: float) -> TimedRtt:
     return TimedRtt(int(send_ms * MS), int((send_ms + rtt_ms) * MS), rtt_ms)
 
 
-def test_probes_in_flight_during_a_freeze_are_left_out_by_time_alone() -> None:
-    # 2000 probes of 20 ms at 1 ms; the guest froze 8 ms from t = 1000 ms, which held the 28
-    # probes in flight then by up to 8 ms.
-    freeze = (1000 * MS, 1008 * MS)
+def test_probes_in_flight_during_a_host_stall_are_left_out_by_time_alone() -> None:
+    # 2000 probes of 20 ms at 1 ms; the host stalled a CPU 8 ms from t = 1000 ms, which held the
+    # 29 probes in flight then by up to 8 ms.
+    stall = (1000 * MS, 1008 * MS)
     trips = [trip(t, 20.0 + (8.0 if 980 - 0.2 <= t <= 1008 + 0.2 else 0.0)) for t in range(2000)]
-    every = tail_outside_freezes(trips, [])
+    every = tail_outside_host_stalls(trips, [])
     assert every.left_out == 0 and every.p999_ms == 28.0 and every.max_ms == 28.0
-    kept = tail_outside_freezes(trips, [freeze])
-    assert kept.left_out == 29  # sent 980..1008 ms: in flight at some moment of the freeze
+    kept = tail_outside_host_stalls(trips, [stall])
+    assert kept.left_out == 29  # sent 980..1008 ms: in flight at some moment of the stall
     assert kept.probes == 1971 and kept.p999_ms == 20.0 and kept.max_ms == 20.0
-    # A slow probe outside every freeze stays: the choice is by time, not by RTT.
+    # A slow probe outside every stall stays: the choice is by time, not by RTT.
     slow = [*trips, trip(3000, 31.0)]
-    assert tail_outside_freezes(slow, [freeze]).max_ms == 31.0
+    assert tail_outside_host_stalls(slow, [stall]).max_ms == 31.0
 
 
-def test_a_freeze_before_a_probe_left_does_not_touch_it() -> None:
-    freeze = (1000 * MS, 1008 * MS)
-    assert tail_outside_freezes([trip(1009, 20.0)], [freeze]).left_out == 0
-    assert tail_outside_freezes([trip(1008.1, 20.0)], [freeze]).left_out == 1  # within the slack
-    assert tail_outside_freezes([trip(960, 20.0)], [freeze]).left_out == 0  # back before it
+def test_a_host_stall_before_a_probe_left_does_not_touch_it() -> None:
+    stall = (1000 * MS, 1008 * MS)
+    assert tail_outside_host_stalls([trip(1009, 20.0)], [stall]).left_out == 0
+    assert tail_outside_host_stalls([trip(1008.1, 20.0)], [stall]).left_out == 1  # within the slack
+    assert tail_outside_host_stalls([trip(960, 20.0)], [stall]).left_out == 0  # back before it
 
 
 def test_irtt_without_wall_timestamps_names_the_file() -> None:
@@ -166,41 +159,61 @@ def test_irtt_without_wall_timestamps_names_the_file() -> None:
 # 23,000 packets, 30 of them more than 1 ms late: the 99.9th percentile (rank 22,977) in the 2 ms bucket.
 LATE = {"packets": 23_000, "mean_ns": 4_000, "max_ns": 5_760_000, "p99_ns_at_most": 1_000, "p999_ns_at_most": 2_000_000,
         "buckets": [[1_000, 22_940], [1_000_000, 30], [2_000_000, 20], [5_000_000, 10]]}
-FREEZE = (96 * MS, 101 * MS)
+STALL = (96 * MS, 101 * MS)
+
+
+def probe_stalled(start: int, end: int, *, waited: int = 0, cpu: int = 0) -> dict[str, Any]:
+    """Two CPUs' probe summary whose CPU `cpu` stalled from `start` to `end` (ns), `waited` of
+    it runnable."""
+    per_cpu = {c: {**summarise([10_000] * 1000), "stalls": [[end, end - start, waited]] if c == cpu else []}
+               for c in (0, 1)}
+    summary = worst_cpu(per_cpu)
+    assert summary is not None
+    return summary
+
+
+STALLED = probe_stalled(*STALL)
 
 
 def late_pass(at_ms: float, late_ms: float, packets: int) -> dict[str, Any]:
     return {"at_unix_ns": int(at_ms * MS), "late_ns": int(late_ms * MS), "packets": packets, "cpu": 0}
 
 
-def test_late_packets_of_a_pass_through_a_freeze_leave_the_emulators_percentile() -> None:
+def test_late_packets_of_a_pass_through_a_host_stall_leave_the_emulators_percentile() -> None:
     passes = [late_pass(100, 5.76, 12), late_pass(200, 1.5, 2)]
-    assert lateness_outside_freezes(LATE, passes, []) is None
-    assert lateness_outside_freezes(LATE, [late_pass(200, 1.5, 2)], [FREEZE]) is None
+    assert lateness_outside_host_stalls(LATE, passes, None) is None
+    assert lateness_outside_host_stalls(LATE, [late_pass(200, 1.5, 2)], STALLED) is None
     # 12 held packets leave the 2 ms bucket: rank 22,966 of 22,988 now lies in the 1 ms bucket.
-    assert lateness_outside_freezes(LATE, passes, [FREEZE]) == {
+    assert lateness_outside_host_stalls(LATE, passes, STALLED) == {
         "held_packets": 12, "packets": 22_988, "p999_ns_at_most": 1_000_000}
     failed = lateness_check("contention.emulator", "contention", "lateness", LATE, Thresholds())
     assert failed.status == "fail"
     kept = lateness_check("contention.emulator", "contention", "lateness", LATE, Thresholds(),
-                          lateness_outside_freezes(LATE, passes, [FREEZE]))
+                          lateness_outside_host_stalls(LATE, passes, STALLED))
     assert kept.status == "pass"
-    assert kept.measured_text == ("mean 0.0040 ms, p99.9 <= 2.000 ms; without the 12 late packets of guest "
-                                  "freezes p99.9 <= 1.000 ms")
+    assert kept.measured_text == ("mean 0.0040 ms, p99.9 <= 2.000 ms; without the 12 late packets of host "
+                                  "stalls p99.9 <= 1.000 ms")
 
 
 def test_held_packets_leave_the_lowest_late_buckets_first() -> None:
     # 25 held: the 2 ms bucket empties, 5 leave the 5 ms one; the 5 ms packets left still count.
-    held = lateness_outside_freezes(LATE, [late_pass(100, 5.76, 25)], [FREEZE])
+    held = lateness_outside_host_stalls(LATE, [late_pass(100, 5.76, 25)], STALLED)
     assert held == {"held_packets": 25, "packets": 22_975, "p999_ns_at_most": 1_000_000}
     worse = {**LATE, "buckets": [[1_000, 22_940], [2_000_000, 20], [5_000_000, 40]]}
     # Removing the 2 ms packets (not the 5 ms ones) keeps the percentile where the 5 ms ones put it.
-    assert lateness_outside_freezes(worse, [late_pass(100, 5.76, 20)], [FREEZE])["p999_ns_at_most"] == 5_000_000
+    assert lateness_outside_host_stalls(worse, [late_pass(100, 5.76, 20)], STALLED)["p999_ns_at_most"] == 5_000_000
 
 
 def test_a_pass_beyond_the_last_edge_counts_at_the_maximum() -> None:
     late = {"packets": 1_000, "mean_ns": 150_000, "max_ns": 150 * MS, "buckets": [[1_000, 999], [None, 1]]}
-    assert lateness_outside_freezes(late, [late_pass(100, 150, 1)], [FREEZE]) == {
+    assert lateness_outside_host_stalls(late, [late_pass(100, 150, 1)], STALLED) == {
         "held_packets": 1, "packets": 999, "p999_ns_at_most": 1_000}
     three = {**late, "packets": 1_002, "buckets": [[1_000, 999], [None, 3]]}
-    assert lateness_outside_freezes(three, [late_pass(100, 150, 1)], [FREEZE])["p999_ns_at_most"] == 150 * MS
+    assert lateness_outside_host_stalls(three, [late_pass(100, 150, 1)], STALLED)["p999_ns_at_most"] == 150 * MS
+
+
+def test_only_a_host_stall_of_the_passes_own_cpu_counts() -> None:
+    passes = [late_pass(100, 5.76, 12)]
+    assert lateness_outside_host_stalls(LATE, passes, probe_stalled(*STALL, cpu=1)) is None
+    # Woken on time and waiting for the CPU: the guest's own work, maybe the emulator's.
+    assert lateness_outside_host_stalls(LATE, passes, probe_stalled(*STALL, waited=5 * MS)) is None

@@ -1,27 +1,29 @@
-"""What the host did to a timing level, taken out of it: freezes of the guest and levels the
-host held throughout.
+"""What the host did to a timing level, taken out of it: its stalls of the guest's CPUs, and
+levels it held throughout.
 
 Each timing level (a delay level, the contention group) runs beside the host's wake-up probe
-(protolab.validate.wakeups). On this virtual machine the host sometimes stops the whole guest
-for milliseconds: traced on 2026-11-30 (perf sched over a contention run), no task on either CPU
-was switched for 9.4 ms while irtt was sending every millisecond, and irtt's p99.9 came out
-+3.7 to +5.0 ms beyond its reference with the emulator on time outside those moments and
-/proc/stat showing no steal (docs/validation.md, "The guest frozen"). The veth reference runs in
-other seconds and misses the freeze, so such a level measured the host, not the emulator.
+(protolab.validate.wakeups), one per CPU. On this virtual machine the host stops vCPUs for
+milliseconds, one or all at once: traced on 2026-11-30 (perf sched over a contention run), no
+task on either CPU was switched for 9.4 ms while irtt was sending every millisecond, and irtt's
+p99.9 came out +3.7 to +5.0 ms beyond its reference with /proc/stat showing no steal
+(docs/validation.md, "The host's stalls"). The veth reference runs in other seconds and misses
+them, so such a level measured the host, not the emulator.
 
-Freezes (every CPU's probe stalled at once: one loop thread cannot hold two CPUs, so nothing in
-the guest ran) are left out where they can be placed:
+A host stall is the part of a probe's stall in which its timer had not fired
+(`wakeups.host_part`): a guest busy with other work (the emulator's loop, the kernel) wakes the
+probe on time and keeps it waiting for the CPU, which the probe reads as its run delay, and that
+wait is not a host stall. Host stalls are left out where they can be placed:
 
 - the contention group's irtt statistics (p99.9 and maximum, through the lab and on the veth
-  reference alike) are taken over the probes not in flight during a freeze
-  (`tail_outside_freezes`); which probes go is decided by time alone, never by their RTT;
+  reference alike) are taken over the probes not in flight during a host stall of any CPU
+  (`tail_outside_host_stalls`); which probes go is decided by time alone, never by their RTT;
 - the emulator's own lateness check drops the late packets of its late passes (deliveries more
-  than 1 ms late, kept with their time and packet count) that waited through a freeze
-  (`lateness_outside_freezes`); the on-time packets of those moments stay, which can only make
-  what remains look later.
+  than 1 ms late, kept with their time, CPU and packet count) that waited through a host stall
+  of their CPU (`lateness_outside_host_stalls`); the on-time packets of those moments stay, which
+  can only make what remains look later.
 
 A level whose probe's own 99.9th percentile wake-up misses the emulator's limit (the host held
-the guest's CPUs through the level, not in a few freezes) is set aside and measured again, up to
+the guest's CPUs through the level, not in a few stalls) is set aside and measured again, up to
 `ValidationConfig.level_attempts` times; the last attempt is kept whatever it shows. That
 decision reads the probe alone, never the emulator's or the tools' figures, so a level is not
 repeated because it failed, and a machine that disturbs every attempt still fails. Each set-aside
@@ -40,7 +42,7 @@ from typing import Any, NamedTuple
 from protolab.errors import ToolError
 from protolab.measure.tools import nearest_rank
 from protolab.validate.report import Check
-from protolab.validate.wakeups import STALL_SLACK_NS
+from protolab.validate.wakeups import STALL_SLACK_NS, in_host_stall
 
 # How late a delivery must be for the emulator to keep its pass (contract::control::LATE_PASS_NS).
 LATE_PASS_NS = 1_000_000
@@ -89,32 +91,26 @@ def timed_rtts(document: Mapping[str, Any], source: str) -> list[TimedRtt]:
     return trips
 
 
-def tail_outside_freezes(trips: Sequence[TimedRtt], freezes: Sequence[tuple[int, int]],
-                         slack_ns: int = STALL_SLACK_NS) -> Tail:
-    """irtt's p99.9 and maximum over the probes not in flight during a freeze of the guest
-    (protolab.validate.wakeups.guest_freezes; `slack_ns` either side, as the clocks are read
-    apart). A freeze before a probe leaves only delays its send, which irtt stamps after it."""
+def tail_outside_host_stalls(trips: Sequence[TimedRtt], stalls: Sequence[tuple[int, int]],
+                             slack_ns: int = STALL_SLACK_NS) -> Tail:
+    """irtt's p99.9 and maximum over the probes not in flight during a host stall (any CPU's,
+    protolab.validate.wakeups.host_stalls; `slack_ns` either side, as the clocks are read apart).
+    A stall before a probe left only delays its send, which irtt stamps after it."""
     kept = sorted(trip.rtt_ms for trip in trips
                   if not any(start - slack_ns <= trip.receive_ns and trip.send_ns <= end + slack_ns
-                             for start, end in freezes))
+                             for start, end in stalls))
     return Tail(len(kept), len(trips) - len(kept), nearest_rank(kept, 0.999), kept[-1] if kept else math.nan)
 
 
-def _overlaps(start_ns: int, end_ns: int, freezes: Sequence[tuple[int, int]], slack_ns: int) -> bool:
-    return any(freeze_start - slack_ns <= end_ns and start_ns <= freeze_end + slack_ns
-               for freeze_start, freeze_end in freezes)
-
-
-def lateness_outside_freezes(late: Mapping[str, Any], late_passes: Sequence[Mapping[str, Any]],
-                             freezes: Sequence[tuple[int, int]],
-                             slack_ns: int = STALL_SLACK_NS) -> dict[str, Any] | None:
+def lateness_outside_host_stalls(late: Mapping[str, Any], late_passes: Sequence[Mapping[str, Any]],
+                                 probe: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The emulator's delivery lateness (`delivery_late` of its counters) without the late
-    packets of the passes that waited through a freeze of the guest: `held_packets` and the
-    99.9th percentile's bucket edge of the rest (`p999_ns_at_most`, None when nothing is left).
-    None when no late pass met a freeze. Those packets were more than LATE_PASS_NS late, so they
-    leave the lowest buckets above it first: what remains is never earlier than it was."""
-    held = sum(int(p.get("packets") or 0) for p in late_passes
-               if _overlaps(int(p["at_unix_ns"]) - int(p["late_ns"]), int(p["at_unix_ns"]), freezes, slack_ns))
+    packets of the passes that waited through a host stall of their CPU (`wakeups.in_host_stall`
+    on the probe's summary): `held_packets` and the 99.9th percentile's bucket edge of the rest
+    (`p999_ns_at_most`, None when nothing is left). None when no late pass met one. Those packets
+    were more than LATE_PASS_NS late, so they leave the lowest buckets above it first: what
+    remains is never earlier than it was."""
+    held = sum(int(p.get("packets") or 0) for p in late_passes if in_host_stall(p, probe))
     if held == 0:
         return None
     max_ns = int(late.get("max_ns") or 0)
@@ -142,8 +138,8 @@ def lateness_outside_freezes(late: Mapping[str, Any], late_passes: Sequence[Mapp
 def host_disturbance(probe: Mapping[str, Any] | None, limit_ms: float) -> str | None:
     """Why the host disturbed a level, from its probe alone; None when it did not (or the probe
     gave nothing): the probe's 99.9th percentile wake-up beyond the limit the emulator is held
-    to, so the machine could not wake a real-time thread in time through the level. Freezes of
-    the guest alone are not a reason: the checks leave their moments out instead."""
+    to, so the machine could not wake a real-time thread in time through the level. Stalls of
+    the guest's CPUs alone are not a reason: the checks leave their moments out instead."""
     if not probe or probe.get("p999_ns") is None:
         return None
     p999_ms = probe["p999_ns"] / 1e6

@@ -26,9 +26,9 @@ from protolab.validate.decomposition import (
 from protolab.validate.disturbance import (
     LevelAttempt,
     Tail,
-    lateness_outside_freezes,
+    lateness_outside_host_stalls,
     measure_level,
-    tail_outside_freezes,
+    tail_outside_host_stalls,
     timed_rtts,
 )
 from protolab.validate.plumbing import (
@@ -49,7 +49,7 @@ from protolab.validate.plumbing import (
     veth_pair,
 )
 from protolab.validate.report import Check, Status, Thresholds, ValidationConfig
-from protolab.validate.wakeups import guest_freezes, host_wakeups, judge_late_passes, wakeup_check
+from protolab.validate.wakeups import host_stalls, host_wakeups, judge_late_passes, wakeup_check
 
 # Paired readings of the emulator's clock and the wall clock before and after a split irtt run;
 # the one with the shortest round trip sets the offset.
@@ -99,33 +99,33 @@ def _floor_check(lab: Lab, config: ValidationConfig) -> Check:
 
 
 def lateness_check(check_id: str, group: str, name: str, late: Mapping[str, Any], limits: Thresholds,
-                   outside_freezes: Mapping[str, Any] | None = None) -> Check:
+                   outside_host_stalls: Mapping[str, Any] | None = None) -> Check:
     """The emulator's own check of a level: its delivery lateness (`delivery_late` of its counters,
     reset before the level), the delay it added beyond the model's, by its own clock. The 99.9th
-    percentile is judged without the late packets of passes that waited through a freeze of the
-    guest when there were any (`outside_freezes`, protolab.validate.disturbance)."""
+    percentile is judged without the late packets of passes that waited through a host stall of
+    their CPU when there were any (`outside_host_stalls`, protolab.validate.disturbance)."""
     packets = int(late.get("packets") or 0)
     mean_ms = float(late.get("mean_ns") or 0) / 1e6
     p999_ns = late.get("p999_ns_at_most")
     # None with packets: the 99.9th percentile lies beyond the histogram's last edge (100 ms).
     p999_ms = math.inf if p999_ns is None else float(p999_ns) / 1e6
-    judged_ms, freeze_text = p999_ms, ""
-    if outside_freezes:
-        kept_ns = outside_freezes["p999_ns_at_most"]
+    judged_ms, stall_text = p999_ms, ""
+    if outside_host_stalls:
+        kept_ns = outside_host_stalls["p999_ns_at_most"]
         judged_ms = 0.0 if kept_ns is None else float(kept_ns) / 1e6
-        freeze_text = (f"; without the {outside_freezes['held_packets']} late packets of guest freezes "
+        stall_text = (f"; without the {outside_host_stalls['held_packets']} late packets of host stalls "
                        f"p99.9 <= {fmt_number(judged_ms)} ms")
     mean_limit, p999_limit = limits.emulator_late_mean_ms, limits.emulator_late_p999_ms
     status: Status = "info" if packets == 0 else (
         "pass" if mean_ms <= mean_limit and judged_ms <= p999_limit else "fail")
     return Check(
         id=check_id, group=group, name=name, unit="ms", configured=0.0, measured=mean_ms, error=mean_ms,
-        configured_text="0 ms", measured_text=f"mean {mean_ms:.4f} ms, p99.9 <= {fmt_number(p999_ms)} ms{freeze_text}",
+        configured_text="0 ms", measured_text=f"mean {mean_ms:.4f} ms, p99.9 <= {fmt_number(p999_ms)} ms{stall_text}",
         error_text=f"{mean_ms:+.4f} ms",
-        criterion=f"mean <= {mean_limit:g} ms, p99.9 <= {p999_limit:g} ms (emulator's counters; outside guest "
-                  "freezes)",
+        criterion=f"mean <= {mean_limit:g} ms, p99.9 <= {p999_limit:g} ms (emulator's counters; outside host "
+                  "stalls)",
         status=status, details={"delivery_late": dict(late), "p999_ms_at_most": p999_ms, "packets": packets,
-                                "outside_freezes": dict(outside_freezes) if outside_freezes else None})
+                                "outside_host_stalls": dict(outside_host_stalls) if outside_host_stalls else None})
 
 
 def _emulator_lateness(lab: Lab) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -174,7 +174,7 @@ def _delay_level(
     late, late_passes = _emulator_lateness(lab)
     emulator = lateness_check(f"delay.emulator.{delay_ms:g}ms", "delay",
                               f"delay {delay_ms:g} ms/link: the emulator's delivery lateness", late, limits,
-                              lateness_outside_freezes(late, late_passes, guest_freezes(probe.summary)))
+                              lateness_outside_host_stalls(late, late_passes, probe.summary))
     host = wakeup_check(f"delay.host.wakeups.{delay_ms:g}ms", "delay",
                         f"delay {delay_ms:g} ms/link: the host's real-time wake-ups (same minutes)", probe.summary,
                         limits)
@@ -283,8 +283,8 @@ def contention_checks(lab: Lab, config: ValidationConfig, workdir: Path, step: S
 
 def _contention_level(lab: Lab, config: ValidationConfig, workdir: Path, attempt: int) -> LevelAttempt:
     """One attempt at the contention group (protolab.validate.disturbance): irtt through the lab
-    and on a bare veth pair under the same hogs, the host's probe beside both (a freeze during
-    the reference alone would widen the tool's own tail and so loosen the check)."""
+    and on a bare veth pair under the same hogs, the host's probe beside both (a host stall
+    during the reference alone would widen the tool's own tail and so loosen the check)."""
     limits = config.thresholds
     delay_ms = config.contention_delay_ms
     label = "contention" + (f"-attempt{attempt}" if attempt > 1 else "")
@@ -311,23 +311,24 @@ def _contention_level(lab: Lab, config: ValidationConfig, workdir: Path, attempt
             hog.kill()
             hog.wait()
     configured = 4 * delay_ms
-    freezes = guest_freezes(probe.summary)
-    lab_tail, own_tail = (tail_outside_freezes(timed_rtts(parse_json(path.read_text()), str(path)), freezes)
+    # Any CPU's: the probes' path crosses the client, the emulator and the server, wherever they ran.
+    stalls = [stall for per_cpu in host_stalls(probe.summary).values() for stall in per_cpu]
+    lab_tail, own_tail = (tail_outside_host_stalls(timed_rtts(parse_json(path.read_text()), str(path)), stalls)
                           for path in (workdir / f"irtt-{label}.json", reference_file))
     details = {"hogs": config.contention_hogs, "probes": irtt.packets_received, "rtt_mean_ms": irtt.rtt_mean_ms,
                "rtt_p99_ms": irtt.rtt_p99_ms, "emulator_delivery_late": late,
-               "guest_freezes_ms": [(end - start) / 1e6 for start, end in freezes],
+               "host_stalls": len(stalls), "host_stalled_ms": sum(end - start for start, end in stalls) / 1e6,
                "left_out": lab_tail.left_out, "veth_left_out": own_tail.left_out}
     emulator = lateness_check("contention.emulator", "contention",
                               f"{config.contention_hogs} CPU hogs: the emulator's delivery lateness", late, limits,
-                              lateness_outside_freezes(late, late_passes, freezes))
+                              lateness_outside_host_stalls(late, late_passes, probe.summary))
     host = wakeup_check("contention.host.wakeups", "contention",
                         f"{config.contention_hogs} CPU hogs: the host's real-time wake-ups (same minutes)",
                         probe.summary, limits)
     judge_late_passes(host, late_passes, probe.summary, emulator)
     emulator.host_check = host.id
     checks: list[Check] = [_contention_reference_check(own_tail, reference, config.contention_hogs)]
-    left_out = (f"; {lab_tail.left_out} + {own_tail.left_out} probes in guest freezes left out"
+    left_out = (f"; {lab_tail.left_out} + {own_tail.left_out} probes in host stalls left out"
                 if lab_tail.left_out or own_tail.left_out else "")
     for stat, measured, tool_own, every, every_own, limit in (
             ("p99.9", lab_tail.p999_ms, own_tail.p999_ms, irtt.rtt_p999_ms, reference.rtt_p999_ms,
@@ -336,7 +337,7 @@ def _contention_level(lab: Lab, config: ValidationConfig, workdir: Path, attempt
              limits.contention_max_ms)):
         # As the mean RTT checks: the error beyond what the tool takes by itself on a bare veth
         # pair, here its same statistic under the same hogs (measured in the same minute), both
-        # over the probes not in flight while the host held the guest (protolab.validate.disturbance).
+        # over the probes not in flight while the host stalled a CPU (protolab.validate.disturbance).
         error = measured - configured - tool_own
         checks.append(Check(
             id=f"contention.irtt.{stat}", group="contention",
@@ -344,7 +345,7 @@ def _contention_level(lab: Lab, config: ValidationConfig, workdir: Path, attempt
                  "beyond its veth reference",
             unit="ms", configured=configured, measured=measured, error=error, configured_text=f"{configured:g} ms",
             measured_text=f"{fmt_number(measured)} ms (veth {fmt_number(tool_own)} ms){left_out}",
-            error_text=f"{error:+.3f} ms", criterion=f"error <= {limit:g} ms (outside guest freezes)",
+            error_text=f"{error:+.3f} ms", criterion=f"error <= {limit:g} ms (outside host stalls)",
             status="pass" if error <= limit else "fail",
             details={**details, "error_without_reference_ms": measured - configured, "veth_reference_ms": tool_own,
                      "every_probe": {"rtt_ms": every, "veth_ms": every_own,

@@ -45,22 +45,31 @@ from protolab.validate.plumbing import TOOL_RT_PRIORITY, fmt_number
 from protolab.validate.report import Check, Thresholds
 
 # The probe: on CPU `cpu` only, sleeps `interval` seconds at a time until SIGTERM, then writes
-# every oversleep (ns) and its stalls ([wall-clock ns when it woke, oversleep ns], the first
-# `keep` beyond `stall` ns).
+# every oversleep (ns) and its stalls ([wall-clock ns when it woke, oversleep ns, ns of it spent
+# runnable but waiting for the CPU (/proc/thread-self/schedstat's run delay; absent when not
+# readable)], the first `keep` beyond `stall` ns).
 PROBE_SOURCE = """
 import json, os, signal, sys, time
 interval, out, cpu, stall, keep = float(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 os.sched_setaffinity(0, {cpu})
+try:
+    schedstat = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+except OSError:
+    schedstat = None
+def waited():
+    # The thread's time runnable but waiting for its CPU so far (ns; 0 when not known).
+    return int(os.pread(schedstat, 100, 0).split()[1]) if schedstat is not None else 0
 late, stalls, running = [], [], [True]
 signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
 target_ns = int(interval * 1e9)
 while running[0]:
+    queued = waited()
     start = time.perf_counter_ns()
     time.sleep(interval)
     over = max(0, time.perf_counter_ns() - start - target_ns)
     late.append(over)
     if over > stall and len(stalls) < keep:
-        stalls.append([time.time_ns(), over])
+        stalls.append([time.time_ns(), over] + ([waited() - queued] if schedstat is not None else []))
 with open(out, "w") as f:
     json.dump({"late": late, "stalls": stalls}, f)
 """
@@ -126,7 +135,7 @@ def _intersection(left: Sequence[tuple[int, int]], right: Sequence[tuple[int, in
 def _stall_intervals(stalls_by_cpu: Mapping[Any, Sequence[Sequence[int]]]) -> list[list[tuple[int, int]]]:
     """Each CPU's stalls ([woke ns, oversleep ns]: stalled from woke - oversleep to woke) as
     merged intervals."""
-    return [_merged([(woke - over, woke) for woke, over in stalls]) for stalls in stalls_by_cpu.values()]
+    return [_merged([(stall[0] - stall[1], stall[0]) for stall in stalls]) for stalls in stalls_by_cpu.values()]
 
 
 def _all_at_once(per_cpu: Sequence[Sequence[tuple[int, int]]]) -> list[tuple[int, int]]:
@@ -151,15 +160,24 @@ def stalled_together(stalls_by_cpu: Mapping[Any, Sequence[Sequence[int]]]) -> di
             "longest_all_stalled_ms": max((end - start for start, end in together), default=0) / 1e6}
 
 
-def guest_freezes(summary: Mapping[str, Any] | None) -> list[tuple[int, int]]:
-    """The wall-clock intervals (ns) when every CPU's probe of a summary (`worst_cpu`) was stalled
-    at once, with two CPUs or more: nothing below the emulator's loop ran in the guest, and one
-    loop thread cannot hold two CPUs, so the host held the guest (docs/validation.md, "The guest
-    frozen"). Empty with one CPU or no probe."""
+def host_part(stall: Sequence[int]) -> tuple[int, int] | None:
+    """The part of a stall ([woke ns, oversleep ns, waited ns]) in which the probe's timer had not
+    fired yet: the vCPU did not run (a guest busy with other work would have woken the probe on
+    time and kept it waiting for the CPU, which counts as waited). It comes first, from the due
+    time on. None when under STALL_NS; the whole stall when the wait is not known."""
+    woke, over = stall[0], stall[1]
+    waited = stall[2] if len(stall) > 2 else 0
+    if over - waited <= STALL_NS:
+        return None
+    return woke - over, woke - waited
+
+
+def host_stalls(summary: Mapping[str, Any] | None) -> dict[str, list[tuple[int, int]]]:
+    """Each CPU's host stalls (`host_part` of its probe's stalls, merged) of a summary
+    (`worst_cpu`), by CPU."""
     cpus = (summary or {}).get("cpus") or {}
-    if len(cpus) < 2:
-        return []
-    return _all_at_once(_stall_intervals({cpu: probe.get("stalls") or [] for cpu, probe in cpus.items()}))
+    return {cpu: _merged([part for stall in probe.get("stalls") or [] if (part := host_part(stall))])
+            for cpu, probe in cpus.items()}
 
 
 def worst_cpu(per_cpu: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
@@ -171,8 +189,14 @@ def worst_cpu(per_cpu: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     cpu, worst = max(measured.items(), key=lambda item: (item[1]["p999_ns"], item[1]["max_ns"]))
     figures = {key: value for key, value in worst.items() if key != "stalls"}
     together = stalled_together({c: s.get("stalls") or [] for c, s in sorted(measured.items())})
+    # How the stalls' time divides: the host's (the probe's timer late) and the guest's (woken on
+    # time, waiting for the CPU behind other work), summed over the CPUs.
+    stalls = [stall for s in measured.values() for stall in s.get("stalls") or []]
+    waited_ms = sum(stall[2] for stall in stalls if len(stall) > 2) / 1e6
+    host_ms = sum(end - start for part in map(host_part, stalls) if part for start, end in [part]) / 1e6
     return {**figures, "wakeups": sum(s["wakeups"] for s in measured.values()), "worst_cpu": cpu,
-            "stalled_together": together, "cpus": {str(c): s for c, s in sorted(per_cpu.items())}}
+            "stalled_together": together, "host_stalled_ms": host_ms, "waited_ms": waited_ms,
+            "cpus": {str(c): s for c, s in sorted(per_cpu.items())}}
 
 
 @contextmanager
@@ -197,7 +221,7 @@ def host_wakeups(workdir: Path, label: str) -> Iterator[WakeupProbe]:
             try:
                 measured = json.loads(out.read_text())
                 per_cpu[cpu] = {**summarise([int(n) for n in measured["late"]]),
-                                "stalls": [[int(at), int(late)] for at, late in measured["stalls"]]}
+                                "stalls": [[int(value) for value in stall] for stall in measured["stalls"]]}
             except (OSError, ValueError, TypeError, KeyError):
                 continue
         probe.summary = worst_cpu(per_cpu)
@@ -239,18 +263,15 @@ def _together_text(together: Mapping[str, Any] | None) -> str:
 
 
 def in_host_stall(late_pass: Mapping[str, Any], summary: Mapping[str, Any] | None) -> bool:
-    """Whether a late pass of the emulator (`late_passes` of its counters) overlaps a stall the
-    probe of its CPU saw (of any CPU when the pass names none): the emulator was due at
-    `at_unix_ns - late_ns` and ran at `at_unix_ns`, the probe was due at `woke - oversleep` and
-    ran at `woke`."""
-    if not summary:
-        return False
-    due, ran = late_pass["at_unix_ns"] - late_pass["late_ns"], late_pass["at_unix_ns"]
+    """Whether a late pass of the emulator (`late_passes` of its counters) overlaps a host stall
+    (`host_part`) the probe of its CPU saw (of any CPU when the pass names none): the emulator
+    was due at `at_unix_ns - late_ns` and ran at `at_unix_ns`."""
+    stalls = host_stalls(summary)
     cpu = late_pass.get("cpu")
-    cpus = summary.get("cpus") or {}
-    probes = [cpus[str(cpu)]] if cpu is not None and str(cpu) in cpus else list(cpus.values())
-    return any(woke - over - STALL_SLACK_NS <= ran and due <= woke + STALL_SLACK_NS
-               for probe in probes for woke, over in probe.get("stalls") or [])
+    due, ran = late_pass["at_unix_ns"] - late_pass["late_ns"], late_pass["at_unix_ns"]
+    intervals = stalls[str(cpu)] if cpu is not None and str(cpu) in stalls else \
+        [interval for per_cpu in stalls.values() for interval in per_cpu]
+    return any(start - STALL_SLACK_NS <= ran and due <= end + STALL_SLACK_NS for start, end in intervals)
 
 
 def judge_late_passes(host: Check, late_passes: Sequence[Mapping[str, Any]], summary: Mapping[str, Any] | None,
