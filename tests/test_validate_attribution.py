@@ -164,6 +164,11 @@ def test_stalls_of_every_cpu_at_once_are_the_whole_machines() -> None:
     assert "all 2 CPUs stalled at once 73.0 ms (longest 73.0 ms) of 90.0 ms with any stalled" in text
     one_cpu = _probe_with_stalls({0: stalls[0]})
     assert "at once" not in wakeup_check("h", "contention", "host", one_cpu, Thresholds()).measured_text
+    # With the probes' waits: the host's part (timer late) and the guest's (waiting for the CPU).
+    waits = _probe_with_stalls({0: [[175 * ms, 75 * ms, 70 * ms]], 1: [[310 * ms, 5 * ms, 1 * ms]]})
+    assert (waits["host_stalled_ms"], waits["waited_ms"]) == (9.0, 71.0)
+    assert wakeup_check("h", "contention", "host", waits, Thresholds()).measured_text.endswith(
+        "; stalls: host 9.0 ms, waiting for the CPU 71.0 ms")
 
 
 def test_a_late_pass_lies_in_a_host_stall_only_on_its_cpu_and_when_the_two_overlap() -> None:

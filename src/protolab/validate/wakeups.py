@@ -245,7 +245,7 @@ def wakeup_check(check_id: str, group: str, name: str, summary: dict[str, Any] |
         configured_text="0 ms",
         measured_text=(f"p99.9 {fmt_number(p999_ms)} ms, mean {mean_ms:.3f} ms, max {fmt_number(max_ms)} ms"
                        + (f" (CPU {summary['worst_cpu']})" if "worst_cpu" in summary else "")
-                       + _together_text(summary.get("stalled_together"))),
+                       + _together_text(summary.get("stalled_together")) + _host_text(summary)),
         error_text=f"{p999_ms:+.3f} ms",
         criterion=f"p99.9 <= {limit:g} ms, as the emulator's own lateness (a real-time thread "
                   f"sleeping {PROBE_INTERVAL_S * 1e3:g} ms on each CPU; the worst CPU)",
@@ -260,6 +260,14 @@ def _together_text(together: Mapping[str, Any] | None) -> str:
     return (f"; all {together['cpus']} CPUs stalled at once {together['all_stalled_ms']:.1f} ms "
             f"(longest {together['longest_all_stalled_ms']:.1f} ms) of {together['any_stalled_ms']:.1f} ms with "
             f"any stalled")
+
+
+def _host_text(summary: Mapping[str, Any]) -> str:
+    """How the stalls' time divides between the host (the probe's timer late) and the guest
+    (woken, waiting for the CPU), when the probes read their wait."""
+    if "host_stalled_ms" not in summary or not (summary["host_stalled_ms"] or summary["waited_ms"]):
+        return ""
+    return f"; stalls: host {summary['host_stalled_ms']:.1f} ms, waiting for the CPU {summary['waited_ms']:.1f} ms"
 
 
 def in_host_stall(late_pass: Mapping[str, Any], summary: Mapping[str, Any] | None) -> bool:
