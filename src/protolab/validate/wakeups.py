@@ -18,10 +18,14 @@ probe whose 99.9th percentile stayed under 1 ms). The emulator's loop is not pin
 worst CPU's figures are the host's.
 
 Each probe also keeps its stalls (sleeps that ended more than 0.5 ms late) with their wall-clock
-times, and the emulator keeps its late passes (deliveries more than 1 ms late) with theirs and
-the CPU it ran on (`late_passes` of its counters). A late pass that overlaps a stall of its CPU
-was held up by the host; when every late pass of a level whose emulator check failed was, the
-host's row fails even if its 99.9th percentile stayed within the limit (`judge_late_passes`).
+times and how much of each it spent woken and waiting for its CPU (its run delay): the rest, the
+time before its timer fired, is the host's (`host_part`: a guest busy with other work wakes the
+probe on time and keeps it waiting; perf sched showed the host's stalls with the probe's wake-up
+at their end). The emulator keeps its late passes (deliveries more than 1 ms late) with their
+times and the CPU it ran on (`late_passes` of its counters). A late pass that overlaps a host
+stall of its CPU was held up by the host; when every late pass of a level whose emulator check
+failed was, the host's row fails even if its 99.9th percentile stayed within the limit
+(`judge_late_passes`).
 
 When every CPU's probe stalled at the same moments, nothing below the emulator's loop ran on
 any CPU then: the host did not run the guest, or something at a higher real-time priority held
@@ -297,4 +301,4 @@ def judge_late_passes(host: Check, late_passes: Sequence[Mapping[str, Any]], sum
     host.details.update(matched)
     if held == len(late_passes) and summary and emulator.status == "fail":
         host.status = "fail"
-        host.measured_text += f"; all {held} of the emulator's late passes (> 1 ms) fell in stalls of their CPU"
+        host.measured_text += f"; all {held} of the emulator's late passes (> 1 ms) fell in host stalls of their CPU"
