@@ -150,7 +150,7 @@ def _all_at_once(per_cpu: Sequence[Sequence[tuple[int, int]]]) -> list[tuple[int
 
 
 def stalled_together(stalls_by_cpu: Mapping[Any, Sequence[Sequence[int]]]) -> dict[str, Any]:
-    """How the CPUs' stalls ([woke ns, oversleep ns]) lie against each other: the time any CPU
+    """How the CPUs' stalls ([woke ns, oversleep ns, ...]) lie against each other: the time any CPU
     was stalled, the time every CPU was at once and the longest such stretch, ms. A lower bound:
     only stalls beyond STALL_NS are kept."""
     per_cpu = _stall_intervals(stalls_by_cpu)
@@ -197,7 +197,7 @@ def worst_cpu(per_cpu: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     # time, waiting for the CPU behind other work), summed over the CPUs.
     stalls = [stall for s in measured.values() for stall in s.get("stalls") or []]
     waited_ms = sum(stall[2] for stall in stalls if len(stall) > 2) / 1e6
-    host_ms = sum(end - start for part in map(host_part, stalls) if part for start, end in [part]) / 1e6
+    host_ms = sum(part[1] - part[0] for part in map(host_part, stalls) if part) / 1e6
     return {**figures, "wakeups": sum(s["wakeups"] for s in measured.values()), "worst_cpu": cpu,
             "stalled_together": together, "host_stalled_ms": host_ms, "waited_ms": waited_ms,
             "cpus": {str(c): s for c, s in sorted(per_cpu.items())}}
