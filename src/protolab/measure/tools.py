@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -102,7 +103,7 @@ def _irtt_result(data: Any) -> IrttResult:
     )
 
 
-def nearest_rank(sorted_values: list[float], fraction: float) -> float:
+def nearest_rank(sorted_values: Sequence[float], fraction: float) -> float:
     """The nearest-rank percentile `fraction` of ascending values; NaN for none."""
     if not sorted_values:
         return math.nan

@@ -35,7 +35,6 @@ every CPU. `stalled_together` gives that time, and the host's row reports it.
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from protolab.lab import stop_process
+from protolab.measure.tools import nearest_rank
 from protolab.validate.plumbing import TOOL_RT_PRIORITY, fmt_number
 from protolab.validate.report import Check, Thresholds
 
@@ -103,12 +103,8 @@ def summarise(late_ns: Sequence[int]) -> dict[str, Any]:
     if not late_ns:
         return {"wakeups": 0, "mean_ns": None, "p99_ns": None, "p999_ns": None, "max_ns": None}
     ordered = sorted(late_ns)
-
-    def rank(q: float) -> int:
-        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-    return {"wakeups": len(ordered), "mean_ns": sum(ordered) / len(ordered), "p99_ns": rank(0.99),
-            "p999_ns": rank(0.999), "max_ns": ordered[-1], "interval_s": PROBE_INTERVAL_S}
+    return {"wakeups": len(ordered), "mean_ns": sum(ordered) / len(ordered), "p99_ns": nearest_rank(ordered, 0.99),
+            "p999_ns": nearest_rank(ordered, 0.999), "max_ns": ordered[-1], "interval_s": PROBE_INTERVAL_S}
 
 
 def _merged(intervals: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
