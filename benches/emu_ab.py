@@ -7,8 +7,10 @@ Each round runs the row once through a fresh lab of every binary in turn, then o
 veth pair (benches/emu_throughput.py's namespaces), so that drift on a shared machine falls on
 every binary alike. Per binary: the median Gbit/s (iperf3 goodput), its ratio to the veth pair's
 median in the same run, and the median emulator CPU-seconds per Gbit delivered on the data link
-(emu_throughput.py's "Accounting"); the emulator's `tx_errors` and `rx_malformed`, which must
-stay 0. A comparison of binaries, not a target: emu_throughput.py holds the issue's targets.
+(emu_throughput.py's "Accounting"); the median of the emulator's delivery lateness against its
+model per transfer (mean, the 99.9th percentile's bucket bound, passes more than 1 ms late:
+docs/control.md, `delivery_late`, `late_passes`); the emulator's `tx_errors` and `rx_malformed`,
+which must stay 0. A comparison of binaries, not a target: emu_throughput.py holds the issue's targets.
 """
 
 from __future__ import annotations
@@ -70,7 +72,18 @@ def _emulator_round(binary: Path, row: bench.Row, seconds: int, offload: bool | 
             "emulator_cpu_s_per_gbit": transfer.accounting["emulator_cpu_s_per_gbit"],
             "emulator_cores": transfer.accounting["emulator_cores"],
             "machine_busy": transfer.accounting["machine_busy"],
-            "tx_errors": emulator["tx_errors"], "rx_malformed": emulator["rx_malformed"]}
+            "tx_errors": emulator["tx_errors"], "rx_malformed": emulator["rx_malformed"],
+            **delivery_lateness(emulator)}
+
+
+def delivery_lateness(emulator: dict[str, Any]) -> dict[str, float | int | None]:
+    """How late the emulator delivered against its model during one transfer (its counters are
+    reset before it): the mean and the 99.9th percentile's bucket bound in µs, and its passes
+    more than 1 ms late."""
+    late = emulator["delivery_late"]
+    p999 = late.get("p999_ns_at_most")
+    return {"late_mean_us": late["mean_ns"] / 1e3, "late_p999_us_at_most": None if p999 is None else p999 / 1e3,
+            "late_passes": len(emulator.get("late_passes") or [])}
 
 
 def measure(binaries: dict[str, Path], row: bench.Row, rounds: int, seconds: int,
@@ -102,17 +115,22 @@ def summarise(samples: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
         gbit = median(rows, "gbit_per_s")
         summary[name] = {"gbit_per_s": gbit, "ratio_to_veth": gbit / veth if gbit is not None and veth else None,
                          "emulator_cpu_s_per_gbit": median(rows, "emulator_cpu_s_per_gbit"),
+                         "late_mean_us": median(rows, "late_mean_us"),
+                         "late_p999_us_at_most": median(rows, "late_p999_us_at_most"),
+                         "late_passes": median(rows, "late_passes"),
                          "tx_errors": sum(r.get("tx_errors", 0) for r in rows),
                          "rx_malformed": sum(r.get("rx_malformed", 0) for r in rows)}
     return summary
 
 
 def render(summary: dict[str, dict[str, Any]]) -> Table:
-    table = Table("binary", "Gbit/s (median)", "vs veth", "emu CPU s/Gbit", "tx_errors", "rx_malformed")
+    table = Table("binary", "Gbit/s (median)", "vs veth", "emu CPU s/Gbit", "late mean µs", "late p99.9 µs ≤",
+                  "late passes", "tx_errors", "rx_malformed")
     for name, s in summary.items():
-        cpu = s["emulator_cpu_s_per_gbit"]
         table.add_row(name, bench._number(s["gbit_per_s"], ".2f"), bench._number(s["ratio_to_veth"], ".3f"),
-                      "-" if cpu is None else f"{cpu:.3f}", str(s["tx_errors"]), str(s["rx_malformed"]))
+                      bench._number(s["emulator_cpu_s_per_gbit"], ".3f"), bench._number(s.get("late_mean_us"), ".1f"),
+                      bench._number(s.get("late_p999_us_at_most"), ".0f"), bench._number(s.get("late_passes"), "g"),
+                      str(s["tx_errors"]), str(s["rx_malformed"]))
     return table
 
 
