@@ -128,8 +128,8 @@ def render(summary: dict[str, dict[str, Any]]) -> Table:
                   "late passes", "tx_errors", "rx_malformed")
     for name, s in summary.items():
         table.add_row(name, bench._number(s["gbit_per_s"], ".2f"), bench._number(s["ratio_to_veth"], ".3f"),
-                      bench._number(s["emulator_cpu_s_per_gbit"], ".3f"), bench._number(s.get("late_mean_us"), ".1f"),
-                      bench._number(s.get("late_p999_us_at_most"), ".0f"), bench._number(s.get("late_passes"), "g"),
+                      bench._number(s["emulator_cpu_s_per_gbit"], ".3f"), bench._number(s["late_mean_us"], ".1f"),
+                      bench._number(s["late_p999_us_at_most"], ".0f"), bench._number(s["late_passes"], "g"),
                       str(s["tx_errors"]), str(s["rx_malformed"]))
     return table
 
